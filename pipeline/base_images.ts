@@ -1,0 +1,176 @@
+/**
+ * Base images built offline: debootstrap a minimal Debian with python3, pytest and git, then
+ * `docker import` it. The tag is a hash of the recipe, so an unchanged recipe is never rebuilt.
+ * A user with a registry may name any image instead; it is probed for what we need.
+ */
+import { execFile as execFileCb, spawn } from 'node:child_process';
+import { mkdirSync, rmSync, writeFileSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { docker, inspectImage, runContainer } from './docker.js';
+import { hashOf } from './hashing.js';
+import type { PythonVersion } from './manifest.js';
+import { withLock } from './lock.js';
+import { cacheDir } from './settings.js';
+
+const execFile = promisify(execFileCb);
+
+export interface BaseRecipe {
+  suite: 'bookworm' | 'trixie';
+  python: PythonVersion;
+  packages: string[];
+  /** Bump when the steps below change in a way the fields above do not show. */
+  revision: number;
+}
+
+const PACKAGES = ['python3', 'python3-pytest', 'python3-pytest-timeout', 'git', 'netbase', 'ca-certificates'];
+
+export const BASE_RECIPES: Record<PythonVersion, BaseRecipe> = {
+  '3.11': { suite: 'bookworm', python: '3.11', packages: PACKAGES, revision: 1 },
+  '3.13': { suite: 'trixie', python: '3.13', packages: PACKAGES, revision: 1 },
+};
+
+export interface BaseImage {
+  /** What env images are built FROM. */
+  ref: string;
+  imageId: string;
+  python: string;
+  pytest: string;
+  /** Whether pytest-timeout is importable: per-test timeouts need it. */
+  pytestTimeout: boolean;
+  /** Whether this is one of ours or a user-named image. */
+  source: 'debootstrap' | 'user';
+}
+
+export function baseTag(recipe: BaseRecipe): string {
+  return `worldline/base:py${recipe.python}-${hashOf(recipe)}`;
+}
+
+function mirror(): string {
+  return process.env.WORLDLINE_DEBIAN_MIRROR ?? 'http://deb.debian.org/debian';
+}
+
+const PROBE = [
+  'import importlib.util, json, sys',
+  'out = {"python": sys.version.split()[0]}',
+  'try:',
+  '    import pytest; out["pytest"] = pytest.__version__',
+  'except Exception: out["pytest"] = None',
+  'out["pytest_timeout"] = importlib.util.find_spec("pytest_timeout") is not None',
+  'print(json.dumps(out))',
+].join('\n');
+
+interface Probe {
+  python: string;
+  pytest: string | null;
+  pytest_timeout: boolean;
+}
+
+function labelsOf(info: { Config?: { Labels?: Record<string, string> | null } }): Record<string, string> {
+  return info.Config?.Labels ?? {};
+}
+
+/** Ensures our base image for `python` exists, building it when its recipe tag is absent. */
+export async function ensureBaseImage(python: PythonVersion, log: (line: string) => void = () => undefined): Promise<BaseImage> {
+  const recipe = BASE_RECIPES[python];
+  const tag = baseTag(recipe);
+  return withLock(join(cacheDir(), 'locks', `base-${python}`), async () => {
+    let info = await inspectImage(tag);
+    if (!info) {
+      log(`building base image ${tag} (debootstrap ${recipe.suite}; about a minute)`);
+      await buildBase(recipe, tag);
+      info = await inspectImage(tag);
+      if (!info) throw new Error(`docker import did not produce ${tag}`);
+    }
+    const labels = labelsOf(info);
+    return {
+      ref: tag,
+      imageId: info.Id,
+      python: labels['worldline.python'],
+      pytest: labels['worldline.pytest'],
+      pytestTimeout: labels['worldline.pytest_timeout'] === 'true',
+      source: 'debootstrap',
+    };
+  });
+}
+
+async function buildBase(recipe: BaseRecipe, tag: string): Promise<void> {
+  const root = join(cacheDir(), 'rootfs', `${recipe.suite}-${hashOf(recipe)}`);
+  rmSync(root, { recursive: true, force: true });
+  mkdirSync(root, { recursive: true });
+  try {
+    try {
+      await execFile('debootstrap', ['--variant=minbase', `--include=${recipe.packages.join(',')}`, recipe.suite, root, mirror()], {
+        maxBuffer: 64 << 20,
+      });
+    } catch (e) {
+      const err = e as { stderr?: string; stdout?: string; message: string };
+      const tail = `${err.stdout ?? ''}${err.stderr ?? ''}`.trim().split('\n').slice(-8).join('\n');
+      throw new Error(`debootstrap ${recipe.suite} failed: ${tail || err.message}`);
+    }
+    // Keep the mirror list so env builds can apt-get install; drop what only bloats the image.
+    writeFileSync(join(root, 'etc/apt/sources.list'), `deb ${mirror()} ${recipe.suite} main\n`);
+    for (const dir of ['var/cache/apt/archives', 'var/lib/apt/lists']) {
+      for (const entry of readdirSync(join(root, dir))) {
+        if (entry.endsWith('.deb') || entry.includes('_dists_')) rmSync(join(root, dir, entry), { force: true });
+      }
+    }
+    const { stdout } = await execFile('chroot', [root, 'python3', '-c', PROBE]);
+    const probe = JSON.parse(stdout) as Probe;
+    if (!probe.pytest) throw new Error(`base ${recipe.suite}: pytest is not importable after debootstrap`);
+    const changes = [
+      'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+      'ENV LANG=C.UTF-8',
+      'ENV DEBIAN_FRONTEND=noninteractive',
+      `LABEL worldline.recipe=${hashOf(recipe)}`,
+      `LABEL worldline.suite=${recipe.suite}`,
+      `LABEL worldline.python=${probe.python}`,
+      `LABEL worldline.pytest=${probe.pytest}`,
+      `LABEL worldline.pytest_timeout=${probe.pytest_timeout}`,
+      'CMD ["python3"]',
+    ];
+    const [repo, version] = tag.split(':');
+    const tar = spawn('tar', ['--numeric-owner', '-C', root, '-c', '.'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const stream = await docker().importImage(tar.stdout, { repo, tag: version, changes } as object);
+    await new Promise<void>((resolve, reject) => {
+      docker().modem.followProgress(stream, (err: Error | null, events: { error?: string }[]) => {
+        const failed = events?.find((e) => e.error);
+        if (err || failed) reject(new Error(`docker import of ${tag} failed: ${err?.message ?? failed?.error}`));
+        else resolve();
+      });
+    });
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+}
+
+/** Probes a user-named image for python3 and pytest, and says exactly what is missing. */
+export async function userBaseImage(ref: string): Promise<BaseImage> {
+  const info = await inspectImage(ref);
+  if (!info) {
+    throw new Error(`base image ${ref} is not present locally; pull it (or load it) first: these machines reach no registry`);
+  }
+  const res = await runContainer({
+    image: ref,
+    cmd: ['sh', '-c', `command -v python3 >/dev/null || { echo NO_PYTHON3; exit 0; }; python3 -c '${PROBE.replace(/'/g, "'\\''")}'; command -v git >/dev/null || echo NO_GIT`],
+    limits: { memoryBytes: 512 << 20, pids: 64, cpus: 1 },
+    timeoutMs: 60_000,
+  });
+  const missing: string[] = [];
+  if (res.output.includes('NO_PYTHON3')) missing.push('python3');
+  const line = res.output.split('\n').find((l) => l.startsWith('{'));
+  const probe = line ? (JSON.parse(line) as Probe) : null;
+  if (probe && !probe.pytest) missing.push('pytest (python3 -m pytest fails to import)');
+  if (res.output.includes('NO_GIT')) missing.push('git');
+  if (missing.length || !probe) {
+    throw new Error(`base image ${ref} lacks what Worldline needs: ${missing.join(', ') || 'a working python3'}`);
+  }
+  return {
+    ref,
+    imageId: info.Id,
+    python: probe.python,
+    pytest: probe.pytest as string,
+    pytestTimeout: probe.pytest_timeout,
+    source: 'user',
+  };
+}

@@ -1,0 +1,185 @@
+import { readFileSync } from 'node:fs';
+import { basename, dirname, isAbsolute, resolve } from 'node:path';
+import { hashOf } from './hashing.js';
+
+/** Python versions we have an offline base recipe for; `--base-image` lifts the restriction. */
+export const PYTHON_VERSIONS = ['3.11', '3.13'] as const;
+export type PythonVersion = (typeof PYTHON_VERSIONS)[number];
+export const DEFAULT_PYTHON: PythonVersion = '3.11';
+
+export interface UnitEnv {
+  apt: string[];
+  pip: string[];
+  setup: string[];
+  vars: Record<string, string>;
+  pytest_args: string[];
+}
+
+export type SourceKind = 'git-url' | 'local';
+
+/** One repository at one commit: the unit of work of every stage. */
+export interface Unit {
+  /** Stable, readable, unique: `<slug>-<hash>`; names files, images and ledger entries. */
+  id: string;
+  slug: string;
+  /** 1-based line of the manifest it came from. */
+  line: number;
+  /** As written in the manifest. */
+  repo: string;
+  /** Where git fetches from: a URL, or an absolute local path. */
+  location: string;
+  sourceKind: SourceKind;
+  /** Requested commit or ref; undefined means the default branch's head. */
+  commit?: string;
+  python: PythonVersion;
+  env: UnitEnv;
+}
+
+export interface ManifestError {
+  file: string;
+  line: number;
+  message: string;
+}
+
+export interface Manifest {
+  file: string;
+  units: Unit[];
+  errors: ManifestError[];
+}
+
+const TOP_KEYS = new Set(['repo', 'commit', 'env', 'python']);
+const ENV_KEYS = new Set(['apt', 'pip', 'setup', 'vars', 'pytest_args']);
+
+class LineError extends Error {}
+
+function stringList(value: unknown, where: string): string[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value) || !value.every((v) => typeof v === 'string')) {
+    throw new LineError(`"${where}" must be a list of strings`);
+  }
+  return value;
+}
+
+function parseEnv(value: unknown): UnitEnv {
+  if (value === undefined) return { apt: [], pip: [], setup: [], vars: {}, pytest_args: [] };
+  if (!value || typeof value !== 'object' || Array.isArray(value)) throw new LineError('"env" must be an object');
+  const raw = value as Record<string, unknown>;
+  const unknown = Object.keys(raw).filter((k) => !ENV_KEYS.has(k));
+  if (unknown.length) {
+    throw new LineError(`unknown key${unknown.length > 1 ? 's' : ''} in "env": ${unknown.join(', ')} (allowed: ${[...ENV_KEYS].join(', ')})`);
+  }
+  const vars: Record<string, string> = {};
+  if (raw.vars !== undefined) {
+    if (!raw.vars || typeof raw.vars !== 'object' || Array.isArray(raw.vars)) throw new LineError('"env.vars" must be an object of strings');
+    for (const [name, v] of Object.entries(raw.vars as Record<string, unknown>)) {
+      if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new LineError(`"env.vars" has an invalid variable name: ${JSON.stringify(name)}`);
+      if (typeof v !== 'string') throw new LineError(`"env.vars.${name}" must be a string`);
+      vars[name] = v;
+    }
+  }
+  const apt = stringList(raw.apt, 'env.apt');
+  for (const pkg of apt) {
+    if (!/^[a-z0-9][a-z0-9+.:=~-]*$/.test(pkg)) throw new LineError(`"env.apt" has an invalid Debian package name: ${JSON.stringify(pkg)}`);
+  }
+  return {
+    apt,
+    pip: stringList(raw.pip, 'env.pip'),
+    setup: stringList(raw.setup, 'env.setup'),
+    vars,
+    pytest_args: stringList(raw.pytest_args, 'env.pytest_args'),
+  };
+}
+
+function isUrl(repo: string): boolean {
+  return /^[a-z][a-z0-9+.-]*:\/\//i.test(repo) || /^[^/\s]+@[^/\s]+:/.test(repo);
+}
+
+/** A readable name: `owner__name` for hosted URLs, the folder name for local paths. */
+export function slugFor(location: string, kind: SourceKind): string {
+  const trimmed = location.replace(/\/+$/, '').replace(/\.git$/, '');
+  let parts: string[];
+  if (kind === 'git-url' && !trimmed.startsWith('file://')) {
+    parts = trimmed.replace(/^[a-z][a-z0-9+.-]*:\/\/[^/]+\//i, '').replace(/^[^@]+@[^:]+:/, '').split('/').filter(Boolean).slice(-2);
+  } else {
+    parts = [basename(trimmed.replace(/^file:\/\//, ''))];
+  }
+  const slug = parts
+    .join('__')
+    .toLowerCase()
+    .replace(/[^a-z0-9._-]+/g, '-')
+    .replace(/^[-.]+|[-.]+$/g, '');
+  return slug || 'repo';
+}
+
+function parseLine(text: string, line: number, baseDir: string): Unit {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (e) {
+    throw new LineError(`not valid JSON: ${(e as Error).message}`);
+  }
+  if (!raw || typeof raw !== 'object' || Array.isArray(raw)) throw new LineError('each line must be a JSON object');
+  const obj = raw as Record<string, unknown>;
+  const unknown = Object.keys(obj).filter((k) => !TOP_KEYS.has(k));
+  if (unknown.length) {
+    throw new LineError(`unknown key${unknown.length > 1 ? 's' : ''}: ${unknown.join(', ')} (allowed: ${[...TOP_KEYS].join(', ')})`);
+  }
+  if (typeof obj.repo !== 'string' || !obj.repo.trim()) throw new LineError('"repo" is required: a git URL, a file:// URL or a local path');
+  if (obj.commit !== undefined && (typeof obj.commit !== 'string' || !/^[\w./@^~-]+$/.test(obj.commit) || obj.commit.startsWith('-'))) {
+    throw new LineError('"commit" must be a commit SHA or a ref name');
+  }
+  if (obj.python !== undefined && !PYTHON_VERSIONS.includes(obj.python as PythonVersion)) {
+    throw new LineError(`"python" must be one of ${PYTHON_VERSIONS.join(', ')} (got ${JSON.stringify(obj.python)})`);
+  }
+  const repo = obj.repo.trim();
+  const sourceKind: SourceKind = isUrl(repo) ? 'git-url' : 'local';
+  const location = sourceKind === 'local' ? (isAbsolute(repo) ? repo : resolve(baseDir, repo)) : repo;
+  const python = (obj.python as PythonVersion | undefined) ?? DEFAULT_PYTHON;
+  const commit = obj.commit as string | undefined;
+  const slug = slugFor(location, sourceKind);
+  return {
+    id: `${slug}-${hashOf({ location, commit: commit ?? null, python }, 8)}`,
+    slug,
+    line,
+    repo,
+    location,
+    sourceKind,
+    commit,
+    python,
+    env: parseEnv(obj.env),
+  };
+}
+
+/** Parses JSON Lines; a bad line is an error with its line number and the other lines go on. */
+export function parseManifest(text: string, file: string): Manifest {
+  const baseDir = dirname(resolve(file));
+  const units: Unit[] = [];
+  const errors: ManifestError[] = [];
+  const seen = new Map<string, number>();
+  text.split('\n').forEach((rawLine, i) => {
+    const line = i + 1;
+    const content = rawLine.trim();
+    if (!content || content.startsWith('#')) return;
+    try {
+      const unit = parseLine(content, line, baseDir);
+      const first = seen.get(unit.id);
+      if (first !== undefined) throw new LineError(`duplicate of line ${first} (same repository, commit and python)`);
+      seen.set(unit.id, line);
+      units.push(unit);
+    } catch (e) {
+      if (!(e instanceof LineError)) throw e;
+      errors.push({ file, line, message: e.message });
+    }
+  });
+  return { file, units, errors };
+}
+
+export function readManifest(file: string): Manifest {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new Error(`cannot read manifest ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+  }
+  return parseManifest(text, file);
+}

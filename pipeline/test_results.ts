@@ -1,0 +1,186 @@
+/**
+ * Folds the reporting plugin's JSON Lines into one outcome per test and cross-checks them with
+ * pytest's exit code: a suite can print anything, but it cannot make the plugin's hooks lie
+ * and the exit code agree at the same time without being caught.
+ */
+
+export type Outcome = 'passed' | 'failed' | 'error' | 'skipped' | 'xfailed' | 'xpassed' | 'missing';
+
+export interface TestResult {
+  nodeid: string;
+  outcome: Outcome;
+  /** Sum of setup, call and teardown durations, seconds. */
+  duration: number;
+  message: string | null;
+}
+
+export interface SuiteRun {
+  /** pytest's exit status; 137 when the wall timeout killed it, null when it never exited. */
+  exitCode: number | null;
+  timedOut: boolean;
+  tests: TestResult[];
+  collectErrors: { nodeid: string; message: string | null }[];
+  /** Whether the plugin saw the session finish. */
+  finished: boolean;
+  /** Why this run cannot be trusted, or null when it can. */
+  problem: string | null;
+}
+
+interface PhaseReport {
+  event: 'test';
+  nodeid: string;
+  when: 'setup' | 'call' | 'teardown';
+  outcome: 'passed' | 'failed' | 'skipped';
+  duration: number;
+  wasxfail?: boolean;
+  message?: string;
+}
+
+type ReportLine =
+  | { event: 'start' }
+  | { event: 'collected'; nodeids: string[] }
+  | { event: 'collect_error'; nodeid: string; message: string | null }
+  | PhaseReport
+  | { event: 'finish'; exitstatus: number };
+
+function phaseOutcome(phases: PhaseReport[]): { outcome: Outcome; message: string | null } {
+  const by = (when: PhaseReport['when']) => phases.find((p) => p.when === when);
+  const setup = by('setup');
+  const call = by('call');
+  const teardown = by('teardown');
+  if (setup?.outcome === 'failed') return { outcome: 'error', message: setup.message ?? null };
+  if (setup?.outcome === 'skipped') return { outcome: setup.wasxfail ? 'xfailed' : 'skipped', message: setup.message ?? null };
+  if (!call) return { outcome: 'missing', message: 'no call phase was reported' };
+  let result: { outcome: Outcome; message: string | null };
+  if (call.outcome === 'failed') result = { outcome: 'failed', message: call.message ?? null };
+  else if (call.outcome === 'skipped') result = { outcome: call.wasxfail ? 'xfailed' : 'skipped', message: call.message ?? null };
+  else result = { outcome: call.wasxfail ? 'xpassed' : 'passed', message: null };
+  if (teardown?.outcome === 'failed' && (result.outcome === 'passed' || result.outcome === 'xpassed')) {
+    return { outcome: 'error', message: teardown.message ?? 'teardown failed' };
+  }
+  return result;
+}
+
+const FAILING: ReadonlySet<Outcome> = new Set(['failed', 'error']);
+
+/** Parses one run's report. `exitCode` is what the container says pytest returned. */
+export function foldReport(reportText: string, exitCode: number | null, timedOut: boolean): SuiteRun {
+  const lines: ReportLine[] = [];
+  for (const raw of reportText.split('\n')) {
+    if (!raw.trim()) continue;
+    try {
+      lines.push(JSON.parse(raw) as ReportLine);
+    } catch {
+      // A torn last line from a killed run is expected; anything else is not ours to trust.
+    }
+  }
+  const collected: string[] = [];
+  const phases = new Map<string, PhaseReport[]>();
+  const collectErrors: SuiteRun['collectErrors'] = [];
+  let finished = false;
+  for (const line of lines) {
+    if (line.event === 'collected') collected.push(...line.nodeids);
+    else if (line.event === 'collect_error') collectErrors.push({ nodeid: line.nodeid, message: line.message });
+    else if (line.event === 'finish') finished = true;
+    else if (line.event === 'test') {
+      const list = phases.get(line.nodeid) ?? [];
+      list.push(line);
+      phases.set(line.nodeid, list);
+    }
+  }
+  // Tests reported but not collected can happen with plugins that generate items late.
+  const unique = [...new Set([...collected, ...phases.keys()])];
+  const tests: TestResult[] = unique.map((nodeid) => {
+    const ph = phases.get(nodeid) ?? [];
+    const { outcome, message } = ph.length ? phaseOutcome(ph) : { outcome: 'missing' as Outcome, message: 'no result was reported' };
+    const duration = ph.reduce((s, p) => s + (p.duration || 0), 0);
+    return { nodeid, outcome, message, duration: Math.round(duration * 1e6) / 1e6 };
+  });
+  const run: SuiteRun = { exitCode, timedOut, tests, collectErrors, finished, problem: null };
+  run.problem = crossCheck(run, lines.length > 0);
+  return run;
+}
+
+function crossCheck(run: SuiteRun, anyReport: boolean): string | null {
+  const failing = run.tests.filter((t) => FAILING.has(t.outcome)).length;
+  if (run.timedOut) {
+    const reported = run.tests.filter((t) => t.outcome !== 'missing').length;
+    return `the suite exceeded its wall timeout and was killed; ${reported} of ${run.tests.length} collected tests had reported`;
+  }
+  if (!anyReport) return `pytest exited ${run.exitCode} and the reporting plugin wrote nothing (the plugin did not load, or pytest failed before configuring it)`;
+  switch (run.exitCode) {
+    case 0:
+      if (failing) return `pytest exited 0 but the report has ${failing} failing test(s): the report cannot be trusted`;
+      break;
+    case 1:
+      if (!failing && !run.collectErrors.length) return 'pytest exited 1 but the report has no failing test: the report cannot be trusted';
+      break;
+    case 2:
+      return run.collectErrors.length
+        ? `pytest was interrupted by ${run.collectErrors.length} collection error(s), first: ${run.collectErrors[0].nodeid}: ${run.collectErrors[0].message ?? ''}`.trim()
+        : 'pytest was interrupted (exit 2)';
+    case 3:
+      return 'pytest hit an internal error (exit 3)';
+    case 4:
+      return 'pytest rejected its command line (exit 4: usage error)';
+    case 5:
+      return 'no tests collected (pytest exit 5)';
+    default:
+      return `pytest ended with unexpected exit status ${run.exitCode}`;
+  }
+  if (!run.finished) return `pytest exited ${run.exitCode} but the session never finished in the report`;
+  return null;
+}
+
+export interface TestVerdict {
+  nodeid: string;
+  /** Outcome of the first run (the reference run). */
+  outcome: Outcome;
+  runOutcomes: Outcome[];
+  flaky: boolean;
+  duration: number;
+  message: string | null;
+}
+
+/** Merges N runs: a test whose outcome differs between runs is flaky. */
+export function mergeRuns(runs: SuiteRun[]): TestVerdict[] {
+  const byRun = runs.map((r) => new Map(r.tests.map((t) => [t.nodeid, t])));
+  const ids = [...new Set(runs.flatMap((r) => r.tests.map((t) => t.nodeid)))];
+  return ids.map((nodeid) => {
+    const per = byRun.map((m) => m.get(nodeid));
+    const runOutcomes = per.map((t) => t?.outcome ?? 'missing');
+    const first = per.find((t) => t) as TestResult;
+    return {
+      nodeid,
+      outcome: runOutcomes[0],
+      runOutcomes,
+      flaky: new Set(runOutcomes).size > 1,
+      duration: first.duration,
+      message: per.find((t) => t && t.outcome !== 'passed')?.message ?? null,
+    };
+  });
+}
+
+export interface SuiteCounts {
+  collected: number;
+  passed: number;
+  failed: number;
+  error: number;
+  skipped: number;
+  xfailed: number;
+  xpassed: number;
+  missing: number;
+  flaky: number;
+  /** Tests that passed in every run: what later stages may trace and grade with. */
+  stable_passed: number;
+}
+
+export function countVerdicts(verdicts: TestVerdict[]): SuiteCounts {
+  const c: SuiteCounts = { collected: verdicts.length, passed: 0, failed: 0, error: 0, skipped: 0, xfailed: 0, xpassed: 0, missing: 0, flaky: 0, stable_passed: 0 };
+  for (const v of verdicts) {
+    c[v.outcome] += 1;
+    if (v.flaky) c.flaky += 1;
+    if (v.runOutcomes.every((o) => o === 'passed')) c.stable_passed += 1;
+  }
+  return c;
+}

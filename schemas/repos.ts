@@ -1,0 +1,45 @@
+import { bool, defineSchema, float64, int32, int64, list, nullable, string, type Infer } from './schema.js';
+
+/** One row per unit (repository at a commit): provenance, environment, and how far it got. */
+export const reposSchema = defineSchema({
+  name: 'repos',
+  version: 1,
+  doc: 'One row per repository at a commit: provenance, license, environment image, and suite outcome counts.',
+  fields: {
+    unit_id: string('Stable unit id: <slug>-<hash of location, commit, python>'),
+    repo: string('The repository as the manifest names it'),
+    url: string('Where it was fetched from (absolute path for local repositories)'),
+    ref: nullable(string('The commit or ref the manifest asked for')),
+    commit: nullable(string('Resolved commit SHA')),
+    python: string('Requested Python version'),
+    license: string('SPDX id detected from LICENSE/COPYING-style files, or unknown'),
+    license_file: nullable(string('The file the license was read from')),
+    size_bytes: int64('Bytes in the checkout'),
+    file_count: int64('Files in the checkout'),
+    py_file_count: int64('Python files in the checkout'),
+    src_layout: bool('Package lives under src/ and was put on the import path'),
+    image: nullable(string('Environment image tag')),
+    image_id: nullable(string('Environment image id')),
+    python_version: nullable(string('Python version inside the image')),
+    pytest_version: nullable(string('pytest version inside the image')),
+    status: string('ok, or failed'),
+    failed_stage: nullable(string('The stage that failed: clone, build or validate')),
+    reason: nullable(string('Why it failed, precisely')),
+    validate_runs: int32('How many times the suite ran (0 when it never ran)'),
+    exit_codes: list(int32(), "pytest's exit status per run"),
+    collected: int64('Tests collected in the first run'),
+    passed: int64('Tests that passed in the first run'),
+    failed: int64('Tests that failed in the first run'),
+    error: int64('Tests that errored in setup or teardown in the first run'),
+    skipped: int64('Tests skipped in the first run'),
+    xfailed: int64('Expected failures in the first run'),
+    xpassed: int64('Unexpected passes in the first run'),
+    flaky: int64('Tests whose outcome differed between runs'),
+    stable_passed: int64('Tests that passed in every run'),
+    traceable: bool('At least one test passed in every run'),
+    build_seconds: nullable(float64('Wall time of the image build (timing: never part of a content hash)')),
+    validate_seconds: nullable(float64('Wall time of all validate runs (timing)')),
+  },
+});
+
+export type RepoRecord = Infer<typeof reposSchema>;
