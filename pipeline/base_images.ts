@@ -3,11 +3,11 @@
  * `docker import` it. The tag is a hash of the recipe, so an unchanged recipe is never rebuilt.
  * A user with a registry may name any image instead; it is probed for what we need.
  */
-import { execFile as execFileCb, spawn } from 'node:child_process';
+import { execFile as execFileCb } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { docker, inspectImage, runContainer } from './docker.js';
+import { docker, inspectImage, runContainer, tarStream } from './docker.js';
 import { hashOf } from './hashing.js';
 import type { PythonVersion } from './manifest.js';
 import { withLock } from './lock.js';
@@ -130,8 +130,7 @@ async function buildBase(recipe: BaseRecipe, tag: string): Promise<void> {
       'CMD ["python3"]',
     ];
     const [repo, version] = tag.split(':');
-    const tar = spawn('tar', ['--numeric-owner', '-C', root, '-c', '.'], { stdio: ['ignore', 'pipe', 'inherit'] });
-    const stream = await docker().importImage(tar.stdout, { repo, tag: version, changes } as object);
+    const stream = await docker().importImage(tarStream(['-C', root, '.']), { repo, tag: version, changes } as object);
     await new Promise<void>((resolve, reject) => {
       docker().modem.followProgress(stream, (err: Error | null, events: { error?: string }[]) => {
         const failed = events?.find((e) => e.error);

@@ -30,9 +30,9 @@ export async function inspectImage(ref: string): Promise<Docker.ImageInspectInfo
   }
 }
 
-/** A tar stream of a folder, made by the system tar (handles links and modes as Docker expects). */
-export function tarFolder(dir: string): Readable {
-  const child = spawn('tar', ['-C', dir, '-c', '.'], { stdio: ['ignore', 'pipe', 'inherit'] });
+/** A tar stream made by the system tar (handles links and modes as Docker expects). */
+export function tarStream(args: string[]): Readable {
+  const child = spawn('tar', ['--numeric-owner', '-c', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
   return child.stdout;
 }
 
@@ -48,7 +48,7 @@ export interface BuildResult {
  * streaming the build output to `logFile`. The build is cancelled at `timeoutMs`.
  */
 export async function buildImage(opts: {
-  contextDir: string;
+  context: Readable;
   tag: string;
   logFile: string;
   timeoutMs: number;
@@ -63,7 +63,7 @@ export async function buildImage(opts: {
   }, opts.timeoutMs);
   let lastError: string | null = null;
   try {
-    const stream = await docker().buildImage(tarFolder(opts.contextDir), {
+    const stream = await docker().buildImage(opts.context, {
       t: opts.tag,
       networkmode: 'host',
       rm: true,

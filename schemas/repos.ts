@@ -22,7 +22,7 @@ export const reposSchema = defineSchema({
     image_id: nullable(string('Environment image id')),
     python_version: nullable(string('Python version inside the image')),
     pytest_version: nullable(string('pytest version inside the image')),
-    status: string('ok, or failed'),
+    status: string('ok (every stage passed), failed, or incomplete (later stages not run yet)'),
     failed_stage: nullable(string('The stage that failed: clone, build or validate')),
     reason: nullable(string('Why it failed, precisely')),
     validate_runs: int32('How many times the suite ran (0 when it never ran)'),

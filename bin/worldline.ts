@@ -1,0 +1,125 @@
+#!/usr/bin/env node
+/** The `worldline` command line: argument parsing only; the work lives in pipeline/. */
+import yargs, { type Argv } from 'yargs';
+import { hideBin } from 'yargs/helpers';
+import { ALL_STAGES, formatRun, runPipeline, UsageError } from '../pipeline/commands.js';
+import { DEFAULTS, type PipelineOptions } from '../pipeline/options.js';
+import { formatStatus, readStatus } from '../pipeline/status.js';
+import { shardOutput } from '../pipeline/shard.js';
+import { resolve } from 'node:path';
+
+const envInt = (...names: string[]) => {
+  for (const n of names) if (process.env[n] !== undefined && process.env[n] !== '') return Number(process.env[n]);
+  return undefined;
+};
+
+const withOut = (y: Argv) =>
+  y
+    .option('out', { type: 'string', default: 'out', describe: 'Output folder (ledger, checkouts, logs, dataset/)' })
+    .option('json', { type: 'boolean', default: false, describe: 'Print machine-readable JSON' });
+
+const withPipeline = (y: Argv) =>
+  withOut(y)
+    .option('manifest', { type: 'string', demandOption: true, describe: 'Manifest: JSON Lines, one repository a line' })
+    .option('concurrency', { type: 'number', default: DEFAULTS.concurrency, describe: 'Units in flight at once' })
+    .option('retry-failed', { type: 'boolean', default: false, describe: 'Run again the units whose stage failed' })
+    .option('base-image', { type: 'string', describe: 'Use this local image as the base instead of the debootstrap ones' })
+    .option('build-timeout', { type: 'number', default: DEFAULTS.buildTimeoutS, describe: 'Image build timeout, seconds' })
+    .option('validate-runs', { type: 'number', default: DEFAULTS.validateRuns, describe: 'Suite runs per unit; outcomes that differ are flaky' })
+    .option('test-timeout', { type: 'number', default: DEFAULTS.testTimeoutS, describe: 'Per-test timeout, seconds (0: off)' })
+    .option('suite-timeout', { type: 'number', default: DEFAULTS.suiteTimeoutS, describe: 'Wall timeout of one suite run, seconds' })
+    .option('memory', { type: 'number', default: DEFAULTS.memoryMb, describe: 'Container memory limit, MB' })
+    .option('cpus', { type: 'number', default: DEFAULTS.cpus, describe: 'Container CPU limit' })
+    .option('pids', { type: 'number', default: DEFAULTS.pids, describe: 'Container process limit' })
+    .option('rank', { type: 'number', default: envInt('WORLDLINE_RANK', 'SLURM_ARRAY_TASK_ID', 'JOB_COMPLETION_INDEX') ?? 0, describe: 'This process\'s share of the units (0-based)' })
+    .option('world-size', { type: 'number', default: envInt('WORLDLINE_WORLD_SIZE', 'SLURM_ARRAY_TASK_COUNT') ?? 1, describe: 'How many processes share the units' });
+
+type PipelineArgs = Awaited<ReturnType<ReturnType<typeof withPipeline>['parse']>>;
+
+function options(a: PipelineArgs): PipelineOptions {
+  const positive = (name: string, v: number, min = 1) => {
+    if (!Number.isFinite(v) || v < min) throw new UsageError(`--${name} must be a number >= ${min} (got ${v})`);
+    return v;
+  };
+  return {
+    out: resolve(a.out),
+    concurrency: positive('concurrency', a.concurrency),
+    retryFailed: a['retry-failed'],
+    baseImage: a['base-image'],
+    buildTimeoutS: positive('build-timeout', a['build-timeout']),
+    validateRuns: positive('validate-runs', a['validate-runs']),
+    testTimeoutS: positive('test-timeout', a['test-timeout'], 0),
+    suiteTimeoutS: positive('suite-timeout', a['suite-timeout']),
+    memoryMb: positive('memory', a.memory, 64),
+    cpus: positive('cpus', a.cpus, 0.1),
+    pids: positive('pids', a.pids, 16),
+    rank: a.rank,
+    worldSize: a['world-size'],
+  };
+}
+
+const log = (m: string) => process.stderr.write(`${m}\n`);
+
+async function pipelineCommand(a: PipelineArgs, stages: string[]): Promise<void> {
+  const run = await runPipeline(a.manifest, stages, options(a), log);
+  if (a.json) {
+    process.stdout.write(
+      JSON.stringify({ exit_code: run.exitCode, manifest_errors: run.manifestErrors, dataset: run.dataset, units: run.units.map((u) => ({ unit_id: u.unit.id, repo: u.unit.repo, status: u.status, stage: u.stage, reason: u.reason, ran: u.ran })) }, null, 2) + '\n',
+    );
+  } else process.stdout.write(formatRun(run) + '\n');
+  process.exitCode = run.exitCode;
+}
+
+const stageCommand = (name: string, describe: string) => ({
+  command: name,
+  describe,
+  builder: withPipeline,
+  handler: (a: PipelineArgs) => pipelineCommand(a, [name]),
+});
+
+await yargs(hideBin(process.argv))
+  .scriptName('worldline')
+  .command({
+    command: 'run',
+    describe: 'Run the stages in order (clone, build, validate, shard) for every unit of the manifest',
+    builder: (y) => withPipeline(y).option('stages', { type: 'string', default: ALL_STAGES.join(','), describe: 'Comma-separated stages to run' }),
+    handler: (a) => pipelineCommand(a as PipelineArgs, String(a.stages).split(',').map((s) => s.trim()).filter(Boolean)),
+  })
+  .command(stageCommand('clone', 'Mirror each repository, check out its commit, record provenance and license'))
+  .command(stageCommand('build', 'Build one environment image per unit from its base image'))
+  .command(stageCommand('validate', 'Run each suite in a sandbox, N times, and record per-test outcomes'))
+  .command({
+    command: 'shard',
+    describe: 'Write the dataset (Parquet shards, manifest.json, card) from what the output folder holds',
+    builder: withOut,
+    handler: async (a) => {
+      const manifest = await shardOutput(resolve(a.out));
+      if (a.json) process.stdout.write(JSON.stringify(manifest, null, 2) + '\n');
+      else for (const [c, v] of Object.entries(manifest.configs)) process.stdout.write(`${c}: ${v.rows} rows in ${v.shards} shard(s)\n`);
+    },
+  })
+  .command({
+    command: 'status',
+    describe: 'Per-stage counts and every failure with its reason',
+    builder: withOut,
+    handler: (a) => {
+      const s = readStatus(resolve(a.out));
+      process.stdout.write((a.json ? JSON.stringify(s, null, 2) : formatStatus(s)) + '\n');
+    },
+  })
+  .demandCommand(1, 'name a command: worldline --help lists them')
+  .strict()
+  .help()
+  .fail((msg, err) => {
+    if (err && !(err instanceof UsageError)) {
+      process.stderr.write(`worldline: ${err.message}\n`);
+      process.exit(1);
+    }
+    process.stderr.write(`worldline: ${msg ?? err?.message}\nRun worldline --help for usage.\n`);
+    process.exit(2);
+  })
+  .parseAsync()
+  .catch((e: Error) => {
+    process.stderr.write(`worldline: ${e.message}\n`);
+    process.exit(e instanceof UsageError ? 2 : 1);
+  });

@@ -1,0 +1,154 @@
+/**
+ * Stage `clone`: one bare mirror per repository (a cache shared by every output folder), the
+ * pinned commit extracted as a clean tree, and the provenance of that tree. A local folder that
+ * is not a git repository is snapshotted into a single commit whose SHA depends only on content.
+ */
+import { existsSync, lstatSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { archiveTo, FIXED_COMMIT_ENV, git, GitError } from './git.js';
+import { hashOf } from './hashing.js';
+import { detectLicense } from './license.js';
+import { withLock } from './lock.js';
+import type { Unit } from './manifest.js';
+import { mirrorsDir } from './settings.js';
+import { failed, ok, type Stage, type StageContext } from './stage.js';
+
+export interface CloneRecord {
+  commit: string;
+  /** Relative to the output folder. */
+  checkout: string;
+  license: string;
+  license_file: string | null;
+  size_bytes: number;
+  file_count: number;
+  py_file_count: number;
+  src_layout: boolean;
+}
+
+export function checkoutDir(out: string, unitId: string): string {
+  return join(out, 'checkouts', unitId);
+}
+
+function mirrorPath(unit: Unit): string {
+  return join(mirrorsDir(), `${unit.slug}-${hashOf(unit.location, 10)}.git`);
+}
+
+const SNAPSHOT_EXCLUDES = ['__pycache__/', '*.py[cod]', '.pytest_cache/', '.mypy_cache/', '.tox/', '.venv/', '*.egg-info/'];
+
+/** Commits a plain folder's content into the mirror; same content, same SHA. */
+async function snapshotFolder(folder: string, mirror: string): Promise<string> {
+  if (!existsSync(join(mirror, 'HEAD'))) await git(['init', '-q', '--bare', mirror]);
+  writeFileSync(join(mirror, 'info', 'exclude'), SNAPSHOT_EXCLUDES.join('\n') + '\n');
+  const index = join(mirror, `snapshot-index-${process.pid}`);
+  const env = { GIT_INDEX_FILE: index };
+  try {
+    rmSync(index, { force: true });
+    await git(['--git-dir', mirror, '--work-tree', folder, 'add', '-A', '.'], { env });
+    const tree = (await git(['--git-dir', mirror, '--work-tree', folder, 'write-tree'], { env })).trim();
+    const commit = (await git(['--git-dir', mirror, 'commit-tree', tree, '-m', 'Worldline snapshot'], { env: FIXED_COMMIT_ENV })).trim();
+    await git(['--git-dir', mirror, 'update-ref', 'refs/heads/snapshot', commit]);
+    return commit;
+  } finally {
+    rmSync(index, { force: true });
+  }
+}
+
+async function hasCommit(mirror: string, commit: string): Promise<boolean> {
+  try {
+    await git(['--git-dir', mirror, 'cat-file', '-e', `${commit}^{commit}`]);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Fetches into the mirror only when the wanted commit is not already there. */
+async function syncMirror(unit: Unit, mirror: string): Promise<string> {
+  if (!existsSync(join(mirror, 'HEAD'))) {
+    rmSync(mirror, { recursive: true, force: true });
+    await git(['clone', '-q', '--mirror', unit.location, mirror]);
+  } else if (!unit.commit || !(await hasCommit(mirror, unit.commit))) {
+    await git(['--git-dir', mirror, 'remote', 'update', '--prune']);
+  }
+  const wanted = unit.commit ?? 'HEAD';
+  try {
+    return (await git(['--git-dir', mirror, 'rev-parse', '--verify', '--end-of-options', `${wanted}^{commit}`])).trim();
+  } catch {
+    throw new GitError(`commit ${wanted} does not exist in ${unit.repo}`);
+  }
+}
+
+interface TreeCounts {
+  size_bytes: number;
+  file_count: number;
+  py_file_count: number;
+}
+
+function countTree(root: string): TreeCounts {
+  const counts: TreeCounts = { size_bytes: 0, file_count: 0, py_file_count: 0 };
+  const walk = (dir: string) => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) walk(path);
+      else {
+        counts.file_count += 1;
+        counts.size_bytes += lstatSync(path).size;
+        if (entry.name.endsWith('.py')) counts.py_file_count += 1;
+      }
+    }
+  };
+  walk(root);
+  return counts;
+}
+
+/** A src/ layout: importable code under src/ (a package or a module) rather than at the root. */
+export function isSrcLayout(root: string): boolean {
+  const src = join(root, 'src');
+  if (!existsSync(src) || !statSync(src).isDirectory()) return false;
+  return readdirSync(src, { withFileTypes: true }).some(
+    (e) => (e.isDirectory() && existsSync(join(src, e.name, '__init__.py'))) || (e.isFile() && e.name.endsWith('.py')),
+  );
+}
+
+async function resolveSource(unit: Unit, mirror: string): Promise<string> {
+  if (unit.sourceKind === 'local') {
+    if (!existsSync(unit.location)) throw new GitError(`local path ${unit.location} does not exist`);
+    if (!statSync(unit.location).isDirectory()) throw new GitError(`local path ${unit.location} is not a folder`);
+    if (!existsSync(join(unit.location, '.git'))) {
+      if (unit.commit) throw new GitError(`${unit.location} is a plain folder, not a git repository, so "commit" cannot be pinned`);
+      return snapshotFolder(unit.location, mirror);
+    }
+  }
+  return syncMirror(unit, mirror);
+}
+
+export const cloneStage: Stage<CloneRecord> = {
+  name: 'clone',
+  key: (ctx) => ({ location: ctx.unit.location, commit: ctx.unit.commit ?? null }),
+  async run(ctx: StageContext) {
+    const { unit, options } = ctx;
+    const mirror = mirrorPath(unit);
+    mkdirSync(mirrorsDir(), { recursive: true });
+    let commit: string;
+    try {
+      commit = await withLock(`${mirror}.lock`, () => resolveSource(unit, mirror));
+    } catch (e) {
+      if (e instanceof GitError) return failed(e.message);
+      throw e;
+    }
+    const dest = checkoutDir(options.out, unit.id);
+    rmSync(dest, { recursive: true, force: true });
+    mkdirSync(dest, { recursive: true });
+    await archiveTo(mirror, commit, dest);
+    const license = detectLicense(dest);
+    ctx.log(`clone ${unit.id}: ${commit.slice(0, 12)} (${license.spdx})`);
+    return ok({
+      commit,
+      checkout: join('checkouts', unit.id),
+      license: license.spdx,
+      license_file: license.file,
+      ...countTree(dest),
+      src_layout: isSrcLayout(dest),
+    });
+  },
+};

@@ -1,0 +1,62 @@
+/** What each CLI command does, apart from argument parsing (bin/ stays thin). */
+import { join, resolve } from 'node:path';
+import { buildStage } from './build.js';
+import { cloneStage } from './clone.js';
+import { assertDockerUp } from './docker.js';
+import { runStages, type UnitSummary } from './executor.js';
+import { readManifest } from './manifest.js';
+import type { PipelineOptions } from './options.js';
+import { shardOutput } from './shard.js';
+import type { Stage } from './stage.js';
+import { recordManifestErrors, table } from './status.js';
+import { validateStage } from './validate.js';
+import { sha256 } from './hashing.js';
+import { readFileSync } from 'node:fs';
+
+export const UNIT_STAGES: Record<string, Stage> = {
+  clone: cloneStage as Stage,
+  build: buildStage as Stage,
+  validate: validateStage as Stage,
+};
+export const ALL_STAGES = [...Object.keys(UNIT_STAGES), 'shard'];
+
+export interface PipelineRun {
+  units: UnitSummary[];
+  manifestErrors: number;
+  dataset: string | null;
+  exitCode: 0 | 1;
+}
+
+export class UsageError extends Error {}
+
+export async function runPipeline(manifestFile: string, stageNames: string[], options: PipelineOptions, log: (m: string) => void): Promise<PipelineRun> {
+  for (const s of stageNames) if (!ALL_STAGES.includes(s)) throw new UsageError(`unknown stage "${s}" (stages: ${ALL_STAGES.join(', ')})`);
+  const manifest = readManifest(manifestFile);
+  recordManifestErrors(options.out, manifest.errors);
+  for (const e of manifest.errors) log(`manifest ${e.file}:${e.line}: ${e.message}`);
+  const stages = ALL_STAGES.filter((s) => s !== 'shard' && stageNames.includes(s)).map((s) => UNIT_STAGES[s]);
+  if (stages.some((s) => s.name !== 'clone')) await assertDockerUp();
+  const units = await runStages(manifest.units, stages, options, log);
+  let dataset: string | null = null;
+  if (stageNames.includes('shard')) {
+    await shardOutput(options.out, { manifest: resolve(manifestFile), manifest_sha256: sha256(readFileSync(manifestFile)) });
+    dataset = join(options.out, 'dataset');
+  }
+  const failed = units.some((u) => u.status === 'failed') || manifest.errors.length > 0;
+  return { units, manifestErrors: manifest.errors.length, dataset, exitCode: failed ? 1 : 0 };
+}
+
+export function formatRun(run: PipelineRun): string {
+  const rows = run.units.map((u) => [
+    u.unit.id,
+    u.status,
+    u.status === 'failed' ? (u.stage ?? '') : '',
+    u.ran.length ? u.ran.join(',') : '(cached)',
+    (u.reason ?? '').slice(0, 160),
+  ]);
+  const parts = [table([['unit', 'status', 'failed at', 'ran now', 'reason'], ...rows])];
+  const ok = run.units.filter((u) => u.status === 'ok').length;
+  parts.push('', `${ok} of ${run.units.length} units ok${run.manifestErrors ? `; ${run.manifestErrors} manifest line(s) rejected` : ''}`);
+  if (run.dataset) parts.push(`dataset: ${run.dataset}`);
+  return parts.join('\n');
+}

@@ -1,0 +1,96 @@
+/**
+ * The local executor: each unit goes through the requested stages in order, several units at
+ * once (bounded), and a unit whose stage result is already in the ledger under the same key is
+ * not run again. A unit's failure is recorded with its reason and never stops the others.
+ * `rank`/`worldSize` pick this process's share of the units, for Slurm arrays and the like.
+ */
+import { hashOf } from './hashing.js';
+import { Ledger, type StageName } from './ledger.js';
+import type { Unit } from './manifest.js';
+import type { PipelineOptions } from './options.js';
+import { PrerequisiteMissing, type Stage, type StageContext, type StageResult } from './stage.js';
+
+export interface UnitSummary {
+  unit: Unit;
+  status: 'ok' | 'failed';
+  /** The stage that failed, or the last one that ran. */
+  stage: StageName | null;
+  reason: string | null;
+  /** Stages that did work now (not answered from the ledger). */
+  ran: StageName[];
+}
+
+/** Units of this rank: a static, order-preserving split that every rank computes alike. */
+export function unitsForRank<T>(units: T[], rank: number, worldSize: number): T[] {
+  if (!Number.isInteger(worldSize) || worldSize < 1) throw new Error(`--world-size must be a positive integer (got ${worldSize})`);
+  if (!Number.isInteger(rank) || rank < 0 || rank >= worldSize) throw new Error(`--rank must be in 0..${worldSize - 1} (got ${rank})`);
+  return units.filter((_, i) => i % worldSize === rank);
+}
+
+/** Runs `fn` over `items` with at most `limit` in flight; results keep the input order. */
+export async function mapLimit<T, R>(items: T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const results = new Array<R>(items.length);
+  let next = 0;
+  const workers = Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, async () => {
+    while (next < items.length) {
+      const i = next++;
+      results[i] = await fn(items[i]);
+    }
+  });
+  await Promise.all(workers);
+  return results;
+}
+
+async function runUnit(unit: Unit, stages: Stage[], options: PipelineOptions, ledger: Ledger, log: (m: string) => void): Promise<UnitSummary> {
+  const summary: UnitSummary = { unit, status: 'ok', stage: null, reason: null, ran: [] };
+  const ctx: StageContext = { unit, options, ledger, log };
+  const ref = { repo: unit.repo, url: unit.location, ref: unit.commit ?? null, python: unit.python };
+  for (const stage of stages) {
+    summary.stage = stage.name;
+    let key: string;
+    try {
+      key = hashOf(await stage.key(ctx));
+    } catch (e) {
+      if (e instanceof PrerequisiteMissing) return { ...summary, status: 'failed', reason: e.message };
+      // The key could not be computed (e.g. the base image is unusable): record it, retry next time.
+      const reason = `${stage.name}: ${(e as Error).message}`;
+      ledger.put({ stage: stage.name, unit_id: unit.id, unit: ref, key: '', status: 'failed', reason, record: null, seconds: 0, finished_at: new Date().toISOString() });
+      return { ...summary, status: 'failed', reason };
+    }
+    const done = ledger.get(stage.name, unit.id);
+    if (done && done.key === key && (done.status === 'ok' || !options.retryFailed)) {
+      if (done.status === 'failed') return { ...summary, status: 'failed', reason: done.reason };
+      continue;
+    }
+    const started = Date.now();
+    let result: StageResult<unknown>;
+    try {
+      result = await stage.run(ctx);
+    } catch (e) {
+      result = { status: 'failed', reason: `internal error in ${stage.name}: ${(e as Error).stack?.split('\n').slice(0, 3).join(' ') ?? e}`, record: null };
+    }
+    summary.ran.push(stage.name);
+    ledger.put({
+      stage: stage.name,
+      unit_id: unit.id,
+      unit: ref,
+      key,
+      status: result.status,
+      reason: result.reason,
+      record: result.record,
+      seconds: Math.round((Date.now() - started) / 10) / 100,
+      finished_at: new Date().toISOString(),
+    });
+    if (result.status === 'failed') {
+      log(`${stage.name} ${unit.id}: FAILED: ${result.reason}`);
+      return { ...summary, status: 'failed', reason: result.reason };
+    }
+  }
+  return summary;
+}
+
+export async function runStages(units: Unit[], stages: Stage[], options: PipelineOptions, log: (m: string) => void): Promise<UnitSummary[]> {
+  const ledger = new Ledger(options.out);
+  const mine = unitsForRank(units, options.rank, options.worldSize);
+  return mapLimit(mine, options.concurrency, (unit) => runUnit(unit, stages, options, ledger, log));
+}

@@ -1,0 +1,34 @@
+/** Every knob of a pipeline run, with the defaults the CLI shows. */
+export interface PipelineOptions {
+  out: string;
+  concurrency: number;
+  retryFailed: boolean;
+  /** A user-named base image instead of our debootstrap ones. */
+  baseImage?: string;
+  buildTimeoutS: number;
+  validateRuns: number;
+  /** Per-test timeout (pytest-timeout); 0 turns it off. */
+  testTimeoutS: number;
+  /** Wall timeout of one whole suite run. */
+  suiteTimeoutS: number;
+  memoryMb: number;
+  cpus: number;
+  pids: number;
+  /** Static sharding of units across machines (Slurm arrays, Kubernetes indexed jobs). */
+  rank: number;
+  worldSize: number;
+}
+
+export const DEFAULTS: Omit<PipelineOptions, 'out'> = {
+  concurrency: 2,
+  retryFailed: false,
+  buildTimeoutS: 1800,
+  validateRuns: 2,
+  testTimeoutS: 300,
+  suiteTimeoutS: 1800,
+  memoryMb: 4096,
+  cpus: 2,
+  pids: 1024,
+  rank: 0,
+  worldSize: 1,
+};

@@ -1,0 +1,95 @@
+/**
+ * Stage `shard`: gathers every unit's records from the ledger and part files of an output
+ * folder and writes the dataset. Rows come out in unit-id order, so the same ledger always
+ * gives byte-identical shards.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { writeDataset, type DatasetManifest } from '../datasets/dataset_writer.js';
+import { reposSchema, testsSchema, type RepoRecord, type TestRecord } from '../schemas/index.js';
+import type { BuildRecord } from './build.js';
+import type { CloneRecord } from './clone.js';
+import { sha256 } from './hashing.js';
+import { Ledger, type LedgerEntry } from './ledger.js';
+import { packageRoot } from './paths.js';
+import { testsPartPath, type ValidateRecord } from './validate.js';
+
+export function toolVersion(): string {
+  return (JSON.parse(readFileSync(join(packageRoot, 'package.json'), 'utf8')) as { version: string }).version;
+}
+
+function repoRow(clone: LedgerEntry<CloneRecord>, ledger: Ledger): RepoRecord {
+  const build = ledger.get<BuildRecord>('build', clone.unit_id);
+  const validate = ledger.get<ValidateRecord>('validate', clone.unit_id);
+  const c = clone.record;
+  const b = build?.status === 'ok' ? build.record : null;
+  const v = validate?.record ?? null;
+  const failedEntry = [clone, build, validate].find((e) => e && e.status === 'failed') ?? null;
+  const complete = clone.status === 'ok' && build?.status === 'ok' && validate?.status === 'ok';
+  return {
+    unit_id: clone.unit_id,
+    repo: clone.unit.repo,
+    url: clone.unit.url,
+    ref: clone.unit.ref,
+    commit: c?.commit ?? null,
+    python: clone.unit.python,
+    license: c?.license ?? 'unknown',
+    license_file: c?.license_file ?? null,
+    size_bytes: c?.size_bytes ?? 0,
+    file_count: c?.file_count ?? 0,
+    py_file_count: c?.py_file_count ?? 0,
+    src_layout: c?.src_layout ?? false,
+    image: b?.image ?? null,
+    image_id: b?.image_id ?? null,
+    python_version: b?.python_version ?? null,
+    pytest_version: b?.pytest_version ?? null,
+    status: complete ? 'ok' : failedEntry ? 'failed' : 'incomplete',
+    failed_stage: failedEntry?.stage ?? null,
+    reason: failedEntry?.reason ?? null,
+    validate_runs: v?.runs ?? 0,
+    exit_codes: v?.exit_codes ?? [],
+    collected: v?.collected ?? 0,
+    passed: v?.passed ?? 0,
+    failed: v?.failed ?? 0,
+    error: v?.error ?? 0,
+    skipped: v?.skipped ?? 0,
+    xfailed: v?.xfailed ?? 0,
+    xpassed: v?.xpassed ?? 0,
+    flaky: v?.flaky ?? 0,
+    stable_passed: v?.stable_passed ?? 0,
+    traceable: v?.traceable ?? false,
+    build_seconds: build?.seconds ?? null,
+    validate_seconds: validate?.seconds ?? null,
+  };
+}
+
+function* testRows(out: string, validated: LedgerEntry<ValidateRecord>[]): Generator<TestRecord> {
+  for (const entry of validated) {
+    const part = testsPartPath(out, entry.unit_id);
+    if (!existsSync(part)) continue;
+    for (const line of readFileSync(part, 'utf8').split('\n')) if (line) yield JSON.parse(line) as TestRecord;
+  }
+}
+
+export async function shardOutput(out: string, provenance: Record<string, unknown> = {}): Promise<DatasetManifest> {
+  const ledger = new Ledger(out);
+  const clones = ledger.all<CloneRecord>('clone');
+  const repos = clones.map((c) => repoRow(c, ledger));
+  const validated = ledger.all<ValidateRecord>('validate').filter((e) => e.status === 'ok');
+  const licenses: Record<string, number> = {};
+  for (const r of repos) licenses[r.license] = (licenses[r.license] ?? 0) + 1;
+  return writeDataset(join(out, 'dataset'), [
+    { schema: reposSchema, rows: repos },
+    { schema: testsSchema, rows: testRows(out, validated) },
+  ], {
+    licenses,
+    provenance: {
+      tool: 'worldline',
+      tool_version: toolVersion(),
+      units: repos.length,
+      units_hash: sha256(repos.map((r) => `${r.unit_id}:${r.commit}`).join('\n')).slice(0, 16),
+      created_at: new Date().toISOString(),
+      ...provenance,
+    },
+  });
+}

@@ -1,0 +1,54 @@
+/** `worldline status`: what an output folder holds, per stage, with every failure's reason. */
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Ledger, STAGES, type StageName, writeFileAtomic } from './ledger.js';
+import type { ManifestError } from './manifest.js';
+
+export interface StatusReport {
+  out: string;
+  stages: Record<StageName, { ok: number; failed: number }>;
+  failures: { stage: StageName; unit_id: string; repo: string; reason: string | null }[];
+  manifest_errors: ManifestError[];
+  dataset: { configs: Record<string, { rows: number; shards: number }> } | null;
+}
+
+const errorsPath = (out: string) => join(out, 'ledger', 'manifest-errors.json');
+
+export function recordManifestErrors(out: string, errors: ManifestError[]): void {
+  writeFileAtomic(errorsPath(out), JSON.stringify(errors, null, 1) + '\n');
+}
+
+export function readStatus(out: string): StatusReport {
+  const ledger = new Ledger(out);
+  const stages = {} as StatusReport['stages'];
+  const failures: StatusReport['failures'] = [];
+  for (const stage of STAGES) {
+    const entries = ledger.all(stage);
+    stages[stage] = { ok: entries.filter((e) => e.status === 'ok').length, failed: entries.filter((e) => e.status === 'failed').length };
+    for (const e of entries) if (e.status === 'failed') failures.push({ stage, unit_id: e.unit_id, repo: e.unit.repo, reason: e.reason });
+  }
+  const manifest_errors = existsSync(errorsPath(out)) ? (JSON.parse(readFileSync(errorsPath(out), 'utf8')) as ManifestError[]) : [];
+  const manifestFile = join(out, 'dataset', 'manifest.json');
+  const dataset = existsSync(manifestFile) ? (JSON.parse(readFileSync(manifestFile, 'utf8')) as StatusReport['dataset']) : null;
+  return { out, stages, failures, manifest_errors, dataset };
+}
+
+/** Left-aligned text table; the first row is the header. */
+export function table(rows: (string | number)[][]): string {
+  const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => String(r[c] ?? '').length)));
+  return rows.map((r) => r.map((cell, c) => String(cell ?? '').padEnd(widths[c])).join('  ').trimEnd()).join('\n');
+}
+
+export function formatStatus(s: StatusReport): string {
+  const parts = [table([['stage', 'ok', 'failed'], ...STAGES.map((st) => [st, s.stages[st].ok, s.stages[st].failed])])];
+  if (s.dataset) {
+    parts.push('', table([['config', 'rows', 'shards'], ...Object.entries(s.dataset.configs).map(([c, v]) => [c, v.rows, v.shards])]));
+  }
+  if (s.manifest_errors.length) {
+    parts.push('', 'manifest errors:', ...s.manifest_errors.map((e) => `  ${e.file}:${e.line}: ${e.message}`));
+  }
+  if (s.failures.length) {
+    parts.push('', 'failures:', ...s.failures.map((f) => `  ${f.stage}  ${f.unit_id}  ${f.reason}`));
+  }
+  return parts.join('\n');
+}
