@@ -1,0 +1,50 @@
+/**
+ * Once per test run: check the Docker Engine, build (or find) the base images, and lay out the
+ * real corpus, so every test file shares them. Images and folders this run created are removed
+ * at the end; base images are kept on developer machines (a cache) and pruned by .ci/run.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { TestProject } from 'vitest/node';
+import { ensureBaseImage } from '../pipeline/base_images.js';
+import { assertDockerUp, docker } from '../pipeline/docker.js';
+import { materializeCorpus } from './corpus.js';
+
+export const CORPUS_NAMES = ['toolz', 'h11', 'isodate', 'hyperlink', 'simplejson'];
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    workRoot: string;
+    corpusRoot: string;
+    base311: string;
+    base313: string;
+  }
+}
+
+let startedAt = 0;
+let workRoot = '';
+
+export async function setup(project: TestProject): Promise<void> {
+  startedAt = Math.floor(Date.now() / 1000);
+  await assertDockerUp();
+  workRoot = mkdtempSync(join(tmpdir(), 'worldline-test-'));
+  const log = (m: string) => process.stderr.write(`[setup] ${m}\n`);
+  const [b311, b313] = await Promise.all([ensureBaseImage('3.11', log), ensureBaseImage('3.13', log)]);
+  const corpusRoot = join(workRoot, 'corpus');
+  await materializeCorpus(CORPUS_NAMES, corpusRoot);
+  project.provide('workRoot', workRoot);
+  project.provide('corpusRoot', corpusRoot);
+  project.provide('base311', b311.ref);
+  project.provide('base313', b313.ref);
+}
+
+export async function teardown(): Promise<void> {
+  if (process.env.WORLDLINE_KEEP_TEST_OUTPUT) return;
+  // Env images this run built (base images stay: they are the cache that makes reruns fast).
+  const images = await docker().listImages({ filters: { label: ['worldline.unit'] } });
+  for (const img of images) {
+    if (img.Created >= startedAt) await docker().getImage(img.Id).remove({ force: true }).catch(() => undefined);
+  }
+  if (workRoot) rmSync(workRoot, { recursive: true, force: true });
+}

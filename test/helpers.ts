@@ -1,0 +1,44 @@
+import { DuckDBInstance } from '@duckdb/node-api';
+import { spawn } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { join } from 'node:path';
+import { inject } from 'vitest';
+import { packageRoot } from '../pipeline/paths.js';
+
+export interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the built CLI as a user would (npm test builds it first). */
+export function cli(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [join(packageRoot, 'dist/bin/worldline.js'), ...args], {
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+export function tempDir(prefix: string): string {
+  return mkdtempSync(join(inject('workRoot'), `${prefix}-`));
+}
+
+/** Rows of a SQL query, through DuckDB: the independent reader of our Parquet. */
+export async function sql<T = Record<string, unknown>>(query: string): Promise<T[]> {
+  const db = await DuckDBInstance.create(':memory:');
+  const conn = await db.connect();
+  try {
+    const reader = await conn.runAndReadAll(query);
+    return reader.getRowObjectsJS() as T[];
+  } finally {
+    conn.closeSync();
+    db.closeSync();
+  }
+}

@@ -1,0 +1,44 @@
+import { describe, expect, it } from 'vitest';
+import { parseManifest, slugFor } from '../pipeline/manifest.js';
+
+describe('manifest', () => {
+  it('parses good lines and reports each bad line with its number while the others go on', () => {
+    const text = [
+      '{"repo": "https://github.com/pytoolz/toolz.git", "commit": "abc123"}',
+      '{"repo": "x", "bogus": 1}',
+      'not json',
+      '',
+      '# a comment',
+      '{"repo": "./local/h11", "python": "3.13", "env": {"apt": ["python3-six"], "vars": {"MODE": "strict"}, "pytest_args": ["-k", "fast"]}}',
+      '{"repo": "y", "env": {"pip": ["a"], "aptt": []}}',
+      '{"repo": "z", "python": "2.7"}',
+      '{"repo": "https://github.com/pytoolz/toolz.git", "commit": "abc123"}',
+      '{"repo": "w", "env": {"vars": {"X": 1}}}',
+    ].join('\n');
+    const m = parseManifest(text, '/data/manifest.jsonl');
+    expect(m.units.map((u) => u.line)).toEqual([1, 6]);
+    expect(m.errors.map((e) => [e.line, e.message])).toEqual([
+      [2, 'unknown key: bogus (allowed: repo, commit, env, python)'],
+      [3, expect.stringMatching(/^not valid JSON/)],
+      [7, 'unknown key in "env": aptt (allowed: apt, pip, setup, vars, pytest_args)'],
+      [8, '"python" must be one of 3.11, 3.13 (got "2.7")'],
+      [9, 'duplicate of line 1 (same repository, commit and python)'],
+      [10, '"env.vars.X" must be a string'],
+    ]);
+    const [toolz, h11] = m.units;
+    expect(toolz).toMatchObject({ slug: 'pytoolz__toolz', sourceKind: 'git-url', commit: 'abc123', python: '3.11' });
+    expect(toolz.id).toMatch(/^pytoolz__toolz-[0-9a-f]{8}$/);
+    expect(h11).toMatchObject({ location: '/data/local/h11', sourceKind: 'local', python: '3.13' });
+    expect(h11.env).toEqual({ apt: ['python3-six'], pip: [], setup: [], vars: { MODE: 'strict' }, pytest_args: ['-k', 'fast'] });
+  });
+
+  it('gives stable, readable slugs for URLs and local paths', () => {
+    expect(slugFor('git@github.com:psf/Requests.git', 'git-url')).toBe('psf__requests');
+    expect(slugFor('file:///srv/repos/My Lib/', 'git-url')).toBe('my-lib');
+    expect(slugFor('/home/me/code/toolz', 'local')).toBe('toolz');
+    const a = parseManifest('{"repo": "/a/toolz"}', 'm').units[0];
+    const b = parseManifest('{"repo": "/b/toolz"}', 'm').units[0];
+    expect(a.slug).toBe(b.slug);
+    expect(a.id).not.toBe(b.id);
+  });
+});

@@ -1,0 +1,70 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { writeDataset } from '../datasets/dataset_writer.js';
+import { bool, defineSchema, float64, int64, list, nullable, string, struct } from '../schemas/schema.js';
+import { RecordError, validateRecord } from '../schemas/schema.js';
+import { sql, tempDir } from './helpers.js';
+
+const frameSchema = defineSchema({
+  name: 'frames_demo',
+  version: 3,
+  doc: 'nested rows',
+  fields: {
+    id: string(),
+    n: int64(),
+    ok: bool(),
+    score: nullable(float64()),
+    frames: list(struct({ kind: string(), line: int64(), locals: list(struct({ name: string(), value: string() })) })),
+  },
+});
+
+const row = (i: number) => ({
+  id: `r${i}`,
+  n: i * 1_000_000_007,
+  ok: i % 2 === 0,
+  score: i % 3 ? i / 7 : null,
+  frames: Array.from({ length: i % 4 }, (_, j) => ({ kind: j ? 'line' : 'call', line: j + 1, locals: [{ name: 'x', value: String(i + j) }] })),
+});
+
+describe('Parquet writing', () => {
+  it('writes sharded, row-grouped zstd files that DuckDB reads back exactly, nested columns included', async () => {
+    const dir = join(tempDir('parquet'), 'dataset');
+    const manifest = await writeDataset(dir, [{ schema: frameSchema, rows: Array.from({ length: 500 }, (_, i) => row(i)) }], {
+      shardBytes: 8_000,
+      rowGroupRows: 50,
+    });
+    const shards = manifest.shards;
+    expect(shards.length).toBeGreaterThan(1);
+    shards.forEach((s, i) => expect(s.path).toBe(`frames_demo/data/train-${String(i).padStart(5, '0')}-of-${String(shards.length).padStart(5, '0')}.parquet`));
+    const glob = join(dir, 'frames_demo/data/*.parquet');
+    const [count] = await sql<{ n: bigint; frames: bigint; x: bigint }>(
+      `select count(*) n, sum(len(frames)) frames, (select count(*) from (select unnest(frames, recursive := true) from '${glob}')) x from '${glob}'`,
+    );
+    expect(count.n).toBe(500n);
+    const expectedFrames = Array.from({ length: 500 }, (_, i) => i % 4).reduce((a, b) => a + b, 0);
+    expect(count.frames).toBe(BigInt(expectedFrames));
+    expect(count.x).toBe(BigInt(expectedFrames));
+    const back = await sql<{ id: string; n: bigint; score: number | null; frames: unknown }>(`select id, n, score, frames from '${glob}' where id = 'r7'`);
+    expect(back[0]).toEqual({ id: 'r7', n: 7_000_000_049n, score: 1, frames: [
+      { kind: 'call', line: 1n, locals: [{ name: 'x', value: '7' }] },
+      { kind: 'line', line: 2n, locals: [{ name: 'x', value: '8' }] },
+      { kind: 'line', line: 3n, locals: [{ name: 'x', value: '9' }] },
+    ] });
+    const meta = await sql<{ k: string; v: string }>(`select decode(key) as k, decode(value) as v from parquet_kv_metadata('${glob}') where decode(key) = 'worldline.schema_version'`);
+    expect(meta.map((m) => m.v)).toEqual(shards.map(() => '3'));
+    const rowGroups = await sql<{ files: bigint; n_groups: bigint }>(`select count(distinct file_name) files, count(distinct (file_name, row_group_id)) as n_groups from parquet_metadata('${glob}')`);
+    expect(rowGroups[0].n_groups).toBe(BigInt(shards.reduce((s, x) => s + x.row_groups, 0)));
+    const onDisk = JSON.parse(readFileSync(join(dir, 'manifest.json'), 'utf8'));
+    expect(onDisk.configs.frames_demo.rows).toBe(500);
+    expect(readFileSync(join(dir, 'README.md'), 'utf8')).toMatch(/config_name: frames_demo/);
+  });
+
+  it('rejects a record that does not fit its schema, naming the field and the reason', () => {
+    expect(() => validateRecord(frameSchema, { ...row(1), frames: [{ kind: 'call', line: 1.5, locals: [] }] })).toThrow(
+      new RecordError('frames_demo', 'frames[0].line', 'expected an integer, got 1.5'),
+    );
+    expect(() => validateRecord(frameSchema, { ...row(1), extra: 1 })).toThrow(/extra: is not a field of this schema/);
+    expect(() => validateRecord(frameSchema, { ...row(1), id: null })).toThrow(/id: is null but the field is not nullable/);
+  });
+});
