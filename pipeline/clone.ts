@@ -133,7 +133,7 @@ export const cloneStage: Stage<CloneRecord> = {
     try {
       commit = await withLock(`${mirror}.lock`, () => resolveSource(unit, mirror));
     } catch (e) {
-      if (e instanceof GitError) return failed(e.message);
+      if (e instanceof GitError) return failed(`cannot get ${unit.repo}: ${e.message}`);
       throw e;
     }
     const dest = checkoutDir(options.out, unit.id);

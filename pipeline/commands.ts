@@ -3,8 +3,8 @@ import { join, resolve } from 'node:path';
 import { buildStage } from './build.js';
 import { cloneStage } from './clone.js';
 import { assertDockerUp } from './docker.js';
-import { runStages, type UnitSummary } from './executor.js';
-import { readManifest } from './manifest.js';
+import { runStages, unitsForRank, type UnitSummary } from './executor.js';
+import { ManifestUnreadable, readManifest } from './manifest.js';
 import type { PipelineOptions } from './options.js';
 import { shardOutput } from './shard.js';
 import type { Stage } from './stage.js';
@@ -31,12 +31,24 @@ export class UsageError extends Error {}
 
 export async function runPipeline(manifestFile: string, stageNames: string[], options: PipelineOptions, log: (m: string) => void): Promise<PipelineRun> {
   for (const s of stageNames) if (!ALL_STAGES.includes(s)) throw new UsageError(`unknown stage "${s}" (stages: ${ALL_STAGES.join(', ')})`);
-  const manifest = readManifest(manifestFile);
+  let manifest;
+  try {
+    manifest = readManifest(manifestFile);
+  } catch (e) {
+    throw e instanceof ManifestUnreadable ? new UsageError(e.message) : e;
+  }
+  const mine = (() => {
+    try {
+      return unitsForRank(manifest.units, options.rank, options.worldSize);
+    } catch (e) {
+      throw new UsageError((e as Error).message);
+    }
+  })();
   recordManifestErrors(options.out, manifest.errors);
   for (const e of manifest.errors) log(`manifest ${e.file}:${e.line}: ${e.message}`);
   const stages = ALL_STAGES.filter((s) => s !== 'shard' && stageNames.includes(s)).map((s) => UNIT_STAGES[s]);
   if (stages.some((s) => s.name !== 'clone')) await assertDockerUp();
-  const units = await runStages(manifest.units, stages, options, log);
+  const units = await runStages(mine, stages, options, log);
   let dataset: string | null = null;
   if (stageNames.includes('shard')) {
     await shardOutput(options.out, { manifest: resolve(manifestFile), manifest_sha256: sha256(readFileSync(manifestFile)) });

@@ -89,8 +89,8 @@ async function runUnit(unit: Unit, stages: Stage[], options: PipelineOptions, le
   return summary;
 }
 
+/** Runs the stages for `units` (already this rank's share). */
 export async function runStages(units: Unit[], stages: Stage[], options: PipelineOptions, log: (m: string) => void): Promise<UnitSummary[]> {
   const ledger = new Ledger(options.out);
-  const mine = unitsForRank(units, options.rank, options.worldSize);
-  return mapLimit(mine, options.concurrency, (unit) => runUnit(unit, stages, options, ledger, log));
+  return mapLimit(units, options.concurrency, (unit) => runUnit(unit, stages, options, ledger, log));
 }

@@ -28,7 +28,7 @@ export async function git(args: string[], opts: { cwd?: string; env?: Record<str
   } catch (e) {
     const err = e as { stderr?: string; killed?: boolean; message: string };
     if (err.killed) throw new GitError(`git ${args[0]} timed out after ${Math.round((opts.timeoutMs ?? 600_000) / 1000)} s`);
-    const words = (err.stderr ?? '').trim().split('\n').filter(Boolean).slice(-3).join(' | ');
+    const words = (err.stderr ?? '').trim().split('\n').filter(Boolean).slice(0, 3).join(' | ');
     throw new GitError(`git ${args[0]} failed: ${words || err.message}`);
   }
 }

@@ -174,12 +174,15 @@ export function parseManifest(text: string, file: string): Manifest {
   return { file, units, errors };
 }
 
+/** The manifest file itself cannot be used: a usage error, not a unit failure. */
+export class ManifestUnreadable extends Error {}
+
 export function readManifest(file: string): Manifest {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
   } catch (e) {
-    throw new Error(`cannot read manifest ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+    throw new ManifestUnreadable(`cannot read manifest ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
   }
   return parseManifest(text, file);
 }

@@ -6,6 +6,7 @@ export function cacheDir(): string {
   return process.env.WORLDLINE_CACHE ?? '/var/cache/worldline';
 }
 
+/** Bare mirrors, one per repository location; WORLDLINE_MIRRORS moves them (tests use a scratch folder). */
 export function mirrorsDir(): string {
-  return join(cacheDir(), 'mirrors');
+  return process.env.WORLDLINE_MIRRORS ?? join(cacheDir(), 'mirrors');
 }

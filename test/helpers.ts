@@ -15,7 +15,7 @@ export interface CliResult {
 export function cli(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [join(packageRoot, 'dist/bin/worldline.js'), ...args], {
-      env: { ...process.env, ...env },
+      env: { ...process.env, WORLDLINE_MIRRORS: join(inject('workRoot'), 'mirrors'), ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';

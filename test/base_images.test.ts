@@ -1,0 +1,36 @@
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, inject, it } from 'vitest';
+import { BASE_RECIPES, baseTag, userBaseImage } from '../pipeline/base_images.js';
+import { buildImage, docker, inspectImage, tarStream } from '../pipeline/docker.js';
+import { tempDir } from './helpers.js';
+
+describe('base images', () => {
+  it('are tagged by their recipe hash and label their Python and pytest versions', async () => {
+    for (const [python, ref] of [['3.11', inject('base311')], ['3.13', inject('base313')]] as const) {
+      expect(ref).toBe(baseTag(BASE_RECIPES[python]));
+      const labels = (await inspectImage(ref))!.Config.Labels!;
+      expect(labels['worldline.python']).toMatch(new RegExp(`^${python.replace('.', '\\.')}\\.\\d+$`));
+      expect(labels['worldline.pytest']).toMatch(/^\d+\.\d+/);
+      expect(labels['worldline.pytest_timeout']).toBe('true');
+    }
+  });
+
+  it('a user-named base image is probed, and what it lacks is named', async () => {
+    const ok = await userBaseImage(inject('base311'));
+    expect(ok).toMatchObject({ source: 'user', python: expect.stringMatching(/^3\.11/), pytestTimeout: true });
+
+    const ctx = tempDir('nopytest');
+    mkdirSync(ctx, { recursive: true });
+    writeFileSync(join(ctx, 'Dockerfile'), `FROM ${inject('base311')}\nRUN rm -rf /usr/lib/python3/dist-packages/pytest /usr/lib/python3/dist-packages/_pytest /usr/bin/git\nLABEL worldline.unit=test-nopytest\n`);
+    const tag = 'worldline/test:no-pytest';
+    const built = await buildImage({ context: tarStream(['-C', ctx, 'Dockerfile']), tag, logFile: join(ctx, 'build.log'), timeoutMs: 120_000 });
+    expect(built.ok).toBe(true);
+    try {
+      await expect(userBaseImage(tag)).rejects.toThrow(`base image ${tag} lacks what Worldline needs: pytest (python3 -m pytest fails to import), git`);
+      await expect(userBaseImage('worldline/test:never-built')).rejects.toThrow(/is not present locally/);
+    } finally {
+      await docker().getImage(tag).remove({ force: true });
+    }
+  });
+});

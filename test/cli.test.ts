@@ -1,0 +1,48 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { cli, tempDir } from './helpers.js';
+
+describe('the worldline command line', () => {
+  it('has --help on every command', async () => {
+    for (const cmd of ['run', 'clone', 'build', 'validate', 'shard', 'status']) {
+      const res = await cli([cmd, '--help']);
+      expect(res.code).toBe(0);
+      expect(res.stdout).toContain(`worldline ${cmd}`);
+    }
+  });
+
+  it('exits 2 on usage errors, with the reason', async () => {
+    const unknown = await cli(['frobnicate']);
+    expect(unknown.code).toBe(2);
+    const noManifest = await cli(['run']);
+    expect(noManifest.code).toBe(2);
+    expect(noManifest.stderr).toMatch(/Missing required argument: manifest/);
+    const dir = tempDir('cli');
+    const manifest = join(dir, 'm.jsonl');
+    writeFileSync(manifest, '');
+    const badStage = await cli(['run', '--manifest', manifest, '--out', join(dir, 'out'), '--stages', 'clone,bake']);
+    expect(badStage.code).toBe(2);
+    expect(badStage.stderr).toMatch(/unknown stage "bake"/);
+    const badRank = await cli(['clone', '--manifest', manifest, '--out', join(dir, 'out'), '--rank', '3', '--world-size', '2']);
+    expect(badRank.code).toBe(2);
+    expect(badRank.stderr).toMatch(/--rank must be in 0\.\.1/);
+    const missing = await cli(['run', '--manifest', join(dir, 'nope.jsonl'), '--out', join(dir, 'out')]);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(/cannot read manifest .*nope\.jsonl: ENOENT/);
+  });
+
+  it('splits units across ranks so that every unit has exactly one rank', async () => {
+    const dir = tempDir('ranks');
+    const manifest = join(dir, 'm.jsonl');
+    writeFileSync(manifest, ['a', 'b', 'c', 'd', 'e'].map((n) => JSON.stringify({ repo: join(dir, n) })).join('\n'));
+    const seen: string[] = [];
+    for (const rank of [0, 1]) {
+      const res = await cli(['clone', '--manifest', manifest, '--out', join(dir, 'out'), '--rank', String(rank), '--world-size', '2', '--json']);
+      expect(res.code).toBe(1);
+      seen.push(...(JSON.parse(res.stdout) as { units: { unit_id: string; reason: string }[] }).units.map((u) => u.unit_id));
+    }
+    expect(seen.length).toBe(5);
+    expect(new Set(seen).size).toBe(5);
+  });
+});

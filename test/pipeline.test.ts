@@ -1,0 +1,173 @@
+/**
+ * End to end through the CLI, on real Docker: the real corpus (Debian's packages of third-party
+ * projects) and the hostile examples, read back from the Parquet shards with DuckDB.
+ */
+import { createHash } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { beforeAll, describe, expect, inject, it } from 'vitest';
+import { packageRoot } from '../pipeline/paths.js';
+import { CORPUS } from './corpus.js';
+import { CORPUS_NAMES } from './global-setup.js';
+import { cli, sql, tempDir } from './helpers.js';
+
+interface RunJson {
+  exit_code: number;
+  manifest_errors: number;
+  units: { unit_id: string; repo: string; status: string; stage: string | null; reason: string | null; ran: string[] }[];
+}
+
+const shardHashes = (out: string) => {
+  const manifest = JSON.parse(readFileSync(join(out, 'dataset', 'manifest.json'), 'utf8')) as { shards: { path: string }[] };
+  return manifest.shards.map((s) => [s.path, createHash('sha256').update(readFileSync(join(out, 'dataset', s.path))).digest('hex')]);
+};
+
+describe('the real corpus, end to end', () => {
+  let out: string;
+  let first: RunJson;
+  let manifestFile: string;
+
+  beforeAll(async () => {
+    const corpusRoot = inject('corpusRoot');
+    const dir = tempDir('corpus-run');
+    out = join(dir, 'out');
+    manifestFile = join(dir, 'manifest.jsonl');
+    const lines = CORPUS_NAMES.map((name) => {
+      const p = CORPUS[name];
+      const commit = readFileSync(join(corpusRoot, name, '.git', 'refs', 'heads', 'main'), 'utf8').trim();
+      return JSON.stringify({ repo: join(corpusRoot, name), commit, env: { apt: p.apt, pytest_args: p.pytestArgs } });
+    });
+    writeFileSync(manifestFile, lines.join('\n') + '\n');
+    const res = await cli(['run', '--manifest', manifestFile, '--out', out, '--json', '--concurrency', '2']);
+    if (res.code !== 0) console.error(res.stderr);
+    expect(res.code).toBe(0);
+    first = JSON.parse(res.stdout) as RunJson;
+  }, 900_000);
+
+  it('records the per-test counts shared/corpus/README.md lists for Python 3.11, read back through DuckDB', async () => {
+    expect(first.units.map((u) => u.status)).toEqual(CORPUS_NAMES.map(() => 'ok'));
+    const repos = await sql<{ repo: string; collected: bigint; passed: bigint; failed: bigint; skipped: bigint; python_version: string; traceable: boolean }>(
+      `select regexp_extract(repo, '[^/]+$') as repo, collected, passed, failed, skipped, python_version, traceable from '${out}/dataset/repos/data/*.parquet' order by repo`,
+    );
+    const expected = [...CORPUS_NAMES].sort().map((name) => {
+      const e = CORPUS[name].expected;
+      return { repo: name, collected: BigInt(e.collected), passed: BigInt(e.passed), failed: BigInt(e.failed), skipped: BigInt(e.skipped), python_version: expect.stringMatching(/^3\.11\./), traceable: true };
+    });
+    expect(repos).toEqual(expected);
+    const perRepo = await sql<{ repo: string; n: bigint; passed: bigint }>(
+      `select regexp_extract(repo, '[^/]+$') as repo, count(*) as n, count(*) filter (where outcome = 'passed' and not flaky) as passed from '${out}/dataset/tests/data/*.parquet' group by all order by repo`,
+    );
+    expect(perRepo).toEqual([...CORPUS_NAMES].sort().map((name) => ({ repo: name, n: BigInt(CORPUS[name].expected.collected), passed: BigInt(CORPUS[name].expected.passed) })));
+    const ids = await sql<{ node_id: string; file: string; run_outcomes: string[] }>(
+      `select node_id, file, run_outcomes from '${out}/dataset/tests/data/*.parquet' where node_id like 'toolz/tests/test_itertoolz.py::test_groupby%' order by node_id`,
+    );
+    expect(ids[0]).toEqual({ node_id: 'toolz/tests/test_itertoolz.py::test_groupby', file: 'toolz/tests/test_itertoolz.py', run_outcomes: ['passed', 'passed'] });
+  });
+
+  it('records provenance: resolved commit, license from the Debian copyright file, sizes and counts', async () => {
+    const rows = await sql<{ repo: string; commit: string; license: string; license_file: string; py_file_count: bigint; size_bytes: bigint }>(
+      `select regexp_extract(repo, '[^/]+$') as repo, commit, license, license_file, py_file_count, size_bytes from '${out}/dataset/repos/data/*.parquet' order by repo`,
+    );
+    for (const r of rows) {
+      expect(r.commit).toMatch(/^[0-9a-f]{40}$/);
+      expect(r.license_file).toBe('COPYING');
+      expect(r.license).not.toBe('unknown');
+      expect(r.py_file_count).toBeGreaterThan(3n);
+    }
+    expect(Object.fromEntries(rows.map((r) => [r.repo, r.license]))).toMatchObject({ toolz: 'BSD-3-Clause', h11: 'MIT' });
+  });
+
+  it('does no work on a second run and leaves byte-identical shards', async () => {
+    const before = shardHashes(out);
+    const res = await cli(['run', '--manifest', manifestFile, '--out', out, '--json']);
+    expect(res.code).toBe(0);
+    const again = JSON.parse(res.stdout) as RunJson;
+    expect(again.units.map((u) => u.ran)).toEqual(CORPUS_NAMES.map(() => []));
+    expect(shardHashes(out)).toEqual(before);
+  });
+});
+
+describe('hostile and broken input', () => {
+  let out: string;
+  let manifestFile: string;
+  let run: RunJson;
+  const unit = (name: string) => run.units.find((u) => u.repo.endsWith(`/${name}`) || u.repo === name)!;
+
+  beforeAll(async () => {
+    const dir = tempDir('hostile');
+    out = join(dir, 'out');
+    manifestFile = join(dir, 'manifest.jsonl');
+    const examples = readFileSync(join(packageRoot, 'examples', 'manifest.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => {
+        const o = JSON.parse(l) as { repo: string };
+        return JSON.stringify({ ...o, repo: join(packageRoot, 'examples', o.repo) });
+      });
+    const lines = [
+      ...examples.slice(0, 3),
+      '{"repo": "/nowhere", "colour": "blue"',
+      `{"repo": "file://${dir}/does-not-exist.git"}`,
+      ...examples.slice(3),
+    ];
+    writeFileSync(manifestFile, lines.join('\n') + '\n');
+    const res = await cli(['run', '--manifest', manifestFile, '--out', out, '--json', '--suite-timeout', '15', '--test-timeout', '0']);
+    expect(res.code).toBe(1);
+    run = JSON.parse(res.stdout) as RunJson;
+  }, 900_000);
+
+  it('records every broken unit with a precise reason while the others finish', () => {
+    expect(run.manifest_errors).toBe(1);
+    expect(unit('does-not-exist.git')).toMatchObject({ status: 'failed', stage: 'clone', reason: expect.stringMatching(/^cannot get file:\/\/.*does-not-exist\.git: git clone failed: fatal: .*does-not-exist\.git/) });
+    expect(unit('broken-install')).toMatchObject({ status: 'failed', stage: 'build', reason: expect.stringMatching(/image build failed: .*returned a non-zero code: 3/) });
+    expect(unit('hangs')).toMatchObject({ status: 'failed', stage: 'validate', reason: expect.stringMatching(/^run 1: the suite exceeded its wall timeout and was killed; 1 of 2 collected tests had reported \(suite timeout: 15 s\)$/) });
+    expect(unit('no-tests')).toMatchObject({ status: 'failed', stage: 'validate', reason: 'run 1: no tests collected (pytest exit 5)' });
+    for (const name of ['calc', 'textstats', 'fake-passed', 'flaky']) expect(unit(name)).toMatchObject({ status: 'ok' });
+  });
+
+  it('reports the malformed manifest line by number through status', async () => {
+    const res = await cli(['status', '--out', out, '--json']);
+    const status = JSON.parse(res.stdout) as { manifest_errors: { line: number; message: string }[]; failures: { stage: string }[] };
+    expect(status.manifest_errors).toEqual([{ file: manifestFile, line: 4, message: expect.stringMatching(/^not valid JSON/) }]);
+    expect(status.failures.map((f) => f.stage).sort()).toEqual(['build', 'clone', 'validate', 'validate']);
+    const text = await cli(['status', '--out', out]);
+    expect(text.stdout).toMatch(/manifest\.jsonl:4: not valid JSON/);
+  });
+
+  it('records a test that prints fake PASSED lines as failed, and an alternating test as flaky', async () => {
+    const rows = await sql<{ node_id: string; outcome: string; flaky: boolean; run_outcomes: string[] }>(
+      `select node_id, outcome, flaky, run_outcomes from '${out}/dataset/tests/data/*.parquet' where repo like '%fake-passed' or repo like '%flaky' order by node_id`,
+    );
+    const fake = rows.filter((r) => r.node_id.includes('fake'));
+    expect(fake.length).toBeGreaterThan(0);
+    expect(fake.some((r) => r.outcome === 'failed' && !r.flaky)).toBe(true);
+    const alternating = rows.find((r) => r.node_id.endsWith('::test_alternates_between_runs'));
+    expect(alternating).toMatchObject({ flaky: true, run_outcomes: ['passed', 'failed'] });
+  });
+
+  it('puts src/ on the import path, applies env vars, and counts skips and xfails', async () => {
+    const rows = await sql<{ repo: string; src_layout: boolean; passed: bigint; skipped: bigint; xfailed: bigint; license: string; status: string; reason: string | null }>(
+      `select regexp_extract(repo, '[^/]+$') as repo, src_layout, passed, skipped, xfailed, license, status, reason from '${out}/dataset/repos/data/*.parquet' where repo like '%calc' or repo like '%textstats' order by repo`,
+    );
+    expect(rows).toEqual([
+      { repo: 'calc', src_layout: true, passed: 14n, skipped: 0n, xfailed: 0n, license: 'MIT', status: 'ok', reason: null },
+      { repo: 'textstats', src_layout: false, passed: 9n, skipped: 1n, xfailed: 1n, license: 'Apache-2.0', status: 'ok', reason: null },
+    ]);
+    const failed = await sql<{ n: bigint }>(`select count(*) as n from '${out}/dataset/repos/data/*.parquet' where status = 'failed' and reason is not null`);
+    expect(failed[0].n).toBe(4n);
+  });
+
+  it('--retry-failed retries only the failed units and loses nothing already written', async () => {
+    const before = await sql<{ n: bigint }>(`select count(*) as n from '${out}/dataset/tests/data/*.parquet'`);
+    const res = await cli(['run', '--manifest', manifestFile, '--out', out, '--json', '--suite-timeout', '15', '--test-timeout', '0', '--retry-failed']);
+    expect(res.code).toBe(1);
+    const retry = JSON.parse(res.stdout) as RunJson;
+    for (const u of retry.units) {
+      if (u.status === 'ok') expect(u.ran).toEqual([]);
+      else expect(u.ran.length).toBeGreaterThan(0);
+    }
+    expect(retry.units.filter((u) => u.ran.length).length).toBe(4);
+    const after = await sql<{ n: bigint }>(`select count(*) as n from '${out}/dataset/tests/data/*.parquet'`);
+    expect(after[0].n).toBe(before[0].n);
+  }, 300_000);
+});
