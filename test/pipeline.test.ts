@@ -171,3 +171,22 @@ describe('hostile and broken input', () => {
     expect(after[0].n).toBe(before[0].n);
   }, 300_000);
 });
+
+describe('python selects the base image', () => {
+  it('runs a unit on the trixie base when the manifest asks for 3.13', async () => {
+    const dir = tempDir('py313');
+    const out = join(dir, 'out');
+    const manifestFile = join(dir, 'manifest.jsonl');
+    writeFileSync(manifestFile, JSON.stringify({ repo: join(inject('corpusRoot'), 'h11'), python: '3.13' }) + '\n');
+    const res = await cli(['run', '--manifest', manifestFile, '--out', out, '--json', '--validate-runs', '1']);
+    expect(res.code).toBe(0);
+    const [row] = await sql<{ python: string; python_version: string; pytest_version: string; passed: bigint; image: string }>(
+      `select python, python_version, pytest_version, passed, image from '${out}/dataset/repos/data/*.parquet'`,
+    );
+    expect(row.python).toBe('3.13');
+    expect(row.python_version).toMatch(/^3\.13\./);
+    expect(row.pytest_version).toMatch(/^8\./);
+    expect(row.passed).toBe(BigInt(CORPUS.h11.expected.passed));
+    expect(row.image).toMatch(/^worldline\/env:h11-[0-9a-f]{12}$/);
+  }, 300_000);
+});
