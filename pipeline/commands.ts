@@ -7,6 +7,7 @@ import { runStages, unitsForRank, type UnitSummary } from './executor.js';
 import { ManifestUnreadable, readManifest } from './manifest.js';
 import type { PipelineOptions } from './options.js';
 import { shardOutput } from './shard.js';
+import type { DatasetManifest } from '../datasets/dataset_writer.js';
 import type { Stage } from './stage.js';
 import { recordManifestErrors, table } from './status.js';
 import { validateStage } from './validate.js';
@@ -24,6 +25,7 @@ export interface PipelineRun {
   units: UnitSummary[];
   manifestErrors: number;
   dataset: string | null;
+  configs: DatasetManifest['configs'] | null;
   exitCode: 0 | 1;
 }
 
@@ -50,12 +52,13 @@ export async function runPipeline(manifestFile: string, stageNames: string[], op
   if (stages.some((s) => s.name !== 'clone')) await assertDockerUp();
   const units = await runStages(mine, stages, options, log);
   let dataset: string | null = null;
+  let configs: DatasetManifest['configs'] | null = null;
   if (stageNames.includes('shard')) {
-    await shardOutput(options.out, { manifest: resolve(manifestFile), manifest_sha256: sha256(readFileSync(manifestFile)) });
+    ({ configs } = await shardOutput(options.out, { manifest: resolve(manifestFile), manifest_sha256: sha256(readFileSync(manifestFile)) }));
     dataset = join(options.out, 'dataset');
   }
   const failed = units.some((u) => u.status === 'failed') || manifest.errors.length > 0;
-  return { units, manifestErrors: manifest.errors.length, dataset, exitCode: failed ? 1 : 0 };
+  return { units, manifestErrors: manifest.errors.length, dataset, configs, exitCode: failed ? 1 : 0 };
 }
 
 export function formatRun(run: PipelineRun): string {
@@ -69,6 +72,9 @@ export function formatRun(run: PipelineRun): string {
   const parts = [table([['unit', 'status', 'failed at', 'ran now', 'reason'], ...rows])];
   const ok = run.units.filter((u) => u.status === 'ok').length;
   parts.push('', `${ok} of ${run.units.length} units ok${run.manifestErrors ? `; ${run.manifestErrors} manifest line(s) rejected` : ''}`);
+  if (run.configs) {
+    parts.push('', table([['config', 'rows', 'shards'], ...Object.entries(run.configs).map(([c, v]) => [c, v.rows, v.shards])]));
+  }
   if (run.dataset) parts.push(`dataset: ${run.dataset}`);
   return parts.join('\n');
 }
