@@ -7,6 +7,10 @@ import { DEFAULTS, type PipelineOptions } from '../pipeline/options.js';
 import { formatStatus, readStatus } from '../pipeline/status.js';
 import { shardOutput } from '../pipeline/shard.js';
 import { resolve } from 'node:path';
+import { DEFAULT_SHARD_BYTES } from '../datasets/dataset_writer.js';
+import { DEFAULT_ROW_GROUP_ROWS } from '../datasets/parquet_writer.js';
+import { readRows } from '../datasets/reader.js';
+import { verifyDataset } from '../datasets/verify.js';
 
 const envInt = (...names: string[]) => {
   for (const n of names) if (process.env[n] !== undefined && process.env[n] !== '') return Number(process.env[n]);
@@ -91,9 +95,12 @@ await yargs(hideBin(process.argv))
   .command({
     command: 'shard',
     describe: 'Write the dataset (Parquet shards, manifest.json, card) from what the output folder holds',
-    builder: withOut,
+    builder: (y) =>
+      withOut(y)
+        .option('shard-bytes', { type: 'number', default: DEFAULT_SHARD_BYTES, describe: 'Target uncompressed bytes per shard' })
+        .option('row-group-rows', { type: 'number', default: DEFAULT_ROW_GROUP_ROWS, describe: 'At most this many rows per row group' }),
     handler: async (a) => {
-      const manifest = await shardOutput(resolve(a.out));
+      const manifest = await shardOutput(resolve(a.out), {}, { shardBytes: a['shard-bytes'], rowGroupRows: a['row-group-rows'] });
       if (a.json) process.stdout.write(JSON.stringify(manifest, null, 2) + '\n');
       else for (const [c, v] of Object.entries(manifest.configs)) process.stdout.write(`${c}: ${v.rows} rows in ${v.shards} shard(s)\n`);
     },
@@ -105,6 +112,44 @@ await yargs(hideBin(process.argv))
     handler: (a) => {
       const s = readStatus(resolve(a.out));
       process.stdout.write((a.json ? JSON.stringify(s, null, 2) : formatStatus(s)) + '\n');
+    },
+  })
+  .command({
+    command: 'verify <dir>',
+    describe: 'Check a dataset against its manifest: checksums, row counts, schemas, every shard and nested column readable by DuckDB',
+    builder: (y) => y.positional('dir', { type: 'string', demandOption: true, describe: 'The dataset folder (OUT/dataset)' }).option('json', { type: 'boolean', default: false }),
+    handler: async (a) => {
+      const report = await verifyDataset(resolve(a.dir as string));
+      if (a.json) process.stdout.write(JSON.stringify(report, null, 2) + '\n');
+      else {
+        for (const p of report.problems) process.stdout.write(`FAIL ${p}\n`);
+        process.stdout.write(`${report.ok ? 'OK' : 'FAILED'}: ${report.shards} shard(s), ${report.rows} row(s) verified, ${report.problems.length} problem(s)\n`);
+      }
+      process.exitCode = report.ok ? 0 : 1;
+    },
+  })
+  .command({
+    command: 'cat <dir>',
+    describe: 'Stream rows of one config as JSON Lines (bounded memory)',
+    builder: (y) =>
+      y
+        .positional('dir', { type: 'string', demandOption: true, describe: 'The dataset folder (OUT/dataset)' })
+        .option('config', { type: 'string', demandOption: true, describe: 'repos, tests, ...' })
+        .option('limit', { type: 'number', describe: 'At most this many rows' })
+        .option('columns', { type: 'string', describe: 'Comma-separated columns (default: all)' })
+        .option('rank', { type: 'number', default: 0, describe: 'Read only the shards of this rank' })
+        .option('world-size', { type: 'number', default: 1, describe: 'Ranks sharing the shards' }),
+    handler: async (a) => {
+      const rows = readRows(resolve(a.dir as string), {
+        config: a.config,
+        limit: a.limit,
+        columns: a.columns?.split(',').map((c) => c.trim()).filter(Boolean),
+        rank: a.rank,
+        worldSize: a['world-size'],
+      });
+      for await (const row of rows) {
+        if (!process.stdout.write(JSON.stringify(row) + '\n')) await new Promise((r) => process.stdout.once('drain', r));
+      }
     },
   })
   .demandCommand(1, 'name a command: worldline --help lists them')

@@ -1,11 +1,11 @@
 /**
  * Writes a dataset in the Hugging Face layout, `<config>/data/train-0000i-of-0000N.parquet`,
  * with `manifest.json` (per-shard rows, bytes, sha256, row groups, schema hash) and a dataset
- * card, into a fresh folder that replaces the old dataset only once everything is written.
+ * card, into a fresh version folder that replaces the old dataset only once everything is written.
  */
 import { createHash } from 'node:crypto';
-import { createReadStream, existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { createReadStream, existsSync, lstatSync, mkdirSync, readdirSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { dirname, join, relative } from 'node:path';
 import { hfFeatures, type RecordSchema } from '../schemas/schema.js';
 import { ensureZstd, ParquetFileWriter, schemaHash, type WrittenFile } from './parquet_writer.js';
 
@@ -61,9 +61,13 @@ async function writeConfig(root: string, source: ConfigSource, opts: DatasetOpti
   const files: WrittenFile[] = [];
   let writer: ParquetFileWriter | null = null;
   const open = () => new ParquetFileWriter(join(dir, `part-${String(files.length).padStart(5, '0')}.parquet.partial`), source.schema, opts);
+  // Fault injection for tests: die mid-shard, as a machine losing power would.
+  const killAfter = Number(process.env.WORLDLINE_FAULT_KILL_AFTER_ROWS ?? NaN);
+  let written = 0;
   for (const row of source.rows) {
     writer ??= open();
     writer.write(row);
+    if (++written === killAfter) process.kill(process.pid, 'SIGKILL');
     if (writer.size >= shardBytes) {
       files.push(writer.close());
       writer = null;
@@ -154,19 +158,47 @@ function card(manifest: DatasetManifest, schemas: RecordSchema[], opts: DatasetO
   ].join('\n');
 }
 
+/** Where the versions of the dataset at `datasetDir` live, beside it. */
+export function versionsDir(datasetDir: string): string {
+  return `${datasetDir}-versions`;
+}
+
 /**
- * Writes every config into `<datasetDir>.next`, then swaps it in place of `datasetDir`.
- * Shards are deterministic for the same rows (no timestamps inside); the card and manifest
- * carry the provenance.
+ * Points `datasetDir` (a symlink) at `version` with one rename, the only atomic replace POSIX
+ * has: a reader sees the old complete version or the new one, never a mix and never nothing.
+ */
+function publish(datasetDir: string, version: string): void {
+  const link = `${datasetDir}.link-${process.pid}`;
+  rmSync(link, { force: true });
+  symlinkSync(relative(dirname(datasetDir), version), link);
+  if (existsSync(datasetDir) && !lstatSync(datasetDir).isSymbolicLink()) {
+    // A dataset written before versions existed: keep it as a version so the swap stays atomic.
+    renameSync(datasetDir, join(versionsDir(datasetDir), `legacy-${Date.now()}`));
+  }
+  renameSync(link, datasetDir);
+}
+
+/** Drops every version but the published one: superseded ones and those a killed run left. */
+function pruneVersions(datasetDir: string): void {
+  const current = realpathSync(datasetDir);
+  for (const name of readdirSync(versionsDir(datasetDir))) {
+    const path = join(versionsDir(datasetDir), name);
+    if (path !== current) rmSync(path, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Writes every config into a new version folder, then publishes it as `datasetDir`. Shards are
+ * deterministic for the same rows (no timestamps inside); the card and manifest carry the
+ * provenance. A process killed at any moment leaves the previous version published.
  */
 export async function writeDataset(datasetDir: string, sources: ConfigSource[], opts: DatasetOptions = {}): Promise<DatasetManifest> {
   await ensureZstd();
-  const next = `${datasetDir}.next`;
-  rmSync(next, { recursive: true, force: true });
-  mkdirSync(next, { recursive: true });
+  const version = join(versionsDir(datasetDir), `v${Date.now()}-${process.pid}`);
+  mkdirSync(version, { recursive: true });
   const manifest: DatasetManifest = { format: 'worldline-dataset', format_version: 1, configs: {}, shards: [], provenance: opts.provenance ?? {} };
   for (const source of sources) {
-    const { files, rows } = await writeConfig(next, source, opts);
+    const { files, rows } = await writeConfig(version, source, opts);
     const hash = schemaHash(source.schema);
     manifest.configs[source.schema.name] = {
       rows,
@@ -177,7 +209,7 @@ export async function writeDataset(datasetDir: string, sources: ConfigSource[], 
     };
     for (const f of files) {
       manifest.shards.push({
-        path: relative(next, f.path),
+        path: relative(version, f.path),
         config: source.schema.name,
         rows: f.rows,
         bytes: f.bytes,
@@ -187,12 +219,10 @@ export async function writeDataset(datasetDir: string, sources: ConfigSource[], 
       });
     }
   }
-  writeFileSync(join(next, 'manifest.json'), JSON.stringify(manifest, null, 2) + '\n');
-  writeFileSync(join(next, 'README.md'), card(manifest, sources.map((s) => s.schema), opts));
-  const old = `${datasetDir}.old`;
-  rmSync(old, { recursive: true, force: true });
-  if (existsSync(datasetDir)) renameSync(datasetDir, old);
-  renameSync(next, datasetDir);
-  rmSync(old, { recursive: true, force: true });
+  // Shards first, then the manifest that names them, then the card; then publish.
+  writeFileSync(join(version, 'manifest.json'), JSON.stringify(manifest, null, 2) + '\n');
+  writeFileSync(join(version, 'README.md'), card(manifest, sources.map((s) => s.schema), opts));
+  publish(datasetDir, version);
+  pruneVersions(datasetDir);
   return manifest;
 }

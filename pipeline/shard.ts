@@ -5,7 +5,7 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { writeDataset, type DatasetManifest } from '../datasets/dataset_writer.js';
+import { writeDataset, type DatasetManifest, type DatasetOptions } from '../datasets/dataset_writer.js';
 import { reposSchema, testsSchema, type RepoRecord, type TestRecord } from '../schemas/index.js';
 import type { BuildRecord } from './build.js';
 import type { CloneRecord } from './clone.js';
@@ -71,7 +71,7 @@ function* testRows(out: string, validated: LedgerEntry<ValidateRecord>[]): Gener
   }
 }
 
-export async function shardOutput(out: string, provenance: Record<string, unknown> = {}): Promise<DatasetManifest> {
+export async function shardOutput(out: string, provenance: Record<string, unknown> = {}, layout: Pick<DatasetOptions, 'shardBytes' | 'rowGroupRows'> = {}): Promise<DatasetManifest> {
   const ledger = new Ledger(out);
   const clones = ledger.all<CloneRecord>('clone');
   const repos = clones.map((c) => repoRow(c, ledger));
@@ -82,6 +82,7 @@ export async function shardOutput(out: string, provenance: Record<string, unknow
     { schema: reposSchema, rows: repos },
     { schema: testsSchema, rows: testRows(out, validated) },
   ], {
+    ...layout,
     licenses,
     provenance: {
       tool: 'worldline',

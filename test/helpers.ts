@@ -1,9 +1,9 @@
-import { DuckDBInstance } from '@duckdb/node-api';
 import { spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { join } from 'node:path';
 import { inject } from 'vitest';
 import { packageRoot } from '../pipeline/paths.js';
+export { query as sql } from '../datasets/duckdb.js';
 
 export interface CliResult {
   code: number | null;
@@ -28,17 +28,4 @@ export function cli(args: string[], env: Record<string, string> = {}): Promise<C
 
 export function tempDir(prefix: string): string {
   return mkdtempSync(join(inject('workRoot'), `${prefix}-`));
-}
-
-/** Rows of a SQL query, through DuckDB: the independent reader of our Parquet. */
-export async function sql<T = Record<string, unknown>>(query: string): Promise<T[]> {
-  const db = await DuckDBInstance.create(':memory:');
-  const conn = await db.connect();
-  try {
-    const reader = await conn.runAndReadAll(query);
-    return reader.getRowObjectsJS() as T[];
-  } finally {
-    conn.closeSync();
-    db.closeSync();
-  }
 }
