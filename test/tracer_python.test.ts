@@ -1,0 +1,23 @@
+/** The tracer's own pytest suite, run inside both base images (Python 3.11 and 3.13). */
+import { join } from 'node:path';
+import { describe, expect, inject, it } from 'vitest';
+import { runContainer } from '../pipeline/docker.js';
+import { packageRoot } from '../pipeline/paths.js';
+
+describe('tracers/ (Python) inside the base images', () => {
+  for (const key of ['base311', 'base313'] as const) {
+    it(`passes its own tests on ${key}`, async () => {
+      const res = await runContainer({
+        image: inject(key),
+        cmd: ['sh', '-c', 'cd /src && python3 -m pytest -q -p no:cacheprovider tracers/tests'],
+        env: { PYTHONDONTWRITEBYTECODE: '1' },
+        binds: [`${join(packageRoot, 'tracers')}:/src/tracers:ro`],
+        limits: { memoryBytes: 1024 * 1024 * 1024, pids: 256, cpus: 2 },
+        timeoutMs: 300_000,
+      });
+      expect(res.output).toMatch(/\d+ passed/);
+      expect(res.output).not.toMatch(/\d+ failed/);
+      expect(res.exitCode).toBe(0);
+    }, 300_000);
+  }
+});

@@ -1,0 +1,49 @@
+import importlib.util
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TRACERS = os.path.dirname(HERE)
+PROGRAMS = os.path.join(HERE, "programs")
+if TRACERS not in sys.path:
+    sys.path.insert(0, TRACERS)
+
+_loaded = {}
+
+
+def load_program(name):
+    """Import tracers/tests/programs/NAME.py under a private module name."""
+    if name not in _loaded:
+        path = os.path.join(PROGRAMS, name + ".py")
+        spec = importlib.util.spec_from_file_location("worldline_prog_" + name, path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        _loaded[name] = mod
+    return _loaded[name]
+
+
+def run_traced(fn, backend, **options):
+    from worldline_tracer import Tracer
+
+    tracer = Tracer(root=PROGRAMS, backend=backend, **options)
+    result = exc = None
+    tracer.start()
+    try:
+        result = fn()
+    except Exception as e:
+        exc = e
+    finally:
+        tracer.stop()
+    return result, exc, tracer
+
+
+def compact(events):
+    """(kind, line, function, depth, locals-or-value[, 'resume']) tuples, for golden comparisons."""
+    out = []
+    for e in events:
+        payload = [tuple(p) for p in e["locals"]] if "locals" in e else e["value"]
+        row = (e["kind"], e["line"], e["function"], e["depth"], payload)
+        if e.get("resume"):
+            row += ("resume",)
+        out.append(row)
+    return out

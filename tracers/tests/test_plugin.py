@@ -1,0 +1,167 @@
+"""The pytest plugin: one JSON line per test, and identical outcomes with and without it."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+from conftest import TRACERS
+
+from worldline_tracer import parse, roundtrip
+
+SUITE = {
+    "mylib.py": '''
+        def add(a, b):
+            total = a + b
+            return total
+
+        def boom(x):
+            raise KeyError(x)
+
+        def gen(n):
+            for i in range(n):
+                yield i * i
+
+        class Unprintable:
+            def __repr__(self):
+                raise RuntimeError("no")
+
+        def deep(n):
+            return 0 if n == 0 else 1 + deep(n - 1)
+
+        def spin(n):
+            t = 0
+            for i in range(n):
+                t += i
+            return t
+    ''',
+    "conftest.py": '''
+        import pytest
+
+        @pytest.fixture
+        def broken():
+            raise RuntimeError("fixture error")
+
+        @pytest.fixture
+        def number():
+            yield 41
+    ''',
+    "test_suite.py": '''
+        import sys
+        import threading
+        import pytest
+        import mylib
+
+        def test_pass(number):
+            assert mylib.add(number, 1) == 42
+
+        def test_fail():
+            x = mylib.add(1, 1)
+            assert x == 3
+
+        def test_error_in_fixture(broken):
+            pass
+
+        @pytest.mark.skip(reason="skipped")
+        def test_skip():
+            pass
+
+        @pytest.mark.xfail(reason="known")
+        def test_xfail():
+            mylib.boom("k")
+
+        def test_raises():
+            with pytest.raises(KeyError):
+                mylib.boom("k")
+
+        def test_generator_and_bad_repr():
+            u = mylib.Unprintable()
+            assert list(mylib.gen(4)) == [0, 1, 4, 9]
+
+        def test_recursion_limit():
+            with pytest.raises(RecursionError):
+                mylib.deep(10 ** 6)
+
+        def test_threads():
+            out = []
+            t = threading.Thread(target=lambda: out.append(mylib.add(2, 3)))
+            t.start(); t.join()
+            assert out == [5]
+
+        def test_capped():
+            assert mylib.spin(5000) == sum(range(5000))
+
+        def test_uncaught():
+            mylib.boom("z")
+    ''',
+}
+
+
+def _write_suite(root):
+    for name, text in SUITE.items():
+        with open(os.path.join(str(root), name), "w") as f:
+            f.write(textwrap.dedent(text).lstrip())
+
+
+def _run(root, report, trace_out=None, backend=None):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([TRACERS] + [p for p in sys.path if p])
+    env["WORLDLINE_REPORT"] = str(report)
+    env["PYTHONHASHSEED"] = "0"
+    env.pop("WORLDLINE_TRACE_OUT", None)
+    args = [sys.executable, "-m", "pytest", "-q", "-p", "worldline_report", "-p", "no:cacheprovider"]
+    if trace_out is not None:
+        env["WORLDLINE_TRACE_OUT"] = str(trace_out)
+        env["WORLDLINE_TRACE_ROOT"] = str(root)
+        env["WORLDLINE_TRACE_EMIT"] = "both"
+        env["WORLDLINE_TRACE_MAX_EVENTS"] = "3000"
+        if backend:
+            env["WORLDLINE_TRACE_BACKEND"] = backend
+        args += ["-p", "worldline_tracer.plugin"]
+    proc = subprocess.run(args, cwd=str(root), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          timeout=300)
+    outcomes = []
+    with open(str(report)) as f:
+        for line in f:
+            rec = json.loads(line)
+            if rec["event"] == "test":
+                outcomes.append((rec["nodeid"], rec["when"], rec["outcome"], rec.get("wasxfail", False)))
+    return proc.returncode, sorted(outcomes), proc.stdout.decode("utf-8", "replace")
+
+
+def _backends():
+    return ["settrace", "monitoring"] if hasattr(sys, "monitoring") else ["settrace"]
+
+
+def test_outcome_parity_and_trace_lines(tmp_path):
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    _write_suite(suite)
+    rc0, plain, out0 = _run(suite, tmp_path / "plain.jsonl")
+    assert rc0 == 1, out0
+    assert len({o[0] for o in plain}) == 11
+    for backend in _backends():
+        trace_out = tmp_path / ("trace-%s.jsonl" % backend)
+        rc1, traced, out1 = _run(suite, tmp_path / ("traced-%s.jsonl" % backend), trace_out, backend)
+        assert (rc1, traced) == (rc0, plain), out1
+        with open(str(trace_out)) as f:
+            lines = [json.loads(line) for line in f]
+        by_id = {rec["nodeid"]: rec for rec in lines}
+        assert sorted(by_id) == sorted({o[0] for o in plain})
+        for rec in lines:
+            assert rec["backend"] in (backend, None)
+            for ep in rec["episodes"]:
+                assert roundtrip(ep["text"])
+                assert parse(ep["text"])[0] == ep["context"]
+        passing = by_id["test_suite.py::test_pass"]
+        assert passing["error"] is None and not passing["truncated"] and passing["line_events"] > 0
+        funcs = {e["function"] for e in passing["events"]}
+        assert funcs == {"test_pass", "add"}
+        assert all(not name.startswith("@") for e in passing["events"] for name, _ in e.get("locals", []))
+        add = [ep for ep in passing["episodes"] if ep["function"] == "add"][0]
+        assert add["text"].startswith("<|trace_context_start|>def add(a, b):  # << START_OF_TRACE\n")
+        assert '<|call_sep|>{"a": "41", "b": "1"}<|action_sep|>def add(a, b):\n' in add["text"]
+        assert by_id["test_suite.py::test_capped"]["truncated"] is True
+        assert by_id["test_suite.py::test_skip"]["phases"] == []
+        threads = by_id["test_suite.py::test_threads"]
+        assert {e["function"] for e in threads["events"]} == {"test_threads"}

@@ -1,0 +1,182 @@
+"""pytest plugin: trace each test, keyed by node id (``-p worldline_tracer.plugin``).
+
+Writes one JSON line per test to the file named by WORLDLINE_TRACE_OUT (append, flushed per line;
+nothing is traced when it is unset). It never changes a test's outcome: tracer faults are caught
+and recorded in the line's "error". Environment variables (all optional):
+  WORLDLINE_TRACE_OUT             output file (JSON Lines); keep it outside the repository
+  WORLDLINE_TRACE_ROOT            scope root (default: the current directory)
+  WORLDLINE_TRACE_INCLUDE_TESTS   1 (default) to trace test files too, 0 to leave them out
+  WORLDLINE_TRACE_PHASES          phases traced, comma-separated: call (default), setup, teardown
+  WORLDLINE_TRACE_BACKEND         auto (default) | monitoring | settrace
+  WORLDLINE_TRACE_EMIT            episodes (default) | events | both
+  WORLDLINE_TRACE_MAX_EVENTS      raw events per test (default 100000); hit -> truncated, stop
+  WORLDLINE_TRACE_MAX_LINES_PER_CALL  line events kept per function call (default 10000)
+  WORLDLINE_TRACE_STEP_IN         step-in probability (default 0.5)
+  WORLDLINE_TRACE_SEED            episode seed (default 0); the rng is seeded with "SEED|nodeid"
+  WORLDLINE_TRACE_MAX_DEPTH       deepest raw stack depth that starts an episode (default: any)
+  WORLDLINE_TRACE_MAX_STEP_DEPTH  step-in nesting below an episode's entry (default 2)
+  WORLDLINE_TRACE_MAX_FRAMES      episodes with more frames are dropped (default 10000)
+Line shape: {"nodeid", "phases", "backend", "python", "tracer_version", "truncated", "error",
+  "event_count", "line_events", "events"?: [...], "episodes"?: [...], "episodes_dropped"?: {...}}
+"""
+import json
+import os
+import platform
+import sys
+
+import pytest
+
+from . import __version__
+from .episodes import EpisodeBuilder
+from .tracer import Tracer, make_scope
+
+_state = {"fd": None, "scope": None, "opts": None}
+_KEY = "_worldline_trace"
+
+
+def _env_int(name, default):
+    value = os.environ.get(name, "").strip()
+    return int(value) if value else default
+
+
+def _options():
+    phases = [p.strip() for p in os.environ.get("WORLDLINE_TRACE_PHASES", "call").split(",") if p.strip()]
+    max_depth = os.environ.get("WORLDLINE_TRACE_MAX_DEPTH", "").strip()
+    return {
+        "phases": [p for p in ("setup", "call", "teardown") if p in phases],
+        "backend": os.environ.get("WORLDLINE_TRACE_BACKEND", "auto").strip() or "auto",
+        "emit": os.environ.get("WORLDLINE_TRACE_EMIT", "episodes").strip() or "episodes",
+        "max_events": _env_int("WORLDLINE_TRACE_MAX_EVENTS", 100000),
+        "max_lines_per_call": _env_int("WORLDLINE_TRACE_MAX_LINES_PER_CALL", 10000),
+        "step_in": float(os.environ.get("WORLDLINE_TRACE_STEP_IN", "0.5") or 0.5),
+        "seed": os.environ.get("WORLDLINE_TRACE_SEED", "0"),
+        "max_depth": int(max_depth) if max_depth else None,
+        "max_step_depth": _env_int("WORLDLINE_TRACE_MAX_STEP_DEPTH", 2),
+        "max_frames": _env_int("WORLDLINE_TRACE_MAX_FRAMES", 10000),
+    }
+
+
+def pytest_configure(config):
+    path = os.environ.get("WORLDLINE_TRACE_OUT")
+    if not path or _state["fd"] is not None:
+        return
+    _state["fd"] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    _state["opts"] = _options()
+    root = os.environ.get("WORLDLINE_TRACE_ROOT") or os.getcwd()
+    include_tests = os.environ.get("WORLDLINE_TRACE_INCLUDE_TESTS", "1").strip() not in ("0", "false", "no")
+    _state["scope"] = make_scope(root, include_tests=include_tests)
+
+
+def pytest_unconfigure(config):
+    fd = _state["fd"]
+    if fd is not None:
+        _state["fd"] = None
+        os.close(fd)
+
+
+def _record(item):
+    rec = item.__dict__.get(_KEY)
+    if rec is None:
+        rec = {"events": [], "truncated": False, "error": None, "phases": [], "backend": None}
+        item.__dict__[_KEY] = rec
+    return rec
+
+
+def _traced(item, phase):
+    """Run one phase under the tracer (a generator used by the hookwrappers)."""
+    opts = _state["opts"]
+    if _state["fd"] is None or phase not in opts["phases"]:
+        yield
+        return
+    rec = None
+    tracer = None
+    try:
+        rec = _record(item)
+        if not rec["truncated"]:
+            budget = opts["max_events"] - len(rec["events"])
+            tracer = Tracer(scope=_state["scope"], backend=opts["backend"], max_events=max(budget, 1),
+                            max_lines_per_call=opts["max_lines_per_call"])
+            tracer.start()
+    except Exception as e:  # the tracer could not start: the test runs untraced
+        tracer = None
+        if rec is not None and rec["error"] is None:
+            rec["error"] = "start: %s: %s" % (type(e).__name__, e)
+    try:
+        yield
+    finally:
+        if tracer is not None:
+            try:
+                tracer.stop()
+            except Exception as e:
+                tracer.error = tracer.error or "stop: %s: %s" % (type(e).__name__, e)
+            try:
+                rec["phases"].append(phase)
+                rec["backend"] = tracer.backend
+                rec["events"].extend(tracer.events)
+                rec["truncated"] = rec["truncated"] or tracer.truncated
+                if tracer.error and rec["error"] is None:
+                    rec["error"] = tracer.error
+            except Exception:
+                pass
+
+
+def _write(item):
+    if _state["fd"] is None:
+        return
+    try:
+        rec = item.__dict__.pop(_KEY, None) or {"events": [], "truncated": False, "error": None,
+                                                 "phases": [], "backend": None}
+        opts = _state["opts"]
+        events = rec["events"]
+        out = {
+            "nodeid": item.nodeid,
+            "phases": rec["phases"],
+            "backend": rec["backend"],
+            "python": platform.python_version(),
+            "tracer_version": __version__,
+            "truncated": rec["truncated"],
+            "error": rec["error"],
+            "event_count": len(events),
+            "line_events": sum(1 for e in events if e["kind"] == "line"),
+        }
+        if opts["emit"] in ("events", "both"):
+            out["events"] = events
+        if opts["emit"] in ("episodes", "both"):
+            try:
+                builder = EpisodeBuilder(step_in=opts["step_in"], max_depth=opts["max_depth"],
+                                         max_step_depth=opts["max_step_depth"],
+                                         seed="%s|%s" % (opts["seed"], item.nodeid),
+                                         max_frames=opts["max_frames"])
+                out["episodes"] = builder.build(events)
+                out["episodes_dropped"] = builder.dropped
+            except Exception as e:
+                out["episodes"] = []
+                out["error"] = out["error"] or "episodes: %s: %s" % (type(e).__name__, e)
+        data = (json.dumps(out, sort_keys=True) + "\n").encode("utf-8", "replace")
+        os.write(_state["fd"], data)
+    except Exception as e:
+        try:
+            sys.stderr.write("worldline_tracer: could not write the trace of %s: %s\n" % (item.nodeid, e))
+        except Exception:
+            pass
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    for _ in _traced(item, "setup"):
+        yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    for _ in _traced(item, "call"):
+        yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    try:
+        for _ in _traced(item, "teardown"):
+            yield
+    finally:
+        _write(item)
