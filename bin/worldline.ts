@@ -10,6 +10,9 @@ import { resolve } from 'node:path';
 import { DEFAULT_SHARD_BYTES } from '../datasets/dataset_writer.js';
 import { DEFAULT_ROW_GROUP_ROWS } from '../datasets/parquet_writer.js';
 import { readRows } from '../datasets/reader.js';
+import { traceScript } from '../pipeline/trace_script.js';
+import { DEFAULT_PYTHON, PYTHON_VERSIONS, type PythonVersion } from '../pipeline/manifest.js';
+import { renderEpisode, type CwmFrame } from '../datasets/cwm_format.js';
 import { verifyDataset } from '../datasets/verify.js';
 
 const envInt = (...names: string[]) => {
@@ -35,6 +38,10 @@ const withPipeline = (y: Argv) =>
     .option('memory', { type: 'number', default: DEFAULTS.memoryMb, describe: 'Container memory limit, MB' })
     .option('cpus', { type: 'number', default: DEFAULTS.cpus, describe: 'Container CPU limit' })
     .option('pids', { type: 'number', default: DEFAULTS.pids, describe: 'Container process limit' })
+    .option('step-in', { type: 'number', default: DEFAULTS.traceStepIn, describe: 'trace: probability that an episode steps into a callee' })
+    .option('trace-seed', { type: 'number', default: DEFAULTS.traceSeed, describe: 'trace: seed of the step-in choices' })
+    .option('max-events', { type: 'number', default: DEFAULTS.traceMaxEvents, describe: 'trace: raw events per test before it is cut (truncated)' })
+    .option('trace-slowdown', { type: 'number', default: DEFAULTS.traceSlowdown, describe: 'trace: timeouts are multiplied by this under the tracer' })
     .option('rank', { type: 'number', default: envInt('WORLDLINE_RANK', 'SLURM_ARRAY_TASK_ID', 'JOB_COMPLETION_INDEX') ?? 0, describe: 'This process\'s share of the units (0-based)' })
     .option('world-size', { type: 'number', default: envInt('WORLDLINE_WORLD_SIZE', 'SLURM_ARRAY_TASK_COUNT') ?? 1, describe: 'How many processes share the units' });
 
@@ -57,6 +64,14 @@ function options(a: PipelineArgs): PipelineOptions {
     memoryMb: positive('memory', a.memory, 64),
     cpus: positive('cpus', a.cpus, 0.1),
     pids: positive('pids', a.pids, 16),
+    traceStepIn: (() => {
+      const p = a['step-in'];
+      if (!(p >= 0 && p <= 1)) throw new UsageError(`--step-in must be a probability in 0..1 (got ${p})`);
+      return p;
+    })(),
+    traceSeed: a['trace-seed'],
+    traceMaxEvents: positive('max-events', a['max-events']),
+    traceSlowdown: positive('trace-slowdown', a['trace-slowdown']),
     rank: a.rank,
     worldSize: a['world-size'],
   };
@@ -85,13 +100,14 @@ await yargs(hideBin(process.argv))
   .scriptName('worldline')
   .command({
     command: 'run',
-    describe: 'Run the stages in order (clone, build, validate, shard) for every unit of the manifest',
+    describe: 'Run the stages in order (clone, build, validate, trace, shard) for every unit of the manifest',
     builder: (y) => withPipeline(y).option('stages', { type: 'string', default: ALL_STAGES.join(','), describe: 'Comma-separated stages to run' }),
     handler: (a) => pipelineCommand(a as PipelineArgs, String(a.stages).split(',').map((s) => s.trim()).filter(Boolean)),
   })
   .command(stageCommand('clone', 'Mirror each repository, check out its commit, record provenance and license'))
   .command(stageCommand('build', 'Build one environment image per unit from its base image'))
   .command(stageCommand('validate', 'Run each suite in a sandbox, N times, and record per-test outcomes'))
+  .command(stageCommand('trace', 'Trace each validated suite line by line and cut CWM function-level episodes'))
   .command({
     command: 'shard',
     describe: 'Write the dataset (Parquet shards, manifest.json, card) from what the output folder holds',
@@ -137,7 +153,11 @@ await yargs(hideBin(process.argv))
         .option('config', { type: 'string', demandOption: true, describe: 'repos, tests, ...' })
         .option('limit', { type: 'number', describe: 'At most this many rows' })
         .option('columns', { type: 'string', describe: 'Comma-separated columns (default: all)' })
-        .option('rank', { type: 'number', default: 0, describe: 'Read only the shards of this rank' })
+        .option('step-in', { type: 'number', default: DEFAULTS.traceStepIn, describe: 'trace: probability that an episode steps into a callee' })
+    .option('trace-seed', { type: 'number', default: DEFAULTS.traceSeed, describe: 'trace: seed of the step-in choices' })
+    .option('max-events', { type: 'number', default: DEFAULTS.traceMaxEvents, describe: 'trace: raw events per test before it is cut (truncated)' })
+    .option('trace-slowdown', { type: 'number', default: DEFAULTS.traceSlowdown, describe: 'trace: timeouts are multiplied by this under the tracer' })
+    .option('rank', { type: 'number', default: 0, describe: 'Read only the shards of this rank' })
         .option('world-size', { type: 'number', default: 1, describe: 'Ranks sharing the shards' }),
     handler: async (a) => {
       const rows = readRows(resolve(a.dir as string), {
@@ -150,6 +170,58 @@ await yargs(hideBin(process.argv))
       for await (const row of rows) {
         if (!process.stdout.write(JSON.stringify(row) + '\n')) await new Promise((r) => process.stdout.once('drain', r));
       }
+    },
+  })
+  .command({
+    command: 'render <dir>',
+    describe: "Write trace episodes in CWM's token format, re-rendered from their stored frames",
+    builder: (y) =>
+      y
+        .positional('dir', { type: 'string', demandOption: true, describe: 'The dataset folder (OUT/dataset)' })
+        .option('config', { type: 'string', default: 'traces', describe: 'The config holding episodes' })
+        .option('format', { choices: ['jsonl', 'text'] as const, default: 'jsonl' as const, describe: 'jsonl: {"node_id", "function", "text"} per line; text: the raw texts, one after another' })
+        .option('limit', { type: 'number', describe: 'At most this many episodes' }),
+    handler: async (a) => {
+      let mismatches = 0;
+      for await (const row of readRows(resolve(a.dir as string), { config: a.config, limit: a.limit, columns: ['node_id', 'function', 'context', 'frames', 'text'] })) {
+        const text = renderEpisode(row.context as string, row.frames as CwmFrame[]);
+        if (text !== row.text) {
+          mismatches += 1;
+          process.stderr.write(`worldline: ${row.node_id} ${row.function}: re-rendered text differs from the stored one\n`);
+        }
+        const out = a.format === 'text' ? text : JSON.stringify({ node_id: row.node_id, function: row.function, text }) + '\n';
+        if (!process.stdout.write(out)) await new Promise((r) => process.stdout.once('drain', r));
+      }
+      process.exitCode = mismatches ? 1 : 0;
+    },
+  })
+  .command({
+    command: 'trace-script <file>',
+    describe: 'Trace a standalone Python program on given stdin inputs in a sandbox (CWM-style episodes)',
+    builder: (y) =>
+      y
+        .positional('file', { type: 'string', demandOption: true, describe: 'The Python program' })
+        .option('stdin', { type: 'string', array: true, demandOption: true, describe: 'An input file fed to stdin; repeat for several inputs' })
+        .option('python', { type: 'string', choices: PYTHON_VERSIONS, default: DEFAULT_PYTHON, describe: 'Base image Python' })
+        .option('base-image', { type: 'string', describe: 'Run in this local image instead' })
+        .option('step-in', { type: 'number', default: 1, describe: 'Probability that an episode steps into a callee' })
+        .option('trace-seed', { type: 'number', default: 0 })
+        .option('max-events', { type: 'number', default: DEFAULTS.traceMaxEvents })
+        .option('timeout', { type: 'number', default: 60, describe: 'Seconds per input' })
+        .option('format', { choices: ['jsonl', 'text'] as const, default: 'jsonl' as const, describe: 'jsonl: one result per input; text: the episodes\' token text' }),
+    handler: async (a) => {
+      const results = await traceScript(resolve(a.file as string), (a.stdin as string[]).map((f) => resolve(f)), {
+        python: a.python as PythonVersion,
+        baseImage: a['base-image'],
+        stepIn: a['step-in'],
+        seed: a['trace-seed'],
+        maxEvents: a['max-events'],
+        timeoutS: a.timeout,
+      }, log);
+      for (const r of results) {
+        process.stdout.write(a.format === 'text' ? r.episodes.map((e) => e.text).join('') : JSON.stringify(r) + '\n');
+      }
+      process.exitCode = results.every((r) => r.status === 'ok' || r.status === 'exception' || r.status === 'exit') ? 0 : 1;
     },
   })
   .demandCommand(1, 'name a command: worldline --help lists them')

@@ -11,6 +11,7 @@ import type { DatasetManifest } from '../datasets/dataset_writer.js';
 import type { Stage } from './stage.js';
 import { recordManifestErrors, table } from './status.js';
 import { validateStage } from './validate.js';
+import { traceStage } from './trace.js';
 import { sha256 } from './hashing.js';
 import { readFileSync } from 'node:fs';
 
@@ -18,6 +19,7 @@ export const UNIT_STAGES: Record<string, Stage> = {
   clone: cloneStage as Stage,
   build: buildStage as Stage,
   validate: validateStage as Stage,
+  trace: traceStage as Stage,
 };
 export const ALL_STAGES = [...Object.keys(UNIT_STAGES), 'shard'];
 

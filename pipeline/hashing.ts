@@ -1,4 +1,6 @@
 import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 
 /** JSON with object keys sorted at every depth, so equal values always hash equally. */
 export function stableStringify(value: unknown): string {
@@ -19,4 +21,19 @@ export function sha256(data: string | Uint8Array): string {
 /** Short content hash of any JSON value: the key of configs, images and units. */
 export function hashOf(value: unknown, length = 12): string {
   return sha256(stableStringify(value)).slice(0, length);
+}
+
+/** Hash of every file under `dir` whose name ends with `suffix`, by relative path and content. */
+export function hashTree(dir: string, suffix: string): string {
+  const hash = createHash('sha256');
+  const walk = (rel: string) => {
+    for (const entry of readdirSync(join(dir, rel), { withFileTypes: true }).sort((a, b) => a.name.localeCompare(b.name))) {
+      const path = rel ? `${rel}/${entry.name}` : entry.name;
+      if (entry.isDirectory()) {
+        if (entry.name !== '__pycache__') walk(path);
+      } else if (entry.name.endsWith(suffix)) hash.update(path).update('\0').update(readFileSync(join(dir, path))).update('\0');
+    }
+  };
+  walk('');
+  return hash.digest('hex').slice(0, 12);
 }

@@ -14,6 +14,13 @@ export interface PipelineOptions {
   memoryMb: number;
   cpus: number;
   pids: number;
+  /** Probability that an episode steps into a callee (seeded, reproducible). */
+  traceStepIn: number;
+  traceSeed: number;
+  /** Raw events per test before its trace is cut and marked truncated. */
+  traceMaxEvents: number;
+  /** Timeouts are multiplied by this under the tracer, so slowness never flips an outcome. */
+  traceSlowdown: number;
   /** Static sharding of units across machines (Slurm arrays, Kubernetes indexed jobs). */
   rank: number;
   worldSize: number;
@@ -29,6 +36,10 @@ export const DEFAULTS: Omit<PipelineOptions, 'out'> = {
   memoryMb: 4096,
   cpus: 2,
   pids: 1024,
+  traceStepIn: 0.5,
+  traceSeed: 0,
+  traceMaxEvents: 100_000,
+  traceSlowdown: 20,
   rank: 0,
   worldSize: 1,
 };

@@ -3,15 +3,17 @@
  * folder and writes the dataset. Rows come out in unit-id order, so the same ledger always
  * gives byte-identical shards.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync, readSync } from 'node:fs';
 import { join } from 'node:path';
+import { StringDecoder } from 'node:string_decoder';
 import { writeDataset, type DatasetManifest, type DatasetOptions } from '../datasets/dataset_writer.js';
-import { reposSchema, testsSchema, type RepoRecord, type TestRecord } from '../schemas/index.js';
+import { reposSchema, testsSchema, tracesSchema, type RepoRecord, type TestRecord, type TraceRecord } from '../schemas/index.js';
 import type { BuildRecord } from './build.js';
 import type { CloneRecord } from './clone.js';
 import { sha256 } from './hashing.js';
 import { Ledger, type LedgerEntry } from './ledger.js';
 import { packageRoot } from './paths.js';
+import { tracesPartPath } from './trace.js';
 import { testsPartPath, type ValidateRecord } from './validate.js';
 
 export function toolVersion(): string {
@@ -63,11 +65,30 @@ function repoRow(clone: LedgerEntry<CloneRecord>, ledger: Ledger): RepoRecord {
   };
 }
 
-function* testRows(out: string, validated: LedgerEntry<ValidateRecord>[]): Generator<TestRecord> {
-  for (const entry of validated) {
-    const part = testsPartPath(out, entry.unit_id);
+/** Rows of every unit's part file, unit by unit, one line in memory at a time. */
+function* partRows<T>(entries: LedgerEntry<unknown>[], partPath: (unitId: string) => string): Generator<T> {
+  for (const entry of entries) {
+    const part = partPath(entry.unit_id);
     if (!existsSync(part)) continue;
-    for (const line of readFileSync(part, 'utf8').split('\n')) if (line) yield JSON.parse(line) as TestRecord;
+    for (const line of readLines(part)) yield JSON.parse(line) as T;
+  }
+}
+
+/** Lines of a file read in 1 MB chunks, so a unit's large part file never sits whole in memory. */
+function* readLines(path: string): Generator<string> {
+  const fd = openSync(path, 'r');
+  const buf = Buffer.alloc(1 << 20);
+  const decoder = new StringDecoder('utf8');
+  let rest = '';
+  try {
+    for (let n; (n = readSync(fd, buf, 0, buf.length, null)) > 0; ) {
+      const lines = (rest + decoder.write(buf.subarray(0, n))).split('\n');
+      rest = lines.pop() ?? '';
+      for (const line of lines) if (line) yield line;
+    }
+    if (rest) yield rest;
+  } finally {
+    closeSync(fd);
   }
 }
 
@@ -75,12 +96,13 @@ export async function shardOutput(out: string, provenance: Record<string, unknow
   const ledger = new Ledger(out);
   const clones = ledger.all<CloneRecord>('clone');
   const repos = clones.map((c) => repoRow(c, ledger));
-  const validated = ledger.all<ValidateRecord>('validate').filter((e) => e.status === 'ok');
+  const done = (stage: 'validate' | 'trace') => ledger.all(stage).filter((e) => e.status === 'ok');
   const licenses: Record<string, number> = {};
   for (const r of repos) licenses[r.license] = (licenses[r.license] ?? 0) + 1;
   return writeDataset(join(out, 'dataset'), [
     { schema: reposSchema, rows: repos },
-    { schema: testsSchema, rows: testRows(out, validated) },
+    { schema: testsSchema, rows: partRows<TestRecord>(done('validate'), (id) => testsPartPath(out, id)) },
+    { schema: tracesSchema, rows: partRows<TraceRecord>(done('trace'), (id) => tracesPartPath(out, id)) },
   ], {
     ...layout,
     licenses,

@@ -1,13 +1,16 @@
 import { reposSchema } from './repos.js';
 import { testsSchema } from './tests.js';
+import { tracesSchema } from './traces.js';
 import type { RecordSchema } from './schema.js';
 
 /** Every record kind Worldline writes, by dataset config name. */
 export const SCHEMAS: Record<string, RecordSchema> = {
   repos: reposSchema,
   tests: testsSchema,
+  traces: tracesSchema,
 };
 
-export { reposSchema, testsSchema };
+export { reposSchema, testsSchema, tracesSchema };
 export type { RepoRecord } from './repos.js';
 export type { TestRecord } from './tests.js';
+export type { TraceRecord } from './traces.js';

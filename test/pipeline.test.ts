@@ -7,6 +7,8 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { packageRoot } from '../pipeline/paths.js';
+import { parseEpisode, renderEpisode, type CwmFrame } from '../datasets/cwm_format.js';
+import { readRows } from '../datasets/reader.js';
 import { CORPUS } from './corpus.js';
 import { CORPUS_NAMES } from './global-setup.js';
 import { cli, sql, tempDir } from './helpers.js';
@@ -75,6 +77,47 @@ describe('the real corpus, end to end', () => {
       expect(r.py_file_count).toBeGreaterThan(3n);
     }
     expect(Object.fromEntries(rows.map((r) => [r.repo, r.license]))).toMatchObject({ toolz: 'BSD-3-Clause', h11: 'MIT' });
+  });
+
+  it('traces every passing test with in-scope line events, without changing any outcome', async () => {
+    const status = JSON.parse((await cli(['status', '--out', out, '--json'])).stdout) as { stages: Record<string, { ok: number; failed: number }> };
+    expect(status.stages.trace).toEqual({ ok: CORPUS_NAMES.length, failed: 0 });
+    const ledger = CORPUS_NAMES.map((name) => {
+      const id = first.units.find((u) => u.repo.endsWith(`/${name}`))!.unit_id;
+      return [name, JSON.parse(readFileSync(join(out, 'ledger', 'trace', `${id}.json`), 'utf8')).record] as const;
+    });
+    for (const [name, rec] of ledger) {
+      expect(rec.parity_mismatches, `${name}: ${rec.mismatched}`).toBe(0);
+      expect(rec.tests_traced).toBe(CORPUS[name].expected.collected);
+      expect(rec.tests_with_line_events).toBe(CORPUS[name].expected.passed);
+      expect(rec.tracer_errors).toBe(0);
+    }
+    const perRepo = await sql<{ repo: string; tests: bigint; lines: bigint; py: string }>(
+      `select regexp_extract(repo, '[^/]+$') as repo, count(distinct node_id) as tests, sum(line_events) as lines, min(python_version) as py from '${out}/dataset/traces/data/*.parquet' group by all order by repo`,
+    );
+    expect(perRepo.map((r) => r.repo)).toEqual([...CORPUS_NAMES].sort());
+    for (const r of perRepo) {
+      expect(r.tests).toBe(BigInt(CORPUS[r.repo].expected.passed));
+      expect(r.lines).toBeGreaterThan(0n);
+      expect(r.py).toMatch(/^3\.11\./);
+    }
+  });
+
+  it('every episode parses back and re-renders byte for byte, and the TS renderer agrees with the tracer', async () => {
+    const bad: string[] = [];
+    let n = 0;
+    for await (const row of readRows(join(out, 'dataset'), { config: 'traces', columns: ['node_id', 'context', 'text'] })) {
+      const text = row.text as string;
+      const parsed = parseEpisode(text);
+      if (parsed.context !== row.context || renderEpisode(parsed.context, parsed.frames) !== text) bad.push(row.node_id as string);
+      n += 1;
+    }
+    expect(bad).toEqual([]);
+    expect(n).toBeGreaterThan(1000);
+    // Rendering from the stored frame structs (a second implementation of the format) on a sample.
+    for await (const row of readRows(join(out, 'dataset'), { config: 'traces', columns: ['context', 'frames', 'text'], limit: 500 })) {
+      expect(renderEpisode(row.context as string, row.frames as CwmFrame[])).toBe(row.text);
+    }
   });
 
   it('does no work on a second run and leaves byte-identical shards', async () => {

@@ -1,0 +1,112 @@
+/**
+ * Runs a unit's pytest suite N times, one run after another, in one sandboxed container (no
+ * network; memory, pids and CPU limits; a wall timeout per run) with our Python on the import
+ * path and an output folder outside /repo. Validate, trace and grading all run suites this way.
+ */
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { runContainer } from './docker.js';
+import type { Unit } from './manifest.js';
+import type { PipelineOptions } from './options.js';
+import { tracersDir } from './paths.js';
+import { shQuote } from './shell.js';
+import { foldReport, type SuiteRun } from './test_results.js';
+
+/** Exit status `timeout(1)` returns when the time limit hit. */
+export const TIMEOUT_EXIT = 124;
+
+/** The pytest command line every Worldline run uses, plus the unit's own arguments. */
+export function pytestCommand(pytestArgs: string[], testTimeoutS: number, hasTimeoutPlugin: boolean, plugins: string[] = []): string[] {
+  const cmd = ['python3', '-m', 'pytest', '-p', 'worldline_report', ...plugins.flatMap((p) => ['-p', p]), '-p', 'no:cacheprovider', '-q', '-rN', '--color=no'];
+  // pytest-timeout registers itself through its entry point; naming it with -p again is an error.
+  if (hasTimeoutPlugin && testTimeoutS > 0) cmd.push(`--timeout=${testTimeoutS}`);
+  return [...cmd, ...pytestArgs];
+}
+
+function runScript(runs: number, suiteTimeoutS: number, pytest: string[]): string {
+  const cmd = pytest.map(shQuote).join(' ');
+  return [
+    'cd /repo',
+    `i=1; while [ $i -le ${runs} ]; do`,
+    `  WORLDLINE_REPORT=/worldline/out/report-$i.jsonl timeout -k 10 ${suiteTimeoutS} ${cmd} > /worldline/out/output-$i.log 2>&1`,
+    '  code=$?; echo $code > /worldline/out/exit-$i',
+    `  [ $code -eq ${TIMEOUT_EXIT} ] && break`,
+    '  i=$((i+1))',
+    'done',
+    '',
+  ].join('\n');
+}
+
+function readIfExists(path: string): string | null {
+  return existsSync(path) ? readFileSync(path, 'utf8') : null;
+}
+
+export interface SuiteSpec {
+  unit: Unit;
+  imageId: string;
+  srcLayout: boolean;
+  options: PipelineOptions;
+  stage: string;
+  runs: number;
+  suiteTimeoutS: number;
+  pytest: string[];
+  env?: Record<string, string>;
+}
+
+export interface SuiteOutcome {
+  runs: SuiteRun[];
+  containerExit: number | null;
+  containerOutput: string;
+  /** The output folder (as the container saw /worldline/out); the caller removes it. */
+  work: string;
+  seconds: number;
+}
+
+export async function runSuite(spec: SuiteSpec): Promise<SuiteOutcome> {
+  const { unit, options } = spec;
+  const work = join(options.out, 'work', spec.stage, unit.id);
+  rmSync(work, { recursive: true, force: true });
+  mkdirSync(work, { recursive: true });
+  writeFileSync(join(work, 'run.sh'), runScript(spec.runs, spec.suiteTimeoutS, spec.pytest));
+  const started = Date.now();
+  const result = await runContainer({
+    image: spec.imageId,
+    cmd: ['sh', '/worldline/out/run.sh'],
+    env: {
+      ...unit.env.vars,
+      ...spec.env,
+      PYTHONPATH: spec.srcLayout ? '/worldline/lib:/repo/src' : '/worldline/lib',
+      PYTHONHASHSEED: '0',
+      PYTHONDONTWRITEBYTECODE: '1',
+      TZ: 'UTC',
+    },
+    binds: [`${tracersDir}:/worldline/lib:ro`, `${work}:/worldline/out`],
+    limits: { memoryBytes: options.memoryMb * 1024 * 1024, pids: options.pids, cpus: options.cpus },
+    // Each run has its own limit inside; this one catches a container that will not die.
+    timeoutMs: (spec.suiteTimeoutS + 30) * spec.runs * 1000,
+    labels: { 'worldline.unit': unit.id, 'worldline.stage': spec.stage },
+  });
+  const seconds = (Date.now() - started) / 1000;
+  const runs: SuiteRun[] = [];
+  const logParts: string[] = [result.output];
+  for (let i = 1; i <= spec.runs; i++) {
+    const exitText = readIfExists(join(work, `exit-${i}`));
+    const report = readIfExists(join(work, `report-${i}.jsonl`));
+    logParts.push(`==== run ${i} ====\n${readIfExists(join(work, `output-${i}.log`)) ?? '(no output)'}`);
+    if (exitText === null && report === null) break;
+    const exitCode = exitText === null ? null : Number(exitText.trim());
+    const timedOut = exitCode === null || exitCode === TIMEOUT_EXIT;
+    const run = foldReport(report ?? '', timedOut ? null : exitCode, timedOut);
+    if (timedOut) run.problem = `${run.problem} (suite timeout: ${spec.suiteTimeoutS} s)`;
+    else if (exitCode === 137) run.problem = `killed (exit 137: out of memory at ${options.memoryMb} MB?)`;
+    runs.push(run);
+  }
+  mkdirSync(join(options.out, 'logs', spec.stage), { recursive: true });
+  writeFileSync(join(options.out, 'logs', spec.stage, `${unit.id}.log`), logParts.join('\n'));
+  return { runs, containerExit: result.exitCode, containerOutput: result.output, work, seconds };
+}
+
+/** The first run's problem, prefixed with its run number, or null. */
+export function firstProblem(runs: SuiteRun[]): string | null {
+  return runs.map((r, i) => (r.problem ? `run ${i + 1}: ${r.problem}` : null)).find((p) => p) ?? null;
+}

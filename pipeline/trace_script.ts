@@ -1,0 +1,89 @@
+/**
+ * `worldline trace-script`: traces a standalone Python program on given inputs in a sandbox
+ * (no network, limits, timeout), as CWM traced competitive-programming solutions: one result
+ * per input with the program's output and its function-level episodes.
+ */
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
+import { resolveBase } from './build.js';
+import { assertDockerUp, runContainer } from './docker.js';
+import type { PythonVersion } from './manifest.js';
+import { tracersDir } from './paths.js';
+
+export interface ScriptEpisode {
+  function: string;
+  text: string;
+  frame_count: number;
+  line_events: number;
+}
+
+export interface ScriptTrace {
+  input: string;
+  stdout: string;
+  status: 'ok' | 'exit' | 'exception' | 'timeout' | 'sandbox-error';
+  error: string | null;
+  truncated: boolean;
+  python: string | null;
+  episodes: ScriptEpisode[];
+}
+
+export interface TraceScriptOptions {
+  python: PythonVersion;
+  baseImage?: string;
+  stepIn: number;
+  seed: number;
+  maxEvents: number;
+  timeoutS: number;
+}
+
+export async function traceScript(script: string, inputs: string[], opts: TraceScriptOptions, log: (m: string) => void): Promise<ScriptTrace[]> {
+  for (const f of [script, ...inputs]) if (!existsSync(f)) throw new Error(`${f}: no such file`);
+  await assertDockerUp();
+  const base = await resolveBase(opts.python, opts.baseImage, log);
+  const results: ScriptTrace[] = [];
+  for (const input of inputs) {
+    const dir = mkdtempSync(join(tmpdir(), 'worldline-script-'));
+    try {
+      const name = basename(script);
+      copyFileSync(script, join(dir, name));
+      copyFileSync(input, join(dir, 'stdin.txt'));
+      const run = await runContainer({
+        image: base.imageId,
+        cmd: ['sh', '-c', `cd /worldline/work && python3 /worldline/lib/trace_script.py ${JSON.stringify(name)} stdin.txt > result.json`],
+        env: {
+          PYTHONPATH: '/worldline/lib',
+          PYTHONHASHSEED: '0',
+          PYTHONDONTWRITEBYTECODE: '1',
+          WORLDLINE_TRACE_STEP_IN: String(opts.stepIn),
+          WORLDLINE_TRACE_SEED: String(opts.seed),
+          WORLDLINE_TRACE_MAX_EVENTS: String(opts.maxEvents),
+        },
+        binds: [`${tracersDir}:/worldline/lib:ro`, `${dir}:/worldline/work`],
+        limits: { memoryBytes: 1024 * 1024 * 1024, pids: 128, cpus: 1 },
+        timeoutMs: opts.timeoutS * 1000,
+        labels: { 'worldline.stage': 'trace-script' },
+      });
+      const resultFile = join(dir, 'result.json');
+      if (run.timedOut) {
+        results.push({ input, stdout: '', status: 'timeout', error: `exceeded ${opts.timeoutS} s`, truncated: false, python: null, episodes: [] });
+      } else if (run.exitCode !== 0 || !existsSync(resultFile)) {
+        results.push({ input, stdout: '', status: 'sandbox-error', error: run.output.trim().slice(-500), truncated: false, python: null, episodes: [] });
+      } else {
+        const r = JSON.parse(readFileSync(resultFile, 'utf8')) as Omit<ScriptTrace, 'input'> & { episodes: ScriptEpisode[] };
+        results.push({
+          input,
+          stdout: r.stdout,
+          status: r.status,
+          error: r.error,
+          truncated: r.truncated,
+          python: r.python,
+          episodes: r.episodes.map((e) => ({ function: e.function, text: e.text, frame_count: e.frame_count, line_events: e.line_events })),
+        });
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+  return results;
+}
