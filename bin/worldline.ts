@@ -3,6 +3,7 @@
 import yargs, { type Argv } from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { ALL_STAGES, formatRun, runPipeline, UsageError } from '../pipeline/commands.js';
+import type { UnitSummary } from '../pipeline/executor.js';
 import { DEFAULTS, type PipelineOptions } from '../pipeline/options.js';
 import { formatStatus, readStatus } from '../pipeline/status.js';
 import { shardOutput } from '../pipeline/shard.js';
@@ -42,6 +43,8 @@ const withPipeline = (y: Argv) =>
     .option('trace-seed', { type: 'number', default: DEFAULTS.traceSeed, describe: 'trace: seed of the step-in choices' })
     .option('max-events', { type: 'number', default: DEFAULTS.traceMaxEvents, describe: 'trace: raw events per test before it is cut (truncated)' })
     .option('trace-slowdown', { type: 'number', default: DEFAULTS.traceSlowdown, describe: 'trace: timeouts are multiplied by this under the tracer' })
+    .option('commits', { type: 'number', default: DEFAULTS.historyCommits, describe: 'Also trace up to K older commits per repository, sampled from its git log' })
+    .option('commit-tries', { type: 'number', default: DEFAULTS.historyTries, describe: 'Older commits tried to find K that work (0: 10 per wanted, at most 40)' })
     .option('rank', { type: 'number', default: envInt('WORLDLINE_RANK', 'SLURM_ARRAY_TASK_ID', 'JOB_COMPLETION_INDEX') ?? 0, describe: 'This process\'s share of the units (0-based)' })
     .option('world-size', { type: 'number', default: envInt('WORLDLINE_WORLD_SIZE', 'SLURM_ARRAY_TASK_COUNT') ?? 1, describe: 'How many processes share the units' });
 
@@ -72,6 +75,8 @@ function options(a: PipelineArgs): PipelineOptions {
     traceSeed: a['trace-seed'],
     traceMaxEvents: positive('max-events', a['max-events']),
     traceSlowdown: positive('trace-slowdown', a['trace-slowdown']),
+    historyCommits: positive('commits', a.commits, 0),
+    historyTries: positive('commit-tries', a['commit-tries'], 0),
     rank: a.rank,
     worldSize: a['world-size'],
   };
@@ -79,11 +84,13 @@ function options(a: PipelineArgs): PipelineOptions {
 
 const log = (m: string) => process.stderr.write(`${m}\n`);
 
+const unitJson = (u: UnitSummary) => ({ unit_id: u.unit.id, repo: u.unit.repo, commit: u.unit.commit ?? null, history_of: u.unit.historyOf ?? null, status: u.status, stage: u.stage, reason: u.reason, ran: u.ran });
+
 async function pipelineCommand(a: PipelineArgs, stages: string[]): Promise<void> {
   const run = await runPipeline(a.manifest, stages, options(a), log);
   if (a.json) {
     process.stdout.write(
-      JSON.stringify({ exit_code: run.exitCode, manifest_errors: run.manifestErrors, dataset: run.dataset, units: run.units.map((u) => ({ unit_id: u.unit.id, repo: u.unit.repo, status: u.status, stage: u.stage, reason: u.reason, ran: u.ran })) }, null, 2) + '\n',
+      JSON.stringify({ exit_code: run.exitCode, manifest_errors: run.manifestErrors, dataset: run.dataset, units: run.units.map(unitJson), history: run.history.map(unitJson) }, null, 2) + '\n',
     );
   } else process.stdout.write(formatRun(run) + '\n');
   process.exitCode = run.exitCode;
@@ -157,6 +164,8 @@ await yargs(hideBin(process.argv))
     .option('trace-seed', { type: 'number', default: DEFAULTS.traceSeed, describe: 'trace: seed of the step-in choices' })
     .option('max-events', { type: 'number', default: DEFAULTS.traceMaxEvents, describe: 'trace: raw events per test before it is cut (truncated)' })
     .option('trace-slowdown', { type: 'number', default: DEFAULTS.traceSlowdown, describe: 'trace: timeouts are multiplied by this under the tracer' })
+    .option('commits', { type: 'number', default: DEFAULTS.historyCommits, describe: 'Also trace up to K older commits per repository, sampled from its git log' })
+    .option('commit-tries', { type: 'number', default: DEFAULTS.historyTries, describe: 'Older commits tried to find K that work (0: 10 per wanted, at most 40)' })
     .option('rank', { type: 'number', default: 0, describe: 'Read only the shards of this rank' })
         .option('world-size', { type: 'number', default: 1, describe: 'Ranks sharing the shards' }),
     handler: async (a) => {

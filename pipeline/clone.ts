@@ -29,7 +29,7 @@ export function checkoutDir(out: string, unitId: string): string {
   return join(out, 'checkouts', unitId);
 }
 
-function mirrorPath(unit: Unit): string {
+export function mirrorPath(unit: Unit): string {
   return join(mirrorsDir(), `${unit.slug}-${hashOf(unit.location, 10)}.git`);
 }
 

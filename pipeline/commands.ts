@@ -12,6 +12,7 @@ import type { Stage } from './stage.js';
 import { recordManifestErrors, table } from './status.js';
 import { validateStage } from './validate.js';
 import { traceStage } from './trace.js';
+import { runHistory } from './history.js';
 import { sha256 } from './hashing.js';
 import { readFileSync } from 'node:fs';
 
@@ -25,6 +26,7 @@ export const ALL_STAGES = [...Object.keys(UNIT_STAGES), 'shard'];
 
 export interface PipelineRun {
   units: UnitSummary[];
+  history: UnitSummary[];
   manifestErrors: number;
   dataset: string | null;
   configs: DatasetManifest['configs'] | null;
@@ -53,6 +55,8 @@ export async function runPipeline(manifestFile: string, stageNames: string[], op
   const stages = ALL_STAGES.filter((s) => s !== 'shard' && stageNames.includes(s)).map((s) => UNIT_STAGES[s]);
   if (stages.some((s) => s.name !== 'clone')) await assertDockerUp();
   const units = await runStages(mine, stages, options, log);
+  // Older commits are extra data: their failures are recorded but do not fail the run.
+  const history = options.historyCommits > 0 ? await runHistory(units, stages, options, log) : [];
   let dataset: string | null = null;
   let configs: DatasetManifest['configs'] | null = null;
   if (stageNames.includes('shard')) {
@@ -60,7 +64,7 @@ export async function runPipeline(manifestFile: string, stageNames: string[], op
     dataset = join(options.out, 'dataset');
   }
   const failed = units.some((u) => u.status === 'failed') || manifest.errors.length > 0;
-  return { units, manifestErrors: manifest.errors.length, dataset, configs, exitCode: failed ? 1 : 0 };
+  return { units, history, manifestErrors: manifest.errors.length, dataset, configs, exitCode: failed ? 1 : 0 };
 }
 
 export function formatRun(run: PipelineRun): string {
@@ -72,6 +76,9 @@ export function formatRun(run: PipelineRun): string {
     (u.reason ?? '').slice(0, 160),
   ]);
   const parts = [table([['unit', 'status', 'failed at', 'ran now', 'reason'], ...rows])];
+  if (run.history.length) {
+    parts.push('', table([['older commit', 'status', 'of', 'reason'], ...run.history.map((h) => [h.unit.id, h.status, h.unit.historyOf ?? '', (h.reason ?? '').slice(0, 120)])]));
+  }
   const ok = run.units.filter((u) => u.status === 'ok').length;
   parts.push('', `${ok} of ${run.units.length} units ok${run.manifestErrors ? `; ${run.manifestErrors} manifest line(s) rejected` : ''}`);
   if (run.configs) {

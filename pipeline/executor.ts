@@ -44,7 +44,7 @@ export async function mapLimit<T, R>(items: T[], limit: number, fn: (item: T) =>
 async function runUnit(unit: Unit, stages: Stage[], options: PipelineOptions, ledger: Ledger, log: (m: string) => void): Promise<UnitSummary> {
   const summary: UnitSummary = { unit, status: 'ok', stage: null, reason: null, ran: [] };
   const ctx: StageContext = { unit, options, ledger, log };
-  const ref = { repo: unit.repo, url: unit.location, ref: unit.commit ?? null, python: unit.python };
+  const ref = { repo: unit.repo, url: unit.location, ref: unit.commit ?? null, python: unit.python, history_of: unit.historyOf ?? null };
   for (const stage of stages) {
     summary.stage = stage.name;
     let key: string;

@@ -15,6 +15,7 @@ export interface UnitRef {
   url: string;
   ref: string | null;
   python: string;
+  history_of?: string | null;
 }
 
 export interface LedgerEntry<R = unknown> {

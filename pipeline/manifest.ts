@@ -33,6 +33,8 @@ export interface Unit {
   commit?: string;
   python: PythonVersion;
   env: UnitEnv;
+  /** For an older commit traced with --commits: the id of the unit at the manifest's commit. */
+  historyOf?: string;
 }
 
 export interface ManifestError {

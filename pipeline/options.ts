@@ -21,6 +21,10 @@ export interface PipelineOptions {
   traceMaxEvents: number;
   /** Timeouts are multiplied by this under the tracer, so slowness never flips an outcome. */
   traceSlowdown: number;
+  /** Older commits to trace per repository (0: only the manifest's). */
+  historyCommits: number;
+  /** Candidates tried to find them (0: ten per wanted commit, at most 40, as CWM). */
+  historyTries: number;
   /** Static sharding of units across machines (Slurm arrays, Kubernetes indexed jobs). */
   rank: number;
   worldSize: number;
@@ -40,6 +44,8 @@ export const DEFAULTS: Omit<PipelineOptions, 'out'> = {
   traceSeed: 0,
   traceMaxEvents: 100_000,
   traceSlowdown: 20,
+  historyCommits: 0,
+  historyTries: 0,
   rank: 0,
   worldSize: 1,
 };

@@ -35,6 +35,7 @@ function repoRow(clone: LedgerEntry<CloneRecord>, ledger: Ledger): RepoRecord {
     ref: clone.unit.ref,
     commit: c?.commit ?? null,
     python: clone.unit.python,
+    history_of: clone.unit.history_of ?? null,
     license: c?.license ?? 'unknown',
     license_file: c?.license_file ?? null,
     size_bytes: c?.size_bytes ?? 0,
