@@ -6,7 +6,7 @@ import { ALL_STAGES, formatRun, runPipeline, UsageError } from '../pipeline/comm
 import type { UnitSummary } from '../pipeline/executor.js';
 import { DEFAULTS, type PipelineOptions } from '../pipeline/options.js';
 import { formatStatus, readStatus } from '../pipeline/status.js';
-import { shardOutput } from '../pipeline/shard.js';
+import { shardOutput, type DatasetLayout } from '../pipeline/shard.js';
 import { resolve } from 'node:path';
 import { DEFAULT_SHARD_BYTES } from '../datasets/dataset_writer.js';
 import { DEFAULT_ROW_GROUP_ROWS } from '../datasets/parquet_writer.js';
@@ -21,13 +21,46 @@ const envInt = (...names: string[]) => {
   return undefined;
 };
 
-const withOut = (y: Argv) =>
+const withOut = <T>(y: Argv<T>) =>
   y
     .option('out', { type: 'string', default: 'out', describe: 'Output folder (ledger, checkouts, logs, dataset/)' })
     .option('json', { type: 'boolean', default: false, describe: 'Print machine-readable JSON' });
 
+const withLayout = <T>(y: Argv<T>) =>
+  y
+    .option('shard-bytes', { type: 'number', default: DEFAULT_SHARD_BYTES, describe: 'shard: target uncompressed bytes per shard' })
+    .option('num-shards', { type: 'number', describe: 'shard: exactly this many shards per config' })
+    .option('shard-multiple', { type: 'number', describe: 'shard: round the shard count up to a multiple of K (trainer world sizes)' })
+    .option('row-group-rows', { type: 'number', default: DEFAULT_ROW_GROUP_ROWS, describe: 'shard: at most this many rows per row group' })
+    .option('row-group-bytes', { type: 'number', describe: 'shard: at most about this many uncompressed bytes per row group' })
+    .option('shuffle', { type: 'boolean', default: true, describe: 'shard: seeded global shuffle across repositories (--no-shuffle keeps order)' })
+    .option('shuffle-seed', { type: 'number', default: 0, describe: 'shard: the shuffle seed' })
+    .option('max-row-bytes', { type: 'number', describe: 'shard: rows larger than this are rejected and counted (default 2 MB)' });
+
+type LayoutArgs = { 'shard-bytes': number; 'num-shards'?: number; 'shard-multiple'?: number; 'row-group-rows': number; 'row-group-bytes'?: number; shuffle: boolean; 'shuffle-seed': number; 'max-row-bytes'?: number };
+
+function layout(a: LayoutArgs): DatasetLayout {
+  const count = (name: string, v: number | undefined) => {
+    if (v !== undefined && !(Number.isInteger(v) && v > 0)) throw new UsageError(`--${name} must be a positive integer (got ${v})`);
+    return v;
+  };
+  const numShards = count('num-shards', a['num-shards']);
+  const shardMultiple = count('shard-multiple', a['shard-multiple']);
+  if (numShards && shardMultiple && numShards % shardMultiple) throw new UsageError(`--num-shards ${numShards} is not a multiple of --shard-multiple ${shardMultiple}`);
+  return {
+    shardBytes: count('shard-bytes', a['shard-bytes']),
+    numShards,
+    shardMultiple,
+    rowGroupRows: count('row-group-rows', a['row-group-rows']),
+    rowGroupBytes: count('row-group-bytes', a['row-group-bytes']),
+    shuffle: a.shuffle,
+    shuffleSeed: a['shuffle-seed'],
+    maxRowBytes: count('max-row-bytes', a['max-row-bytes']),
+  };
+}
+
 const withPipeline = (y: Argv) =>
-  withOut(y)
+  withLayout(withOut(y))
     .option('manifest', { type: 'string', demandOption: true, describe: 'Manifest: JSON Lines, one repository a line' })
     .option('concurrency', { type: 'number', default: DEFAULTS.concurrency, describe: 'Units in flight at once' })
     .option('retry-failed', { type: 'boolean', default: false, describe: 'Run again the units whose stage failed' })
@@ -57,6 +90,7 @@ function options(a: PipelineArgs): PipelineOptions {
   };
   return {
     out: resolve(a.out),
+    layout: layout(a),
     concurrency: positive('concurrency', a.concurrency),
     retryFailed: a['retry-failed'],
     baseImage: a['base-image'],
@@ -118,12 +152,9 @@ await yargs(hideBin(process.argv))
   .command({
     command: 'shard',
     describe: 'Write the dataset (Parquet shards, manifest.json, card) from what the output folder holds',
-    builder: (y) =>
-      withOut(y)
-        .option('shard-bytes', { type: 'number', default: DEFAULT_SHARD_BYTES, describe: 'Target uncompressed bytes per shard' })
-        .option('row-group-rows', { type: 'number', default: DEFAULT_ROW_GROUP_ROWS, describe: 'At most this many rows per row group' }),
+    builder: (y) => withLayout(withOut(y)),
     handler: async (a) => {
-      const manifest = await shardOutput(resolve(a.out), {}, { shardBytes: a['shard-bytes'], rowGroupRows: a['row-group-rows'] });
+      const manifest = await shardOutput(resolve(a.out), {}, layout(a as unknown as LayoutArgs));
       if (a.json) process.stdout.write(JSON.stringify(manifest, null, 2) + '\n');
       else for (const [c, v] of Object.entries(manifest.configs)) process.stdout.write(`${c}: ${v.rows} rows in ${v.shards} shard(s)\n`);
     },

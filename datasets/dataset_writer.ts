@@ -7,18 +7,38 @@ import { createHash } from 'node:crypto';
 import { createReadStream, existsSync, lstatSync, mkdirSync, readdirSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { hfFeatures, type RecordSchema } from '../schemas/schema.js';
-import { ensureZstd, ParquetFileWriter, schemaHash, type WrittenFile } from './parquet_writer.js';
+import { huggingfaceMetadata } from './hf_features.js';
+import { DEFAULT_PAGE_SIZE, DEFAULT_ROW_GROUP_BYTES, DEFAULT_ROW_GROUP_ROWS, ensureZstd, ParquetFileWriter, schemaHash, type WrittenFile } from './parquet_writer.js';
+import { SpilledConfig, timingFields } from './spill.js';
 
 export interface ConfigSource {
   schema: RecordSchema;
-  rows: Iterable<Record<string, unknown>>;
+  /** Read once (a generator is fine): rows are spilled to temporary files before sharding. */
+  rows: Iterable<Record<string, unknown>> | AsyncIterable<Record<string, unknown>>;
 }
 
 export interface DatasetOptions {
-  /** Target uncompressed bytes per shard. */
+  /** Target uncompressed bytes per shard (default 500 MB); sets the shard count unless `numShards`. */
   shardBytes?: number;
+  /** Exactly this many shards per config (overrides the byte target; may leave some empty). */
+  numShards?: number;
+  /** Round each config's shard count up to a multiple of K, so trainers' world sizes divide it. */
+  shardMultiple?: number;
   rowGroupRows?: number;
   rowGroupBytes?: number;
+  /** Uncompressed bytes per data page (default 8 MB). */
+  pageSize?: number;
+  /** Deterministic global shuffle across repositories (default on). */
+  shuffle?: boolean;
+  /** The shuffle's seed (default 0). Same rows + same seed => byte-identical shards. */
+  shuffleSeed?: number;
+  /** Rows estimated over this many uncompressed bytes are rejected and counted (default 2 MB). */
+  maxRowBytes?: number;
+  /**
+   * Per config, top-level fields left out of the dedup content hash, on top of those the schema
+   * documents as timings ("(timing)" in the field's doc).
+   */
+  ignoreFields?: Record<string, string[]>;
   /** Free-form provenance for the card and manifest (never inside shards). */
   provenance?: Record<string, unknown>;
   /** License mix of the source repositories, for the card. */
@@ -26,6 +46,8 @@ export interface DatasetOptions {
 }
 
 export const DEFAULT_SHARD_BYTES = 500_000_000;
+/** What the Hugging Face viewer expects of a row. */
+export const DEFAULT_MAX_ROW_BYTES = 2_000_000;
 
 export interface ShardEntry {
   path: string;
@@ -37,11 +59,40 @@ export interface ShardEntry {
   schema_hash: string;
 }
 
+export interface ConfigSummary {
+  rows: number;
+  shards: number;
+  schema_version: number;
+  schema_hash: string;
+  uncompressed_bytes: number;
+  /** Exact duplicates (same content hash, timing fields aside) dropped. */
+  duplicates_removed: number;
+  /** Rows over `max_row_bytes`, never written. */
+  rows_rejected_oversize: number;
+  /** Records failing schema validation, never written. */
+  rows_rejected_invalid: number;
+  /** Fields left out of the dedup content hash. */
+  dedup_ignores: string[];
+}
+
 export interface DatasetManifest {
   format: 'worldline-dataset';
   format_version: 1;
-  configs: Record<string, { rows: number; shards: number; schema_version: number; schema_hash: string; uncompressed_bytes: number }>;
+  configs: Record<string, ConfigSummary>;
   shards: ShardEntry[];
+  /** The first few rejections per config, with the field and the reason. */
+  rejected: { config: string; kind: 'invalid' | 'oversize'; reason: string }[];
+  layout: {
+    shuffle: boolean;
+    shuffle_seed: number | null;
+    shard_bytes: number;
+    num_shards: number | null;
+    shard_multiple: number | null;
+    row_group_rows: number;
+    row_group_bytes: number;
+    page_size: number;
+    max_row_bytes: number;
+  };
   provenance: Record<string, unknown>;
 }
 
@@ -53,35 +104,75 @@ async function fileSha256(path: string): Promise<string> {
 
 const shardName = (i: number, n: number) => `train-${String(i).padStart(5, '0')}-of-${String(n).padStart(5, '0')}.parquet`;
 
-/** Streams one config's rows into shards of about `shardBytes` uncompressed each. */
-async function writeConfig(root: string, source: ConfigSource, opts: DatasetOptions): Promise<{ files: WrittenFile[]; rows: number }> {
-  const dir = join(root, source.schema.name, 'data');
-  mkdirSync(dir, { recursive: true });
+function positiveInt(name: string, v: number | undefined): number | undefined {
+  if (v !== undefined && (!Number.isInteger(v) || v < 1)) throw new Error(`${name} must be a positive integer (got ${v})`);
+  return v;
+}
+
+/** Shards for `rows` rows of `bytes` estimated bytes: the byte target or `numShards`, rounded up to `shardMultiple`. */
+export function shardCount(rows: number, bytes: number, opts: DatasetOptions): number {
+  const exact = positiveInt('numShards', opts.numShards);
+  const multiple = positiveInt('shardMultiple', opts.shardMultiple) ?? 1;
   const shardBytes = opts.shardBytes ?? DEFAULT_SHARD_BYTES;
-  const files: WrittenFile[] = [];
-  let writer: ParquetFileWriter | null = null;
-  const open = () => new ParquetFileWriter(join(dir, `part-${String(files.length).padStart(5, '0')}.parquet.partial`), source.schema, opts);
-  // Fault injection for tests: die mid-shard, as a machine losing power would.
-  const killAfter = Number(process.env.WORLDLINE_FAULT_KILL_AFTER_ROWS ?? NaN);
-  let written = 0;
-  for (const row of source.rows) {
-    writer ??= open();
-    writer.write(row);
-    if (++written === killAfter) process.kill(process.pid, 'SIGKILL');
-    if (writer.size >= shardBytes) {
-      files.push(writer.close());
-      writer = null;
-    }
+  if (!(shardBytes > 0)) throw new Error(`shardBytes must be positive (got ${shardBytes})`);
+  if (exact !== undefined) {
+    if (exact % multiple) throw new Error(`numShards ${exact} is not a multiple of shardMultiple ${multiple}`);
+    return exact;
   }
-  // An empty config still gets one (empty) shard, so its schema is there for readers.
-  if (writer || !files.length) files.push((writer ?? open()).close());
-  const n = files.length;
-  const named = files.map((f, i) => {
-    const path = join(dir, shardName(i, n));
-    renameSync(f.path, path);
-    return { ...f, path };
+  const byBytes = Math.max(1, Math.ceil(bytes / shardBytes), rows ? 0 : 1);
+  return Math.ceil(byBytes / multiple) * multiple;
+}
+
+interface ConfigResult {
+  files: WrittenFile[];
+  spilled: SpilledConfig;
+}
+
+/**
+ * Two passes over one config: spill (validate, cap, key, shuffle buckets), then write the kept
+ * rows into a shard count known in advance, rows balanced across shards (they differ by at most one).
+ */
+async function writeConfig(root: string, source: ConfigSource, opts: DatasetOptions): Promise<ConfigResult> {
+  const schema = source.schema;
+  const dir = join(root, schema.name, 'data');
+  mkdirSync(dir, { recursive: true });
+  const spilled = new SpilledConfig(schema, {
+    shuffle: opts.shuffle ?? true,
+    seed: opts.shuffleSeed ?? 0,
+    maxRowBytes: opts.maxRowBytes ?? DEFAULT_MAX_ROW_BYTES,
+    ignoreFields: [...new Set([...timingFields(schema), ...(opts.ignoreFields?.[schema.name] ?? [])])],
+    dir: join(root, '.spill', schema.name),
   });
-  return { files: named, rows: named.reduce((s, f) => s + f.rows, 0) };
+  try {
+    const rows = source.rows;
+    if (Symbol.asyncIterator in rows) for await (const row of rows) spilled.add(row);
+    else for (const row of rows) spilled.add(row);
+    spilled.count();
+    const n = shardCount(spilled.rows, spilled.bytes, opts);
+    const metadata = { huggingface: huggingfaceMetadata(schema) };
+    const files: WrittenFile[] = [];
+    const it = spilled.emit();
+    // Fault injection for tests: die mid-shard, as a machine losing power would.
+    const killAfter = Number(process.env.WORLDLINE_FAULT_KILL_AFTER_ROWS ?? NaN);
+    let written = 0;
+    for (let i = 0; i < n; i++) {
+      const path = join(dir, shardName(i, n));
+      const writer = new ParquetFileWriter(`${path}.partial`, schema, { ...opts, metadata });
+      const end = Math.floor(((i + 1) * spilled.rows) / n);
+      while (written < end) {
+        const next = it.next();
+        if (next.done) throw new Error(`${schema.name}: the spill ended after ${written} of ${spilled.rows} rows`);
+        writer.writeValidated(next.value.row, next.value.size);
+        if (++written === killAfter) process.kill(process.pid, 'SIGKILL');
+      }
+      const file = writer.close();
+      renameSync(file.path, path);
+      files.push({ ...file, path });
+    }
+    return { files, spilled };
+  } finally {
+    spilled.cleanup();
+  }
 }
 
 function yamlScalar(v: unknown): string {
@@ -107,6 +198,20 @@ function toYaml(value: unknown, indent = ''): string {
     }).join('');
   }
   return ` ${yamlScalar(value)}\n`;
+}
+
+function processing(manifest: DatasetManifest): string[] {
+  const l = manifest.layout;
+  const out = [
+    l.shuffle
+      ? `- Rows are globally shuffled across repositories (seed ${l.shuffle_seed}): each config is ordered by a seeded hash of its rows' content, so no shard holds one repository and the same rows give the same shards.`
+      : '- Rows keep the order they were produced in (no shuffle).',
+    '- Exact duplicates are removed within each config by a hash of the row\'s content, timing fields aside (`duplicates removed` above; `dedup_ignores` in manifest.json names the fields left out).',
+    `- Rows over ${l.max_row_bytes} bytes (estimated, uncompressed) and records that fail schema validation are rejected and counted, never written; manifest.json keeps the first reasons under \`rejected\`.`,
+    `- Shards: ${l.num_shards ? `${l.num_shards} per config` : `about ${l.shard_bytes} uncompressed bytes each`}${l.shard_multiple ? `, a multiple of ${l.shard_multiple} per config` : ''}, rows balanced across a config's shards; row groups at most ${l.row_group_rows} rows and about ${l.row_group_bytes} uncompressed bytes; zstd.`,
+    '- Every shard carries `huggingface` schema metadata (Features in the `datasets` >= 4 form, lists as `List`) and `worldline.schema_hash`; a config\'s shards share one byte-identical schema.',
+  ];
+  return out;
 }
 
 function card(manifest: DatasetManifest, schemas: RecordSchema[], opts: DatasetOptions): string {
@@ -137,9 +242,16 @@ function card(manifest: DatasetManifest, schemas: RecordSchema[], opts: DatasetO
     '',
     '## Configs',
     '',
-    '| config | rows | shards | description |',
-    '|---|---|---|---|',
-    ...schemas.map((s) => `| ${s.name} | ${manifest.configs[s.name].rows} | ${manifest.configs[s.name].shards} | ${s.doc} |`),
+    '| config | rows | shards | duplicates removed | rejected (oversize) | rejected (invalid) | description |',
+    '|---|---|---|---|---|---|---|',
+    ...schemas.map((s) => {
+      const c = manifest.configs[s.name];
+      return `| ${s.name} | ${c.rows} | ${c.shards} | ${c.duplicates_removed} | ${c.rows_rejected_oversize} | ${c.rows_rejected_invalid} | ${s.doc} |`;
+    }),
+    '',
+    '## Processing',
+    '',
+    ...processing(manifest),
     '',
     '## Source licenses',
     '',
@@ -196,21 +308,48 @@ export async function writeDataset(datasetDir: string, sources: ConfigSource[], 
   await ensureZstd();
   const version = join(versionsDir(datasetDir), `v${Date.now()}-${process.pid}`);
   mkdirSync(version, { recursive: true });
-  const manifest: DatasetManifest = { format: 'worldline-dataset', format_version: 1, configs: {}, shards: [], provenance: opts.provenance ?? {} };
+  const shuffle = opts.shuffle ?? true;
+  const manifest: DatasetManifest = {
+    format: 'worldline-dataset',
+    format_version: 1,
+    configs: {},
+    shards: [],
+    rejected: [],
+    layout: {
+      shuffle,
+      shuffle_seed: shuffle ? (opts.shuffleSeed ?? 0) : null,
+      shard_bytes: opts.shardBytes ?? DEFAULT_SHARD_BYTES,
+      num_shards: opts.numShards ?? null,
+      shard_multiple: opts.shardMultiple ?? null,
+      row_group_rows: opts.rowGroupRows ?? DEFAULT_ROW_GROUP_ROWS,
+      row_group_bytes: opts.rowGroupBytes ?? DEFAULT_ROW_GROUP_BYTES,
+      page_size: opts.pageSize ?? DEFAULT_PAGE_SIZE,
+      max_row_bytes: opts.maxRowBytes ?? DEFAULT_MAX_ROW_BYTES,
+    },
+    provenance: opts.provenance ?? {},
+  };
+  // Fail on a bad layout before any work, not after the first config's spill.
+  shardCount(0, 0, opts);
   for (const source of sources) {
-    const { files, rows } = await writeConfig(version, source, opts);
+    const name = source.schema.name;
+    const { files, spilled } = await writeConfig(version, source, opts);
     const hash = schemaHash(source.schema);
-    manifest.configs[source.schema.name] = {
-      rows,
+    manifest.configs[name] = {
+      rows: files.reduce((s, f) => s + f.rows, 0),
       shards: files.length,
       schema_version: source.schema.version,
       schema_hash: hash,
       uncompressed_bytes: files.reduce((s, f) => s + f.uncompressedBytes, 0),
+      duplicates_removed: spilled.duplicates,
+      rows_rejected_oversize: spilled.oversize,
+      rows_rejected_invalid: spilled.invalid,
+      dedup_ignores: spilled.settings.ignoreFields,
     };
+    for (const r of spilled.rejections) manifest.rejected.push({ config: name, ...r });
     for (const f of files) {
       manifest.shards.push({
         path: relative(version, f.path),
-        config: source.schema.name,
+        config: name,
         rows: f.rows,
         bytes: f.bytes,
         sha256: await fileSha256(f.path),
@@ -219,6 +358,7 @@ export async function writeDataset(datasetDir: string, sources: ConfigSource[], 
       });
     }
   }
+  rmSync(join(version, '.spill'), { recursive: true, force: true });
   // Shards first, then the manifest that names them, then the card; then publish.
   writeFileSync(join(version, 'manifest.json'), JSON.stringify(manifest, null, 2) + '\n');
   writeFileSync(join(version, 'README.md'), card(manifest, sources.map((s) => s.schema), opts));

@@ -60,7 +60,7 @@ export async function runPipeline(manifestFile: string, stageNames: string[], op
   let dataset: string | null = null;
   let configs: DatasetManifest['configs'] | null = null;
   if (stageNames.includes('shard')) {
-    ({ configs } = await shardOutput(options.out, { manifest: resolve(manifestFile), manifest_sha256: sha256(readFileSync(manifestFile)) }));
+    ({ configs } = await shardOutput(options.out, { manifest: resolve(manifestFile), manifest_sha256: sha256(readFileSync(manifestFile)) }, options.layout));
     dataset = join(options.out, 'dataset');
   }
   const failed = units.some((u) => u.status === 'failed') || manifest.errors.length > 0;

@@ -1,6 +1,10 @@
+import type { DatasetLayout } from './shard.js';
+
 /** Every knob of a pipeline run, with the defaults the CLI shows. */
 export interface PipelineOptions {
   out: string;
+  /** How `shard` lays the dataset out. */
+  layout?: DatasetLayout;
   concurrency: number;
   retryFailed: boolean;
   /** A user-named base image instead of our debootstrap ones. */

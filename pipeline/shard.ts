@@ -1,6 +1,7 @@
 /**
  * Stage `shard`: gathers every unit's records from the ledger and part files of an output
- * folder and writes the dataset. Rows come out in unit-id order, so the same ledger always
+ * folder and writes the dataset. Units are read in unit-id order and the writer's shuffle is
+ * seeded, so the same ledger always
  * gives byte-identical shards.
  */
 import { closeSync, existsSync, openSync, readFileSync, readSync } from 'node:fs';
@@ -93,7 +94,10 @@ function* readLines(path: string): Generator<string> {
   }
 }
 
-export async function shardOutput(out: string, provenance: Record<string, unknown> = {}, layout: Pick<DatasetOptions, 'shardBytes' | 'rowGroupRows'> = {}): Promise<DatasetManifest> {
+/** The dataset layout knobs the CLI exposes. */
+export type DatasetLayout = Pick<DatasetOptions, 'shardBytes' | 'numShards' | 'shardMultiple' | 'rowGroupRows' | 'rowGroupBytes' | 'shuffle' | 'shuffleSeed' | 'maxRowBytes'>;
+
+export async function shardOutput(out: string, provenance: Record<string, unknown> = {}, layout: DatasetLayout = {}): Promise<DatasetManifest> {
   const ledger = new Ledger(out);
   const clones = ledger.all<CloneRecord>('clone');
   const repos = clones.map((c) => repoRow(c, ledger));

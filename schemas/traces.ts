@@ -5,7 +5,7 @@ export const localField = struct({ name: string('Variable name'), value: string(
 
 export const frameField = struct({
   kind: string('call, line, return or exception'),
-  line: int64('Line number in the file'),
+  line: int32('Line number in the file'),
   depth: int32('Call depth below the episode entry (0 = the entry function)'),
   function: string('Qualified name of the function the frame is in'),
   source: string('The source line, with its trailing newline'),
@@ -16,7 +16,7 @@ export const frameField = struct({
 /** One row per function-level episode, CWM's unit of repository trace data. */
 export const tracesSchema = defineSchema({
   name: 'traces',
-  version: 1,
+  version: 2,
   doc: "Function-level execution traces cut from each repository's test runs, in CWM's frame format, with the rendered token text.",
   fields: {
     unit_id: string('The unit the trace comes from'),
@@ -27,7 +27,7 @@ export const tracesSchema = defineSchema({
     phase: nullable(string('For traces around an agent task: before or after the fix')),
     function: string('Qualified name of the episode entry function'),
     file: string('File of the entry function, relative to the repository root'),
-    line: int64('Line of the entry function\'s def'),
+    line: int32('Line of the entry function\'s def'),
     episode_index: int32('Position of this episode among the episodes of its test'),
     context: string('$CONTEXT: the entry function\'s source marked # << START_OF_TRACE, then every stepped-into function'),
     frames: list(frameField, 'The frames, in order'),

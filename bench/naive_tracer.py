@@ -1,0 +1,25 @@
+"""The naive tracer the benchmark compares against, the way PySnooper works: sys.settrace on every
+file, and on every event every local repr'd with the builtin repr and written out. A pytest
+plugin (-p naive_tracer) tracing each test's call phase into /tmp/naive-trace.txt."""
+import sys
+
+import pytest
+
+_out = None
+
+
+def _trace(frame, event, arg):
+    _out.write("%s:%d %s %r\n" % (frame.f_code.co_filename, frame.f_lineno, event, {k: repr(v) for k, v in frame.f_locals.items()}))
+    return _trace
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    global _out
+    _out = open("/tmp/naive-trace.txt", "w")
+    sys.settrace(_trace)
+    try:
+        yield
+    finally:
+        sys.settrace(None)
+        _out.close()

@@ -1,0 +1,76 @@
+/**
+ * npm run bench:tracer — our tracer against untraced pytest and a naive tracer (settrace on every
+ * file, every local repr'd on every event, as PySnooper does), side by side in one run, on
+ * (a) a CPU-bound pure-Python suite, (b) two real corpus suites, (c) a thin wrapper around
+ * networkx whose tests spend their time outside the repository. Each suite's variants run
+ * interleaved over rounds inside one container; medians are compared.
+ * Options: --python 3.13[,3.11] --rounds 5
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { runPipeline } from '../pipeline/commands.js';
+import type { BuildRecord } from '../pipeline/build.js';
+import type { CloneRecord } from '../pipeline/clone.js';
+import { runContainer } from '../pipeline/docker.js';
+import { Ledger } from '../pipeline/ledger.js';
+import { DEFAULTS } from '../pipeline/options.js';
+import { packageRoot, tracersDir } from '../pipeline/paths.js';
+import { table } from '../pipeline/status.js';
+import { materializeCorpus } from '../test/corpus.js';
+
+const { values } = parseArgs({ options: { python: { type: 'string', default: '3.13' }, rounds: { type: 'string', default: '5' }, work: { type: 'string', default: '/tmp/worldline-bench-tracer' } } });
+const rounds = Number(values.rounds);
+const work = values.work!;
+mkdirSync(work, { recursive: true });
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+const corpus = await materializeCorpus(['toolz', 'h11'], join(work, 'corpus'));
+const suites = [
+  { name: '(a) cpuwork: CPU-bound pure Python', repo: join(packageRoot, 'bench/fixtures/cpuwork'), apt: [] as string[] },
+  { name: '(b) toolz (real corpus)', repo: corpus[0].path, apt: [] },
+  { name: '(b) h11 (real corpus)', repo: corpus[1].path, apt: [] },
+  { name: '(c) netwrap: thin wrapper around networkx', repo: join(packageRoot, 'bench/fixtures/netwrap'), apt: ['python3-networkx'] },
+];
+
+for (const python of values.python!.split(',')) {
+  const out = join(work, `out-${python}`);
+  const manifest = join(work, `manifest-${python}.jsonl`);
+  writeFileSync(manifest, suites.map((s) => JSON.stringify({ repo: s.repo, python, env: { apt: s.apt } })).join('\n') + '\n');
+  const run = await runPipeline(manifest, ['clone', 'build'], { ...DEFAULTS, out }, (m) => process.stderr.write(`${m}\n`));
+  if (run.exitCode !== 0) throw new Error(`building the benchmark images failed: ${run.units.map((u) => u.reason).filter(Boolean).join('; ')}`);
+  const ledger = new Ledger(out);
+  const rows: (string | number)[][] = [];
+  for (const [i, suite] of suites.entries()) {
+    const unit = run.units[i].unit;
+    const build = ledger.get<BuildRecord>('build', unit.id)!.record!;
+    const clone = ledger.get<CloneRecord>('clone', unit.id)!.record!;
+    process.stderr.write(`timing ${suite.name} on ${python} (${rounds} rounds)\n`);
+    const res = await runContainer({
+      image: build.image_id,
+      cmd: ['python3', '/worldline/bench/driver.py', String(rounds)],
+      env: { PYTHONPATH: `/worldline/lib:/worldline/bench${clone.src_layout ? ':/repo/src' : ''}`, PYTHONHASHSEED: '0', PYTHONDONTWRITEBYTECODE: '1' },
+      binds: [`${tracersDir}:/worldline/lib:ro`, `${join(packageRoot, 'bench')}:/worldline/bench:ro`],
+      limits: { memoryBytes: 4 * 1024 ** 3, pids: 512, cpus: 2 },
+      timeoutMs: 3_600_000,
+    });
+    const line = res.output.split('\n').find((l) => l.startsWith('{'));
+    if (!line) throw new Error(`${suite.name}: the driver printed no result: ${res.output.slice(-500)}`);
+    const r = JSON.parse(line) as { times: Record<string, number[]>; exit_codes: Record<string, number>; python: string };
+    const m = Object.fromEntries(Object.entries(r.times).map(([k, v]) => [k, median(v)]));
+    const parity = new Set(Object.values(r.exit_codes)).size === 1 ? 'same' : JSON.stringify(r.exit_codes);
+    rows.push([
+      suite.name,
+      r.python,
+      m.untraced.toFixed(2),
+      `${m.ours.toFixed(2)} (${(m.ours / m.untraced).toFixed(1)}x)`,
+      `${m['ours-settrace'].toFixed(2)} (${(m['ours-settrace'] / m.untraced).toFixed(1)}x)`,
+      `${m.naive.toFixed(2)} (${(m.naive / m.untraced).toFixed(1)}x)`,
+      `${(m.naive / m.ours).toFixed(2)}x`,
+      parity,
+    ]);
+  }
+  process.stdout.write(`\nTracer overhead, median of ${rounds} interleaved rounds, wall seconds of the whole pytest run (slowdown vs untraced)\n`);
+  process.stdout.write(table([['suite', 'python', 'untraced', 'ours (auto backend)', 'ours (settrace)', 'naive', 'naive / ours', 'exit codes'], ...rows]) + '\n');
+}
