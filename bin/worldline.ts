@@ -75,6 +75,7 @@ const withPipeline = (y: Argv) =>
     .option('step-in', { type: 'number', default: DEFAULTS.traceStepIn, describe: 'trace: probability that an episode steps into a callee' })
     .option('trace-seed', { type: 'number', default: DEFAULTS.traceSeed, describe: 'trace: seed of the step-in choices' })
     .option('max-events', { type: 'number', default: DEFAULTS.traceMaxEvents, describe: 'trace: raw events per test before it is cut (truncated)' })
+    .option('trace-phases', { type: 'string', default: DEFAULTS.tracePhases.join(','), describe: 'trace: test phases to trace (call, setup, teardown)' })
     .option('trace-slowdown', { type: 'number', default: DEFAULTS.traceSlowdown, describe: 'trace: timeouts are multiplied by this under the tracer' })
     .option('commits', { type: 'number', default: DEFAULTS.historyCommits, describe: 'Also trace up to K older commits per repository, sampled from its git log' })
     .option('commit-tries', { type: 'number', default: DEFAULTS.historyTries, describe: 'Older commits tried to find K that work (0: 10 per wanted, at most 40)' })
@@ -107,6 +108,12 @@ function options(a: PipelineArgs): PipelineOptions {
       return p;
     })(),
     traceSeed: a['trace-seed'],
+    tracePhases: (() => {
+      const phases = String(a['trace-phases']).split(',').map((p) => p.trim()).filter(Boolean);
+      const bad = phases.filter((p) => !['setup', 'call', 'teardown'].includes(p));
+      if (bad.length || !phases.length) throw new UsageError(`--trace-phases takes setup, call and teardown (got ${a['trace-phases']})`);
+      return phases;
+    })(),
     traceMaxEvents: positive('max-events', a['max-events']),
     traceSlowdown: positive('trace-slowdown', a['trace-slowdown']),
     historyCommits: positive('commits', a.commits, 0),
@@ -194,6 +201,7 @@ await yargs(hideBin(process.argv))
         .option('step-in', { type: 'number', default: DEFAULTS.traceStepIn, describe: 'trace: probability that an episode steps into a callee' })
     .option('trace-seed', { type: 'number', default: DEFAULTS.traceSeed, describe: 'trace: seed of the step-in choices' })
     .option('max-events', { type: 'number', default: DEFAULTS.traceMaxEvents, describe: 'trace: raw events per test before it is cut (truncated)' })
+    .option('trace-phases', { type: 'string', default: DEFAULTS.tracePhases.join(','), describe: 'trace: test phases to trace (call, setup, teardown)' })
     .option('trace-slowdown', { type: 'number', default: DEFAULTS.traceSlowdown, describe: 'trace: timeouts are multiplied by this under the tracer' })
     .option('commits', { type: 'number', default: DEFAULTS.historyCommits, describe: 'Also trace up to K older commits per repository, sampled from its git log' })
     .option('commit-tries', { type: 'number', default: DEFAULTS.historyTries, describe: 'Older commits tried to find K that work (0: 10 per wanted, at most 40)' })

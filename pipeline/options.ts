@@ -21,6 +21,8 @@ export interface PipelineOptions {
   /** Probability that an episode steps into a callee (seeded, reproducible). */
   traceStepIn: number;
   traceSeed: number;
+  /** Test phases traced: call, and optionally setup and teardown. */
+  tracePhases: string[];
   /** Raw events per test before its trace is cut and marked truncated. */
   traceMaxEvents: number;
   /** Timeouts are multiplied by this under the tracer, so slowness never flips an outcome. */
@@ -46,6 +48,7 @@ export const DEFAULTS: Omit<PipelineOptions, 'out'> = {
   pids: 1024,
   traceStepIn: 0.5,
   traceSeed: 0,
+  tracePhases: ['call'],
   traceMaxEvents: 100_000,
   traceSlowdown: 20,
   historyCommits: 0,

@@ -14,7 +14,7 @@ import type { CloneRecord } from './clone.js';
 import { sha256 } from './hashing.js';
 import { Ledger, type LedgerEntry } from './ledger.js';
 import { packageRoot } from './paths.js';
-import { tracesPartPath } from './trace.js';
+import { tracesPartPath, type TraceStageRecord } from './trace.js';
 import { testsPartPath, type ValidateRecord } from './validate.js';
 
 export function toolVersion(): string {
@@ -24,11 +24,13 @@ export function toolVersion(): string {
 function repoRow(clone: LedgerEntry<CloneRecord>, ledger: Ledger): RepoRecord {
   const build = ledger.get<BuildRecord>('build', clone.unit_id);
   const validate = ledger.get<ValidateRecord>('validate', clone.unit_id);
+  const trace = ledger.get<TraceStageRecord>('trace', clone.unit_id);
+  const t = trace?.status === 'ok' ? trace.record : null;
   const c = clone.record;
   const b = build?.status === 'ok' ? build.record : null;
   const v = validate?.record ?? null;
-  const failedEntry = [clone, build, validate].find((e) => e && e.status === 'failed') ?? null;
-  const complete = clone.status === 'ok' && build?.status === 'ok' && validate?.status === 'ok';
+  const failedEntry = [clone, build, validate, trace].find((e) => e && e.status === 'failed') ?? null;
+  const complete = clone.status === 'ok' && build?.status === 'ok' && validate?.status === 'ok' && (!trace || trace.status === 'ok');
   return {
     unit_id: clone.unit_id,
     repo: clone.unit.repo,
@@ -62,6 +64,12 @@ function repoRow(clone: LedgerEntry<CloneRecord>, ledger: Ledger): RepoRecord {
     flaky: v?.flaky ?? 0,
     stable_passed: v?.stable_passed ?? 0,
     traceable: v?.traceable ?? false,
+    traced_tests: t?.tests_traced ?? 0,
+    trace_episodes: t?.episodes ?? 0,
+    trace_line_events: t?.line_events ?? 0,
+    truncated_tests: t?.truncated_tests ?? 0,
+    parity_mismatches: t?.parity_mismatches ?? 0,
+    tracer_version: t?.tracer_version ?? null,
     build_seconds: build?.seconds ?? null,
     validate_seconds: validate?.seconds ?? null,
   };

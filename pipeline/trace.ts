@@ -75,6 +75,7 @@ export const traceStage: Stage<TraceStageRecord> = {
       tracer: hashTree(tracersDir, '.py'),
       stepIn: o.traceStepIn,
       seed: o.traceSeed,
+      phases: o.tracePhases,
       maxEvents: o.traceMaxEvents,
       slowdown: o.traceSlowdown,
       timeouts: [o.testTimeoutS, o.suiteTimeoutS],
@@ -103,6 +104,7 @@ export const traceStage: Stage<TraceStageRecord> = {
         WORLDLINE_TRACE_ROOT: '/repo',
         WORLDLINE_TRACE_STEP_IN: String(options.traceStepIn),
         WORLDLINE_TRACE_SEED: String(options.traceSeed),
+        WORLDLINE_TRACE_PHASES: options.tracePhases.join(','),
         WORLDLINE_TRACE_MAX_EVENTS: String(options.traceMaxEvents),
       },
     });

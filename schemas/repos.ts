@@ -3,7 +3,7 @@ import { bool, defineSchema, float64, int32, int64, list, nullable, string, type
 /** One row per unit (repository at a commit): provenance, environment, and how far it got. */
 export const reposSchema = defineSchema({
   name: 'repos',
-  version: 2,
+  version: 3,
   doc: 'One row per repository at a commit: provenance, license, environment image, and suite outcome counts.',
   fields: {
     unit_id: string('Stable unit id: <slug>-<hash of location, commit, python>'),
@@ -24,7 +24,7 @@ export const reposSchema = defineSchema({
     python_version: nullable(string('Python version inside the image')),
     pytest_version: nullable(string('pytest version inside the image')),
     status: string('ok (every stage passed), failed, or incomplete (later stages not run yet)'),
-    failed_stage: nullable(string('The stage that failed: clone, build or validate')),
+    failed_stage: nullable(string('The stage that failed: clone, build, validate or trace')),
     reason: nullable(string('Why it failed, precisely')),
     validate_runs: int32('How many times the suite ran (0 when it never ran)'),
     exit_codes: list(int32(), "pytest's exit status per run"),
@@ -38,6 +38,12 @@ export const reposSchema = defineSchema({
     flaky: int64('Tests whose outcome differed between runs'),
     stable_passed: int64('Tests that passed in every run'),
     traceable: bool('At least one test passed in every run'),
+    traced_tests: int64('Tests the trace stage traced (0 when it did not run)'),
+    trace_episodes: int64('Function-level episodes written to traces'),
+    trace_line_events: int64('In-scope line events over all traced tests'),
+    truncated_tests: int64('Traced tests whose trace hit the event cap'),
+    parity_mismatches: int64('Tests whose outcome under the tracer differed from validate (should be 0)'),
+    tracer_version: nullable(string('Tracer version')),
     build_seconds: nullable(float64('Wall time of the image build (timing: never part of a content hash)')),
     validate_seconds: nullable(float64('Wall time of all validate runs (timing)')),
   },
