@@ -198,14 +198,7 @@ await yargs(hideBin(process.argv))
         .option('config', { type: 'string', demandOption: true, describe: 'repos, tests, ...' })
         .option('limit', { type: 'number', describe: 'At most this many rows' })
         .option('columns', { type: 'string', describe: 'Comma-separated columns (default: all)' })
-        .option('step-in', { type: 'number', default: DEFAULTS.traceStepIn, describe: 'trace: probability that an episode steps into a callee' })
-    .option('trace-seed', { type: 'number', default: DEFAULTS.traceSeed, describe: 'trace: seed of the step-in choices' })
-    .option('max-events', { type: 'number', default: DEFAULTS.traceMaxEvents, describe: 'trace: raw events per test before it is cut (truncated)' })
-    .option('trace-phases', { type: 'string', default: DEFAULTS.tracePhases.join(','), describe: 'trace: test phases to trace (call, setup, teardown)' })
-    .option('trace-slowdown', { type: 'number', default: DEFAULTS.traceSlowdown, describe: 'trace: timeouts are multiplied by this under the tracer' })
-    .option('commits', { type: 'number', default: DEFAULTS.historyCommits, describe: 'Also trace up to K older commits per repository, sampled from its git log' })
-    .option('commit-tries', { type: 'number', default: DEFAULTS.historyTries, describe: 'Older commits tried to find K that work (0: 10 per wanted, at most 40)' })
-    .option('rank', { type: 'number', default: 0, describe: 'Read only the shards of this rank' })
+        .option('rank', { type: 'number', default: 0, describe: 'Read only the shards of this rank' })
         .option('world-size', { type: 'number', default: 1, describe: 'Ranks sharing the shards' }),
     handler: async (a) => {
       const rows = readRows(resolve(a.dir as string), {

@@ -4,9 +4,9 @@
  * seeded, so the same ledger always
  * gives byte-identical shards.
  */
-import { closeSync, existsSync, openSync, readFileSync, readSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { StringDecoder } from 'node:string_decoder';
+import { readLines } from '../datasets/lines.js';
 import { writeDataset, type DatasetManifest, type DatasetOptions } from '../datasets/dataset_writer.js';
 import { reposSchema, testsSchema, tracesSchema, type RepoRecord, type TestRecord, type TraceRecord } from '../schemas/index.js';
 import type { BuildRecord } from './build.js';
@@ -81,24 +81,6 @@ function* partRows<T>(entries: LedgerEntry<unknown>[], partPath: (unitId: string
     const part = partPath(entry.unit_id);
     if (!existsSync(part)) continue;
     for (const line of readLines(part)) yield JSON.parse(line) as T;
-  }
-}
-
-/** Lines of a file read in 1 MB chunks, so a unit's large part file never sits whole in memory. */
-function* readLines(path: string): Generator<string> {
-  const fd = openSync(path, 'r');
-  const buf = Buffer.alloc(1 << 20);
-  const decoder = new StringDecoder('utf8');
-  let rest = '';
-  try {
-    for (let n; (n = readSync(fd, buf, 0, buf.length, null)) > 0; ) {
-      const lines = (rest + decoder.write(buf.subarray(0, n))).split('\n');
-      rest = lines.pop() ?? '';
-      for (const line of lines) if (line) yield line;
-    }
-    if (rest) yield rest;
-  } finally {
-    closeSync(fd);
   }
 }
 

@@ -1,0 +1,21 @@
+import { closeSync, openSync, readSync } from 'node:fs';
+import { StringDecoder } from 'node:string_decoder';
+
+/** Non-empty lines of a file, read in 4 MB chunks so a large file never sits whole in memory. */
+export function* readLines(path: string): Generator<string> {
+  const fd = openSync(path, 'r');
+  const buf = Buffer.allocUnsafe(4 << 20);
+  const decoder = new StringDecoder('utf8');
+  let rest = '';
+  try {
+    for (let n; (n = readSync(fd, buf, 0, buf.length, null)) > 0; ) {
+      const lines = (rest + decoder.write(buf.subarray(0, n))).split('\n');
+      rest = lines.pop() ?? '';
+      for (const line of lines) if (line) yield line;
+    }
+    rest += decoder.end();
+    if (rest) yield rest;
+  } finally {
+    closeSync(fd);
+  }
+}
