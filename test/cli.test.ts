@@ -5,11 +5,18 @@ import { cli, tempDir } from './helpers.js';
 
 describe('the worldline command line', () => {
   it('has --help on every command', async () => {
-    for (const cmd of ['run', 'clone', 'build', 'validate', 'shard', 'status']) {
+    const help: Record<string, string> = {};
+    for (const cmd of ['run', 'clone', 'build', 'validate', 'trace', 'shard', 'status', 'verify', 'cat', 'render', 'trace-script']) {
       const res = await cli([cmd, '--help']);
       expect(res.code).toBe(0);
       expect(res.stdout).toContain(`worldline ${cmd}`);
+      help[cmd] = res.stdout;
     }
+    // Each command shows its own options only.
+    expect(help.run).toContain('--step-in');
+    expect(help.run).toContain('--num-shards');
+    expect(help.cat).not.toContain('--step-in');
+    expect(help.status).not.toContain('--manifest');
   });
 
   it('exits 2 on usage errors, with the reason', async () => {
