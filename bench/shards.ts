@@ -1,7 +1,9 @@
 /**
  * `npm run bench:shards`: our streaming Parquet writer against DuckDB on trace-like records.
  *
- *   node dist/bench/shards.js [--gb 2] [--row-group-rows 1024] [--dir /tmp/worldline-bench] [--only a,b]
+ *   node dist/bench/shards.js [--gb 2] [--row-group-rows match|N] [--dir /tmp/worldline-bench] [--only a,b] [--keep]
+ *
+ * `--zstd-level L` sets ours-writer's zstd level (default ZSTD_LEVEL). `--keep` leaves the written files in `--dir` (to compare them column by column).
  *
  * Writes at least `--gb` GB (JSON bytes) of deterministic trace records, nested as our traces
  * schema nests them (frames: list<struct{kind, line, depth, function, source,
@@ -14,7 +16,13 @@
  *                 COMPRESSION zstd, ROW_GROUP_SIZE n), memory_limit 1GB: the way a Node user feeds DuckDB
  *   duckdb-copy   DuckDB's COPY alone from the ready JSON Lines file (DuckDB's lower bound)
  *
- * Every path writes row groups of the same row count. Throughput is rows and JSON megabytes per
+ * Equal row groups: DuckDB's COPY takes ROW_GROUP_SIZE as a minimum of its vector size (2,048)
+ * and, preserving insertion order, cuts row groups where its JSON reader's buffers end (~16 MB
+ * of JSON: ~415 of these rows), whatever ROW_GROUP_SIZE says. So by default (`--row-group-rows
+ * match`) the DuckDB paths run first with ROW_GROUP_SIZE 2048, and our paths then write row
+ * groups of ceil(rows / DuckDB's row-group count) rows: the same number of row groups of the
+ * same mean size. `--row-group-rows N` gives every path N instead (DuckDB honouring it or not);
+ * the table shows each path's row-group count either way. Throughput is rows and JSON megabytes per
  * second of wall time, record generation included for every path that starts from records.
  */
 import { spawnSync } from 'node:child_process';
@@ -23,9 +31,14 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { writeDataset } from '../datasets/dataset_writer.js';
-import { ensureZstd, ParquetFileWriter } from '../datasets/parquet_writer.js';
-import { defineSchema, int32, int64, list, nullable, string, struct } from '../schemas/schema.js';
+import { ensureZstd, ParquetFileWriter, ZSTD_LEVEL } from '../datasets/parquet_writer.js';
+import { defineSchema, int64, list, string } from '../schemas/schema.js';
+import { frameField } from '../schemas/traces.js';
 
+/**
+ * The traces schema's own shape where the generated records have the fields: frames are
+ * `frameField` from schemas/traces.ts (line and depth int32, locals list<struct{name, value}>).
+ */
 const schema = defineSchema({
   name: 'traces',
   version: 1,
@@ -37,24 +50,14 @@ const schema = defineSchema({
     node_id: string(),
     function: string(),
     file: string(),
-    frames: list(
-      struct({
-        kind: string(),
-        line: int64(),
-        depth: int32(),
-        function: string(),
-        source: string(),
-        locals: list(struct({ name: string(), value: string() })),
-        value: nullable(string()),
-      }),
-    ),
+    frames: list(frameField),
     frame_count: int64(),
   },
 });
 
 const DUCK_COLUMNS =
   "{unit_id: 'VARCHAR', repo: 'VARCHAR', commit: 'VARCHAR', node_id: 'VARCHAR', function: 'VARCHAR', file: 'VARCHAR', " +
-  "frames: 'STRUCT(kind VARCHAR, line BIGINT, depth INTEGER, \"function\" VARCHAR, source VARCHAR, locals STRUCT(name VARCHAR, value VARCHAR)[], value VARCHAR)[]', " +
+  "frames: 'STRUCT(kind VARCHAR, line INTEGER, depth INTEGER, \"function\" VARCHAR, source VARCHAR, locals STRUCT(name VARCHAR, value VARCHAR)[], value VARCHAR)[]', " +
   "frame_count: 'BIGINT'}";
 
 // ---- deterministic records ----
@@ -198,7 +201,7 @@ async function child(kind: string, dir: string, plan: Plan, rowGroupRows: number
   const jsonl = join(dir, 'records.jsonl');
   if (kind === 'ours-writer') {
     await ensureZstd();
-    const w = new ParquetFileWriter(join(dir, 'ours.parquet'), schema, { rowGroupRows, rowGroupBytes: Infinity });
+    const w = new ParquetFileWriter(join(dir, 'ours.parquet'), schema, { rowGroupRows, rowGroupBytes: Infinity, zstdLevel: Number(arg('zstd-level', String(ZSTD_LEVEL))) });
     for (const r of rows(plan, marks)) w.write(r);
     const f = w.close();
     fileBytes = f.bytes;
@@ -243,7 +246,10 @@ function arg(name: string, fallback: string): string {
 
 async function main(): Promise<void> {
   const gb = Number(arg('gb', '2'));
-  const rowGroupRows = Number(arg('row-group-rows', '1024'));
+  const rowGroupArg = arg('row-group-rows', 'match');
+  const match = rowGroupArg === 'match';
+  let rowGroupRows = match ? 2048 : Number(rowGroupArg);
+  if (!(rowGroupRows >= 1)) throw new Error('--row-group-rows must be "match" or a positive integer');
   const dir = arg('dir', '/tmp/worldline-bench');
   if (process.argv.includes('--child')) {
     const kind = arg('child', '');
@@ -257,11 +263,18 @@ async function main(): Promise<void> {
   // The plan: how many records make `gb` GB of JSON (untimed, in this process).
   const plan: Plan = { rows: 0, jsonBytes: 0 };
   while (plan.jsonBytes < gb * 1e9) plan.jsonBytes += JSON.stringify(record(plan.rows++)).length + 1;
-  console.log(`${plan.rows} records, ${(plan.jsonBytes / 1e9).toFixed(2)} GB of JSON (${Math.round(plan.jsonBytes / plan.rows / 1024)} KB a row), row groups of ${rowGroupRows} rows`);
-  const only = arg('only', 'ours-writer,ours-dataset,duckdb-whole,duckdb-copy').split(',');
+  console.log(`${plan.rows} records, ${(plan.jsonBytes / 1e9).toFixed(2)} GB of JSON (${Math.round(plan.jsonBytes / plan.rows / 1024)} KB a row), ${match ? 'row groups matched to DuckDB\'s' : `row groups of ${rowGroupRows} rows`}`);
+  const only = arg('only', 'duckdb-whole,duckdb-copy,ours-writer,ours-dataset').split(',');
+  // DuckDB first: with `match`, our row-group size comes from its row-group count.
+  only.sort((a, b) => Number(a.startsWith('ours')) - Number(b.startsWith('ours')));
   const results: ChildResult[] = [];
   for (const kind of only) {
-    const res = spawnSync(process.execPath, [fileURLToPath(import.meta.url), '--child', kind, '--dir', dir, '--plan', JSON.stringify(plan), '--row-group-rows', String(rowGroupRows)], {
+    if (match && kind.startsWith('ours') && results.length) {
+      const duck = results.find((r) => r.path === 'duckdb-whole') ?? results[0];
+      rowGroupRows = Math.ceil(duck.rows / duck.rowGroups);
+      console.log(`  (row groups of ${rowGroupRows} rows: ${duck.rowGroups} like ${duck.path})`);
+    }
+    const res = spawnSync(process.execPath, [fileURLToPath(import.meta.url), '--child', kind, '--dir', dir, '--plan', JSON.stringify(plan), '--row-group-rows', String(rowGroupRows), '--zstd-level', arg('zstd-level', String(ZSTD_LEVEL))], {
       encoding: 'utf8',
       maxBuffer: 64 << 20,
       stdio: ['ignore', 'pipe', 'inherit'],
@@ -282,7 +295,7 @@ async function main(): Promise<void> {
       `| ${r.path} | ${r.seconds.toFixed(1)} | ${Math.round(r.rows / r.seconds)} | ${mb(r.jsonBytes / r.seconds)} | ${speedup} | ${r.rssAtHalfGbMB?.toFixed(0) ?? '-'} | ${r.rssAtEndMB.toFixed(0)} | ${r.peakRssMB.toFixed(0)} | ${r.files} | ${r.rowGroups} | ${mb(r.fileBytes)} | ${sizeRatio} |`,
     );
   }
-  for (const name of readdirSync(dir)) rmSync(join(dir, name), { recursive: true, force: true });
+  if (!process.argv.includes('--keep')) for (const name of readdirSync(dir)) rmSync(join(dir, name), { recursive: true, force: true });
 }
 
 await main();

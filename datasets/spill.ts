@@ -24,12 +24,11 @@
  * Infinity) do not survive JSON and come back as null.
  */
 import { createHash } from 'node:crypto';
-import { closeSync, mkdirSync, openSync, readFileSync, readSync, rmSync, statSync, writeSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
-import { StringDecoder } from 'node:string_decoder';
 import { RecordError, type RecordSchema } from '../schemas/schema.js';
-import { compileValidator } from './fast_validate.js';
-import { estimateRow } from './parquet_writer.js';
+import { compileEstimator, compileValidator } from './fast_validate.js';
+import { readLines } from './lines.js';
 
 export interface SpillSettings {
   shuffle: boolean;
@@ -104,27 +103,6 @@ class SpillFiles {
   }
 }
 
-/** Lines of a file, read in 4 MB chunks (never the whole file). */
-function* readLines(path: string): Generator<string> {
-  const fd = openSync(path, 'r');
-  const buf = Buffer.allocUnsafe(4 << 20);
-  const decoder = new StringDecoder('utf8');
-  let rest = '';
-  try {
-    for (;;) {
-      const n = readSync(fd, buf, 0, buf.length, null);
-      if (!n) break;
-      const lines = (rest + decoder.write(buf.subarray(0, n))).split('\n');
-      rest = lines.pop()!;
-      yield* lines;
-    }
-    rest += decoder.end();
-    if (rest) yield rest;
-  } finally {
-    closeSync(fd);
-  }
-}
-
 /** A bucket's lines sorted by key with duplicates (equal keys) dropped. */
 function loadBucket(path: string): { lines: string[]; duplicates: number } {
   if (statSync(path).size === 0) return { lines: [], duplicates: 0 };
@@ -178,12 +156,14 @@ export class SpilledConfig {
   private seen: Set<string> | null = null;
   private counted = false;
   private readonly validate: (record: unknown) => void;
+  private readonly estimate: (row: Record<string, unknown>) => number;
 
   constructor(
     readonly schema: RecordSchema,
     readonly settings: SpillSettings,
   ) {
     this.validate = compileValidator(schema);
+    this.estimate = compileEstimator(schema);
     const ignore = new Set(settings.ignoreFields);
     for (const name of ignore) if (!(name in schema.fields)) throw new Error(`ignoreFields: ${schema.name} has no field "${name}"`);
     this.contentFields = Object.keys(schema.fields).filter((n) => !ignore.has(n));
@@ -213,7 +193,7 @@ export class SpilledConfig {
       this.reject('invalid', `${e.path}: ${e.reason}`);
       return;
     }
-    const size = estimateRow(this.schema, row);
+    const size = this.estimate(row);
     if (size > this.settings.maxRowBytes) {
       this.reject('oversize', `row of about ${size} bytes uncompressed is over the ${this.settings.maxRowBytes}-byte cap`);
       return;
