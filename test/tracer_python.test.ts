@@ -1,4 +1,4 @@
-/** The tracer's own pytest suite, run inside both base images (Python 3.11 and 3.13). */
+/** The Python that runs inside containers (tracer, mutation operators) passes its own pytest suites in both base images. */
 import { join } from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
 import { runContainer } from '../pipeline/docker.js';
@@ -9,7 +9,7 @@ describe('tracers/ (Python) inside the base images', () => {
     it(`passes its own tests on ${key}`, async () => {
       const res = await runContainer({
         image: inject(key),
-        cmd: ['sh', '-c', 'cd /src && python3 -m pytest -q -p no:cacheprovider tracers/tests'],
+        cmd: ['sh', '-c', 'cd /src && python3 -m pytest -q -p no:cacheprovider tracers/tests tracers/mutate_tests'],
         env: { PYTHONDONTWRITEBYTECODE: '1' },
         binds: [`${join(packageRoot, 'tracers')}:/src/tracers:ro`],
         limits: { memoryBytes: 1024 * 1024 * 1024, pids: 256, cpus: 2 },
