@@ -77,6 +77,10 @@ const withPipeline = (y: Argv) =>
     .option('max-events', { type: 'number', default: DEFAULTS.traceMaxEvents, describe: 'trace: raw events per test before it is cut (truncated)' })
     .option('trace-phases', { type: 'string', default: DEFAULTS.tracePhases.join(','), describe: 'trace: test phases to trace (call, setup, teardown)' })
     .option('trace-slowdown', { type: 'number', default: DEFAULTS.traceSlowdown, describe: 'trace: timeouts are multiplied by this under the tracer' })
+    .option('forage-seed', { type: 'number', default: DEFAULTS.forageSeed, describe: 'forage: seed of candidate and site choices' })
+    .option('mutation-tries', { type: 'number', default: DEFAULTS.mutationTries, describe: 'forage: mutation candidates tried per unit' })
+    .option('mutations-per-unit', { type: 'number', default: DEFAULTS.mutationsPerUnit, describe: 'forage: mutation-fix tasks kept per unit at most' })
+    .option('mutant-test-timeout', { type: 'number', default: DEFAULTS.mutantTestTimeoutS, describe: 'forage: per-test timeout while running a mutant, seconds' })
     .option('commits', { type: 'number', default: DEFAULTS.historyCommits, describe: 'Also trace up to K older commits per repository, sampled from its git log' })
     .option('commit-tries', { type: 'number', default: DEFAULTS.historyTries, describe: 'Older commits tried to find K that work (0: 10 per wanted, at most 40)' })
     .option('rank', { type: 'number', default: envInt('WORLDLINE_RANK', 'SLURM_ARRAY_TASK_ID', 'JOB_COMPLETION_INDEX') ?? 0, describe: 'This process\'s share of the units (0-based)' })
@@ -116,6 +120,10 @@ function options(a: PipelineArgs): PipelineOptions {
     })(),
     traceMaxEvents: positive('max-events', a['max-events']),
     traceSlowdown: positive('trace-slowdown', a['trace-slowdown']),
+    forageSeed: a['forage-seed'],
+    mutationTries: positive('mutation-tries', a['mutation-tries'], 0),
+    mutationsPerUnit: positive('mutations-per-unit', a['mutations-per-unit'], 0),
+    mutantTestTimeoutS: positive('mutant-test-timeout', a['mutant-test-timeout']),
     historyCommits: positive('commits', a.commits, 0),
     historyTries: positive('commit-tries', a['commit-tries'], 0),
     rank: a.rank,
@@ -148,7 +156,7 @@ await yargs(hideBin(process.argv))
   .scriptName('worldline')
   .command({
     command: 'run',
-    describe: 'Run the stages in order (clone, build, validate, trace, shard) for every unit of the manifest',
+    describe: 'Run the stages in order (clone, build, validate, trace, forage, shard) for every unit of the manifest',
     builder: (y) => withPipeline(y).option('stages', { type: 'string', default: ALL_STAGES.join(','), describe: 'Comma-separated stages to run' }),
     handler: (a) => pipelineCommand(a as PipelineArgs, String(a.stages).split(',').map((s) => s.trim()).filter(Boolean)),
   })
@@ -156,6 +164,7 @@ await yargs(hideBin(process.argv))
   .command(stageCommand('build', 'Build one environment image per unit from its base image'))
   .command(stageCommand('validate', 'Run each suite in a sandbox, N times, and record per-test outcomes'))
   .command(stageCommand('trace', 'Trace each validated suite line by line and cut CWM function-level episodes'))
+  .command(stageCommand('forage', 'Create mutation-fix tasks from the functions passing tests reach (kept when a test goes pass -> fail)'))
   .command({
     command: 'shard',
     describe: 'Write the dataset (Parquet shards, manifest.json, card) from what the output folder holds',

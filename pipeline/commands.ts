@@ -12,6 +12,7 @@ import type { Stage } from './stage.js';
 import { recordManifestErrors, table } from './status.js';
 import { validateStage } from './validate.js';
 import { traceStage } from './trace.js';
+import { forageStage } from './forage.js';
 import { runHistory } from './history.js';
 import { sha256 } from './hashing.js';
 import { readFileSync } from 'node:fs';
@@ -21,6 +22,7 @@ export const UNIT_STAGES: Record<string, Stage> = {
   build: buildStage as Stage,
   validate: validateStage as Stage,
   trace: traceStage as Stage,
+  forage: forageStage as Stage,
 };
 export const ALL_STAGES = [...Object.keys(UNIT_STAGES), 'shard'];
 

@@ -6,7 +6,7 @@
 import { mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 
-export const STAGES = ['clone', 'build', 'validate', 'trace'] as const;
+export const STAGES = ['clone', 'build', 'validate', 'trace', 'forage'] as const;
 export type StageName = (typeof STAGES)[number];
 
 /** Enough of the manifest line to describe a unit without the manifest. */

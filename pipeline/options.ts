@@ -27,6 +27,14 @@ export interface PipelineOptions {
   traceMaxEvents: number;
   /** Timeouts are multiplied by this under the tracer, so slowness never flips an outcome. */
   traceSlowdown: number;
+  /** Seed of every choice forage makes (candidates, sites). */
+  forageSeed: number;
+  /** Mutation candidates (function x operator) tried per unit. */
+  mutationTries: number;
+  /** Mutation-fix tasks kept per unit at most. */
+  mutationsPerUnit: number;
+  /** Per-test timeout while running a mutant (mutants may loop forever). */
+  mutantTestTimeoutS: number;
   /** Older commits to trace per repository (0: only the manifest's). */
   historyCommits: number;
   /** Candidates tried to find them (0: ten per wanted commit, at most 40, as CWM). */
@@ -51,6 +59,10 @@ export const DEFAULTS: Omit<PipelineOptions, 'out'> = {
   tracePhases: ['call'],
   traceMaxEvents: 100_000,
   traceSlowdown: 20,
+  forageSeed: 0,
+  mutationTries: 40,
+  mutationsPerUnit: 10,
+  mutantTestTimeoutS: 20,
   historyCommits: 0,
   historyTries: 0,
   rank: 0,

@@ -8,13 +8,14 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { readLines } from '../datasets/lines.js';
 import { writeDataset, type DatasetManifest, type DatasetOptions } from '../datasets/dataset_writer.js';
-import { reposSchema, testsSchema, tracesSchema, type RepoRecord, type TestRecord, type TraceRecord } from '../schemas/index.js';
+import { reposSchema, tasksSchema, testsSchema, tracesSchema, type RepoRecord, type TaskRecord, type TestRecord, type TraceRecord } from '../schemas/index.js';
 import type { BuildRecord } from './build.js';
 import type { CloneRecord } from './clone.js';
 import { sha256 } from './hashing.js';
 import { Ledger, type LedgerEntry } from './ledger.js';
 import { packageRoot } from './paths.js';
 import { tracesPartPath, type TraceStageRecord } from './trace.js';
+import { tasksPartPath } from './forage.js';
 import { testsPartPath, type ValidateRecord } from './validate.js';
 
 export function toolVersion(): string {
@@ -91,13 +92,14 @@ export async function shardOutput(out: string, provenance: Record<string, unknow
   const ledger = new Ledger(out);
   const clones = ledger.all<CloneRecord>('clone');
   const repos = clones.map((c) => repoRow(c, ledger));
-  const done = (stage: 'validate' | 'trace') => ledger.all(stage).filter((e) => e.status === 'ok');
+  const done = (stage: 'validate' | 'trace' | 'forage') => ledger.all(stage).filter((e) => e.status === 'ok');
   const licenses: Record<string, number> = {};
   for (const r of repos) licenses[r.license] = (licenses[r.license] ?? 0) + 1;
   return writeDataset(join(out, 'dataset'), [
     { schema: reposSchema, rows: repos },
     { schema: testsSchema, rows: partRows<TestRecord>(done('validate'), (id) => testsPartPath(out, id)) },
     { schema: tracesSchema, rows: partRows<TraceRecord>(done('trace'), (id) => tracesPartPath(out, id)) },
+    { schema: tasksSchema, rows: partRows<TaskRecord>(done('forage'), (id) => tasksPartPath(out, id)) },
   ], {
     ...layout,
     licenses,

@@ -72,7 +72,7 @@ export const traceStage: Stage<TraceStageRecord> = {
     const o = ctx.options;
     return {
       image: build.image_id,
-      tracer: hashTree(tracersDir, '.py'),
+      tracer: hashTree(join(tracersDir, 'worldline_tracer'), '.py'),
       stepIn: o.traceStepIn,
       seed: o.traceSeed,
       phases: o.tracePhases,

@@ -1,0 +1,105 @@
+/**
+ * Grading a submission for a task, as SWE-bench does: in a fresh container of the unit's image,
+ * bring /repo to the task state (base + bug patch + test patch), apply the submission, put every
+ * test file back to the task's version, run FAIL_TO_PASS and PASS_TO_PASS with our reporting
+ * plugin, and count a test missing from the report as failed. Resolved = every one passed.
+ */
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { TaskRecord } from '../schemas/tasks.js';
+import { runContainer } from './docker.js';
+import type { PipelineOptions } from './options.js';
+import { tracersDir } from './paths.js';
+import { shQuote } from './shell.js';
+import { pytestCommand } from './suite_run.js';
+import { foldReport, type Outcome } from './test_results.js';
+
+export interface Grade {
+  resolved: boolean;
+  /** Whether the submission applied; an unappliable patch grades as unresolved. */
+  applied: boolean;
+  fail_to_pass: { passed: string[]; failed: string[] };
+  pass_to_pass: { passed: string[]; failed: string[] };
+  outcomes: Record<string, Outcome>;
+  exit_code: number | null;
+}
+
+export interface GradeEnv {
+  options: PipelineOptions;
+  srcLayout: boolean;
+  vars: Record<string, string>;
+  pytestArgs: string[];
+  hasTimeoutPlugin: boolean;
+  /** Where the work folder goes (unique per grading). */
+  work: string;
+}
+
+const APPLY = (file: string) => `git apply --whitespace=nowarn ${file} 2>/dev/null || patch -p1 --batch --forward --silent < ${file} >/dev/null 2>&1`;
+
+export async function gradeSubmission(task: TaskRecord, submission: string | null, env: GradeEnv): Promise<Grade> {
+  const { work } = env;
+  rmSync(work, { recursive: true, force: true });
+  mkdirSync(work, { recursive: true });
+  try {
+    writeFileSync(join(work, 'bug.patch'), task.bug_patch ?? '');
+    writeFileSync(join(work, 'test.patch'), task.test_patch);
+    writeFileSync(join(work, 'submission.patch'), submission ?? '');
+    const tests = [...task.FAIL_TO_PASS, ...task.PASS_TO_PASS];
+    const pytest = pytestCommand(env.pytestArgs, env.options.testTimeoutS, env.hasTimeoutPlugin).map(shQuote).join(' ');
+    // A random report name the submission cannot know in advance.
+    const report = `/worldline/out/report-${Math.random().toString(36).slice(2)}.jsonl`;
+    const script = [
+      'cd /repo',
+      'set -e',
+      '[ -s /worldline/out/bug.patch ] && git apply /worldline/out/bug.patch',
+      '[ -s /worldline/out/test.patch ] && git apply /worldline/out/test.patch',
+      'git add -A && git -c user.name=w -c user.email=w@localhost commit -qm task --allow-empty',
+      'set +e',
+      'applied=1',
+      `if [ -s /worldline/out/submission.patch ]; then ${APPLY('/worldline/out/submission.patch')} || applied=0; fi`,
+      'echo $applied > /worldline/out/applied',
+      // Test files go back to the task's version, whatever the submission did to them.
+      "git diff --name-only HEAD | grep -E '(^|/)(tests?/|test_[^/]*\\.py$|[^/]*_test\\.py$|conftest\\.py$)' | xargs -r git checkout HEAD -- 2>/dev/null",
+      "git ls-files --others --exclude-standard | grep -E '(^|/)conftest\\.py$' | xargs -r rm -f",
+      `WORLDLINE_REPORT=${report} timeout -k 10 ${env.options.suiteTimeoutS} ${pytest} ${tests.map(shQuote).join(' ')} > /worldline/out/output.log 2>&1`,
+      'echo $? > /worldline/out/exit',
+      `cp ${report} /worldline/out/report.jsonl 2>/dev/null || true`,
+      '',
+    ].join('\n');
+    writeFileSync(join(work, 'grade.sh'), script);
+    await runContainer({
+      image: task.image_id,
+      cmd: ['sh', '/worldline/out/grade.sh'],
+      env: { ...env.vars, PYTHONPATH: env.srcLayout ? '/worldline/lib:/repo/src' : '/worldline/lib', PYTHONHASHSEED: '0', PYTHONDONTWRITEBYTECODE: '1', TZ: 'UTC' },
+      binds: [`${tracersDir}:/worldline/lib:ro`, `${work}:/worldline/out`],
+      limits: { memoryBytes: env.options.memoryMb * 1024 * 1024, pids: env.options.pids, cpus: env.options.cpus },
+      timeoutMs: (env.options.suiteTimeoutS + 60) * 1000,
+      labels: { 'worldline.stage': 'grade', 'worldline.task': task.instance_id },
+    });
+    const read = (f: string) => {
+      try {
+        return readFileSync(join(work, f), 'utf8');
+      } catch {
+        return '';
+      }
+    };
+    const exitText = read('exit').trim();
+    const exitCode = exitText ? Number(exitText) : null;
+    const run = foldReport(read('report.jsonl'), exitCode, exitCode === null || exitCode === 124);
+    const outcomes = Object.fromEntries(run.tests.map((t) => [t.nodeid, t.outcome])) as Record<string, Outcome>;
+    const split = (ids: string[]) => ({ passed: ids.filter((id) => outcomes[id] === 'passed'), failed: ids.filter((id) => outcomes[id] !== 'passed') });
+    const fail_to_pass = split(task.FAIL_TO_PASS);
+    const pass_to_pass = split(task.PASS_TO_PASS);
+    const applied = read('applied').trim() === '1';
+    return {
+      resolved: applied && fail_to_pass.failed.length === 0 && pass_to_pass.failed.length === 0 && task.FAIL_TO_PASS.length > 0,
+      applied,
+      fail_to_pass,
+      pass_to_pass,
+      outcomes,
+      exit_code: exitCode,
+    };
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,180 @@
+/**
+ * Mutation-fix tasks (CWM's mutate-fix, SWE-smith's procedural bugs): mutate a function that
+ * passing, non-flaky tests reach (known from the traces), run those tests, and keep the mutant
+ * only when at least one goes pass -> fail. The gold fix is the reverse of the bug patch.
+ */
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { readLines } from '../datasets/lines.js';
+import type { TaskRecord } from '../schemas/tasks.js';
+import type { TestRecord } from '../schemas/tests.js';
+import type { TraceRecord } from '../schemas/traces.js';
+import type { BuildRecord } from './build.js';
+import type { CloneRecord } from './clone.js';
+import { runContainer } from './docker.js';
+import { tracersDir } from './paths.js';
+import type { StageContext } from './stage.js';
+import { pytestCommand } from './suite_run.js';
+import { foldReport } from './test_results.js';
+import { tracesPartPath } from './trace.js';
+import { testsPartPath } from './validate.js';
+
+/** Must match the operators of tracers/worldline_mutate. */
+export const OPERATORS = [
+  'remove_body_part', 'remove_body', 'remove_param', 'reorder_call_args', 'swap_variables', 'remove_import', 'remove_return',
+  'binary_op', 'unary_op', 'bool_op', 'compare_op', 'invert_if', 'remove_loop', 'remove_assign', 'shuffle_statements', 'change_constant',
+] as const;
+
+const TEST_FILE = /(^|\/)(tests?|testing)\/|(^|\/)test_[^/]*\.py$|_test\.py$|(^|\/)conftest\.py$/;
+/** Tests run per candidate at most, so a widely used helper does not make every try slow. */
+const MAX_TESTS_PER_CANDIDATE = 25;
+
+export interface Candidate {
+  file: string;
+  qualname: string;
+  operator: string;
+  seed: number;
+  tests: string[];
+}
+
+const rank = (seed: number, ...parts: string[]) => createHash('sha256').update([seed, ...parts].join('\0')).digest('hex');
+
+/** Functions of the repository's own (non-test) code, with the stable passing tests that reach them. */
+export function reachedFunctions(out: string, unitId: string): Map<string, { file: string; qualname: string; tests: Set<string> }> {
+  const stable = new Set<string>();
+  for (const line of readLines(testsPartPath(out, unitId))) {
+    const t = JSON.parse(line) as TestRecord;
+    if (!t.flaky && t.run_outcomes.every((o) => o === 'passed')) stable.add(t.node_id);
+  }
+  const reached = new Map<string, { file: string; qualname: string; tests: Set<string> }>();
+  const part = tracesPartPath(out, unitId);
+  if (!existsSync(part)) return reached;
+  for (const line of readLines(part)) {
+    const ep = JSON.parse(line) as TraceRecord;
+    if (!stable.has(ep.node_id) || TEST_FILE.test(ep.file) || ep.file.startsWith('/') || /<(lambda|listcomp|dictcomp|setcomp|genexpr|module)>/.test(ep.function)) continue;
+    const key = `${ep.file}::${ep.function}`;
+    let entry = reached.get(key);
+    if (!entry) reached.set(key, (entry = { file: ep.file, qualname: ep.function, tests: new Set() }));
+    entry.tests.add(ep.node_id);
+  }
+  return reached;
+}
+
+/** A seeded, deterministic order over (function, operator) pairs; the first `tries` are tried. */
+export function planCandidates(reached: ReturnType<typeof reachedFunctions>, seed: number, tries: number): Candidate[] {
+  const pairs: (Candidate & { order: string })[] = [];
+  for (const { file, qualname, tests } of reached.values()) {
+    const sorted = [...tests].sort();
+    const chosen = sorted.length > MAX_TESTS_PER_CANDIDATE ? sorted.sort((a, b) => rank(seed, a).localeCompare(rank(seed, b))).slice(0, MAX_TESTS_PER_CANDIDATE).sort() : sorted;
+    for (const operator of OPERATORS) {
+      const order = rank(seed, file, qualname, operator);
+      pairs.push({ file, qualname, operator, seed: parseInt(order.slice(0, 8), 16), tests: chosen, order });
+    }
+  }
+  return pairs
+    .sort((a, b) => a.order.localeCompare(b.order))
+    .slice(0, tries)
+    .map(({ order: _order, ...c }) => c);
+}
+
+interface DriverResult {
+  index: number;
+  status: 'applied' | 'no_site' | 'error';
+  error?: string;
+  description?: string;
+  bug_patch?: string;
+  fix_patch?: string;
+  exit_code?: number | null;
+  timed_out?: boolean;
+  report?: string;
+}
+
+export interface MutationOutcome {
+  tasks: TaskRecord[];
+  tried: number;
+  applied: number;
+  noSite: number;
+  /** Applied mutants no reaching test noticed. */
+  survived: number;
+  byOperator: Record<string, number>;
+}
+
+export function problemStatement(failures: { nodeid: string; message: string | null }[]): string {
+  const lines = failures.slice(0, 10).map((f) => `- ${f.nodeid}${f.message ? `: ${f.message.split('\n')[0].slice(0, 300)}` : ''}`);
+  const more = failures.length > 10 ? [`- ... and ${failures.length - 10} more`] : [];
+  return ['These tests fail, and they passed before a recent change to the code:', '', ...lines, ...more, '', 'Find the cause in the code and fix it. Do not change the tests.'].join('\n');
+}
+
+/** Runs the candidates in one container of the unit's image and builds the kept tasks. */
+export async function mutationTasks(ctx: StageContext, clone: CloneRecord, build: BuildRecord): Promise<MutationOutcome> {
+  const { unit, options } = ctx;
+  const candidates = planCandidates(reachedFunctions(options.out, unit.id), options.forageSeed, options.mutationTries);
+  const outcome: MutationOutcome = { tasks: [], tried: candidates.length, applied: 0, noSite: 0, survived: 0, byOperator: {} };
+  if (!candidates.length) return outcome;
+  const work = join(options.out, 'work', 'forage', unit.id);
+  rmSync(work, { recursive: true, force: true });
+  mkdirSync(work, { recursive: true });
+  try {
+    const pytest = pytestCommand(unit.env.pytest_args, options.mutantTestTimeoutS, build.pytest_timeout);
+    writeFileSync(join(work, 'plan.json'), JSON.stringify({ pytest, timeout: options.mutantTestTimeoutS * MAX_TESTS_PER_CANDIDATE + 60, max_failing: options.mutationsPerUnit, candidates }));
+    await runContainer({
+      image: build.image_id,
+      cmd: ['python3', '/worldline/lib/forage_mutations.py', '/worldline/out/plan.json', '/worldline/out'],
+      env: { ...unit.env.vars, PYTHONPATH: clone.src_layout ? '/worldline/lib:/repo/src' : '/worldline/lib', PYTHONHASHSEED: '0', PYTHONDONTWRITEBYTECODE: '1', TZ: 'UTC' },
+      binds: [`${tracersDir}:/worldline/lib:ro`, `${work}:/worldline/out`],
+      limits: { memoryBytes: options.memoryMb * 1024 * 1024, pids: options.pids, cpus: options.cpus },
+      timeoutMs: (options.mutantTestTimeoutS * MAX_TESTS_PER_CANDIDATE + 90) * candidates.length * 1000,
+      labels: { 'worldline.unit': unit.id, 'worldline.stage': 'forage' },
+    });
+    const resultsFile = join(work, 'results.jsonl');
+    const results = existsSync(resultsFile) ? [...readLines(resultsFile)].map((l) => JSON.parse(l) as DriverResult) : [];
+    const seen = new Set<string>();
+    for (const r of results) {
+      const cand = candidates[r.index];
+      if (r.status !== 'applied') {
+        if (r.status === 'no_site') outcome.noSite += 1;
+        continue;
+      }
+      outcome.applied += 1;
+      const report = r.report && existsSync(join(work, r.report)) ? readFileSync(join(work, r.report), 'utf8') : '';
+      const run = foldReport(report, r.timed_out ? null : (r.exit_code ?? null), Boolean(r.timed_out));
+      const byId = new Map(run.tests.map((t) => [t.nodeid, t]));
+      const failing = cand.tests.filter((id) => byId.get(id)?.outcome !== 'passed');
+      const passing = cand.tests.filter((id) => byId.get(id)?.outcome === 'passed');
+      if (!failing.length) {
+        outcome.survived += 1;
+        continue;
+      }
+      const hash = createHash('sha256').update(r.bug_patch!).digest('hex').slice(0, 8);
+      const instanceId = `${unit.slug}.${clone.commit.slice(0, 8)}.${cand.operator}__${hash}`;
+      if (seen.has(instanceId)) continue;
+      seen.add(instanceId);
+      outcome.byOperator[cand.operator] = (outcome.byOperator[cand.operator] ?? 0) + 1;
+      outcome.tasks.push({
+        instance_id: instanceId,
+        kind: 'mutation_fix',
+        repo: unit.repo,
+        unit_id: unit.id,
+        base_commit: clone.commit,
+        patch: r.fix_patch!,
+        test_patch: '',
+        bug_patch: r.bug_patch!,
+        problem_statement: problemStatement(failing.map((id) => ({ nodeid: id, message: byId.get(id)?.message ?? (r.timed_out ? 'timed out' : 'did not run') }))),
+        hints_text: null,
+        FAIL_TO_PASS: failing,
+        PASS_TO_PASS: passing,
+        operator: cand.operator,
+        mutated_function: cand.qualname,
+        fix_commit: null,
+        issue_number: null,
+        image_id: build.image_id,
+        python_version: build.python_version,
+      });
+      if (outcome.tasks.length >= options.mutationsPerUnit) break;
+    }
+    return outcome;
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}
