@@ -81,6 +81,11 @@ const withPipeline = (y: Argv) =>
     .option('mutation-tries', { type: 'number', default: DEFAULTS.mutationTries, describe: 'forage: mutation candidates tried per unit' })
     .option('mutations-per-unit', { type: 'number', default: DEFAULTS.mutationsPerUnit, describe: 'forage: mutation-fix tasks kept per unit at most' })
     .option('mutant-test-timeout', { type: 'number', default: DEFAULTS.mutantTestTimeoutS, describe: 'forage: per-test timeout while running a mutant, seconds' })
+    .option('policy', { choices: ['oracle', 'none'] as const, default: DEFAULTS.policy, describe: 'forage: who works the tasks (oracle: the gold fix through the real tools; none: tasks only)' })
+    .option('max-turns', { type: 'number', default: DEFAULTS.maxTurns, describe: 'forage: turns per rollout' })
+    .option('max-tokens', { type: 'number', default: DEFAULTS.maxTokens, describe: 'forage: tokens per rollout' })
+    .option('max-wall', { type: 'number', default: DEFAULTS.maxWallS, describe: 'forage: wall seconds per rollout' })
+    .option('bash-timeout', { type: 'number', default: DEFAULTS.bashTimeoutS, describe: 'forage: seconds per bash call in a rollout' })
     .option('commits', { type: 'number', default: DEFAULTS.historyCommits, describe: 'Also trace up to K older commits per repository, sampled from its git log' })
     .option('commit-tries', { type: 'number', default: DEFAULTS.historyTries, describe: 'Older commits tried to find K that work (0: 10 per wanted, at most 40)' })
     .option('rank', { type: 'number', default: envInt('WORLDLINE_RANK', 'SLURM_ARRAY_TASK_ID', 'JOB_COMPLETION_INDEX') ?? 0, describe: 'This process\'s share of the units (0-based)' })
@@ -124,6 +129,11 @@ function options(a: PipelineArgs): PipelineOptions {
     mutationTries: positive('mutation-tries', a['mutation-tries'], 0),
     mutationsPerUnit: positive('mutations-per-unit', a['mutations-per-unit'], 0),
     mutantTestTimeoutS: positive('mutant-test-timeout', a['mutant-test-timeout']),
+    policy: a.policy,
+    maxTurns: positive('max-turns', a['max-turns']),
+    maxTokens: positive('max-tokens', a['max-tokens']),
+    maxWallS: positive('max-wall', a['max-wall']),
+    bashTimeoutS: positive('bash-timeout', a['bash-timeout']),
     historyCommits: positive('commits', a.commits, 0),
     historyTries: positive('commit-tries', a['commit-tries'], 0),
     rank: a.rank,

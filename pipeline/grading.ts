@@ -22,6 +22,8 @@ export interface Grade {
   pass_to_pass: { passed: string[]; failed: string[] };
   outcomes: Record<string, Outcome>;
   exit_code: number | null;
+  /** Why the run's report cannot be trusted (e.g. it disagrees with pytest's exit code), or null. */
+  problem: string | null;
 }
 
 export interface GradeEnv {
@@ -92,12 +94,14 @@ export async function gradeSubmission(task: TaskRecord, submission: string | nul
     const pass_to_pass = split(task.PASS_TO_PASS);
     const applied = read('applied').trim() === '1';
     return {
-      resolved: applied && fail_to_pass.failed.length === 0 && pass_to_pass.failed.length === 0 && task.FAIL_TO_PASS.length > 0,
+      // A report that disagrees with pytest's exit code is never a resolution.
+      resolved: applied && run.problem === null && fail_to_pass.failed.length === 0 && pass_to_pass.failed.length === 0 && task.FAIL_TO_PASS.length > 0,
       applied,
       fail_to_pass,
       pass_to_pass,
       outcomes,
       exit_code: exitCode,
+      problem: run.problem,
     };
   } finally {
     rmSync(work, { recursive: true, force: true });

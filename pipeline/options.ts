@@ -35,6 +35,13 @@ export interface PipelineOptions {
   mutationsPerUnit: number;
   /** Per-test timeout while running a mutant (mutants may loop forever). */
   mutantTestTimeoutS: number;
+  /** Who works the tasks: oracle (the gold fix through the real tools), or none. */
+  policy: 'oracle' | 'none';
+  maxTurns: number;
+  maxTokens: number;
+  maxWallS: number;
+  /** Per bash call inside a rollout. */
+  bashTimeoutS: number;
   /** Older commits to trace per repository (0: only the manifest's). */
   historyCommits: number;
   /** Candidates tried to find them (0: ten per wanted commit, at most 40, as CWM). */
@@ -63,6 +70,11 @@ export const DEFAULTS: Omit<PipelineOptions, 'out'> = {
   mutationTries: 40,
   mutationsPerUnit: 10,
   mutantTestTimeoutS: 20,
+  policy: 'oracle',
+  maxTurns: 30,
+  maxTokens: 131_072,
+  maxWallS: 600,
+  bashTimeoutS: 120,
   historyCommits: 0,
   historyTries: 0,
   rank: 0,

@@ -8,14 +8,14 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { readLines } from '../datasets/lines.js';
 import { writeDataset, type DatasetManifest, type DatasetOptions } from '../datasets/dataset_writer.js';
-import { reposSchema, tasksSchema, testsSchema, tracesSchema, type RepoRecord, type TaskRecord, type TestRecord, type TraceRecord } from '../schemas/index.js';
+import { reposSchema, tasksSchema, testsSchema, tracesSchema, trajectoriesSchema, type RepoRecord, type TaskRecord, type TestRecord, type TraceRecord, type TrajectoryRecord } from '../schemas/index.js';
 import type { BuildRecord } from './build.js';
 import type { CloneRecord } from './clone.js';
 import { sha256 } from './hashing.js';
 import { Ledger, type LedgerEntry } from './ledger.js';
 import { packageRoot } from './paths.js';
 import { tracesPartPath, type TraceStageRecord } from './trace.js';
-import { tasksPartPath } from './forage.js';
+import { tasksPartPath, trajectoriesPartPath } from './forage.js';
 import { testsPartPath, type ValidateRecord } from './validate.js';
 
 export function toolVersion(): string {
@@ -100,6 +100,7 @@ export async function shardOutput(out: string, provenance: Record<string, unknow
     { schema: testsSchema, rows: partRows<TestRecord>(done('validate'), (id) => testsPartPath(out, id)) },
     { schema: tracesSchema, rows: partRows<TraceRecord>(done('trace'), (id) => tracesPartPath(out, id)) },
     { schema: tasksSchema, rows: partRows<TaskRecord>(done('forage'), (id) => tasksPartPath(out, id)) },
+    { schema: trajectoriesSchema, rows: partRows<TrajectoryRecord>(done('forage'), (id) => trajectoriesPartPath(out, id)) },
   ], {
     ...layout,
     licenses,

@@ -8,6 +8,8 @@ import { writeFileSync } from 'node:fs';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { readRows } from '../datasets/reader.js';
 import { gradeSubmission, type GradeEnv } from '../pipeline/grading.js';
+import { AgentEnv } from '../pipeline/agent_env.js';
+import type { TrajectoryRecord } from '../schemas/trajectories.js';
 import { DEFAULTS } from '../pipeline/options.js';
 import type { TaskRecord } from '../schemas/tasks.js';
 import { cli, tempDir } from './helpers.js';
@@ -17,6 +19,7 @@ const UNITS = ['toolz', 'h11'];
 describe('mutation-fix tasks on the real corpus', () => {
   let out: string;
   let tasks: TaskRecord[];
+  let trajectories: TrajectoryRecord[];
 
   beforeAll(async () => {
     const dir = tempDir('forage');
@@ -27,6 +30,8 @@ describe('mutation-fix tasks on the real corpus', () => {
     expect(res.code, res.stderr).toBe(0);
     tasks = [];
     for await (const row of readRows(join(out, 'dataset'), { config: 'tasks' })) tasks.push(row as unknown as TaskRecord);
+    trajectories = [];
+    for await (const row of readRows(join(out, 'dataset'), { config: 'trajectories' })) trajectories.push(row as unknown as TrajectoryRecord);
   }, 900_000);
 
   it('keeps mutants from at least three operators per repository, with SWE-bench fields', () => {
@@ -66,4 +71,51 @@ describe('mutation-fix tasks on the real corpus', () => {
       expect(gold.resolved, `${t.instance_id}: ${JSON.stringify(gold.fail_to_pass.failed)}`).toBe(true);
     }
   }, 900_000);
+
+  it('the oracle resolves every task through the real tools, verified in a fresh container', () => {
+    expect(trajectories.map((t) => t.task_id).sort()).toEqual(tasks.map((t) => t.instance_id).sort());
+    for (const t of trajectories) {
+      expect(t, t.task_id).toMatchObject({ policy: 'oracle', resolved: true, reward: 1, exit_status: 'submitted' });
+      expect(t.steps.map((s) => s.action.split(' ')[0])).toEqual(['bash', ...t.steps.slice(1, -2).map((s) => s.action.split(' ')[0]), 'bash', 'submit']);
+      expect(t.steps[0].exit_code).not.toBe(0);
+      expect(t.steps.at(-2)!.exit_code).toBe(0);
+      expect(t.submission).toMatch(/^diff --git /);
+      expect(t.messages[1]).toMatchObject({ role: 'user' });
+      expect(t.messages.filter((m) => m.role === 'tool').length).toBe(t.steps.length);
+    }
+  });
+
+  it('a rollout container holds no trace of the original code, and malformed tool calls become error observations', async () => {
+    let checked = 0;
+    for (const task of tasks) {
+      const original = task.bug_patch!.split('\n').filter((l) => l.startsWith('-') && !l.startsWith('---')).map((l) => l.slice(1)).filter((l) => l.trim().length > 6);
+      const env = await AgentEnv.start(task, {}, { memoryMb: 1024, cpus: 1, pids: 256, bashTimeoutS: 5, outputCap: 2_000_000 });
+      try {
+        for (const line of original) {
+          // Skip lines that legitimately occur elsewhere in the task state.
+          const inTree = await env.exec(['grep', '-rFq', '--exclude-dir=.git', line.trim(), '/repo'], 30);
+          if (inTree.exitCode === 0) continue;
+          const objects = await env.exec(['sh', '-c', 'git cat-file --batch-all-objects --batch; git reflog; git log --all --format=%H; ls -a /tmp'], 60);
+          expect(objects.output, task.instance_id).not.toContain(line.trim());
+          checked += 1;
+        }
+        const history = await env.exec(['sh', '-c', 'git rev-list --all | wc -l; git reflog | wc -l'], 30);
+        expect(history.output.trim().split(/\s+/)).toEqual(['1', '1']);
+        if (task !== tasks[0]) continue;
+        const bad = await env.call({ id: 'x', name: 'edit', arguments: '{"path": "setup.py", ' });
+        expect(bad).toMatchObject({ error: true, output: expect.stringMatching(/^error: the arguments of edit are not valid JSON/) });
+        const unknown = await env.call({ id: 'y', name: 'rm_rf', arguments: '{}' });
+        expect(unknown).toMatchObject({ error: true, output: expect.stringMatching(/^error: unknown tool "rm_rf"/) });
+        const missing = await env.call({ id: 'z', name: 'view', arguments: '{}' });
+        expect(missing.output).toBe('error: view needs "path" (strings)');
+        const slow = await env.call({ id: 'w', name: 'bash', arguments: JSON.stringify({ command: 'sleep 30' }) });
+        expect(slow.output).toContain('[timed out after 5 s]');
+        const noNet = await env.call({ id: 'v', name: 'bash', arguments: JSON.stringify({ command: 'ls /sys/class/net' }) });
+        expect(noNet.output.trim()).toBe('lo');
+      } finally {
+        await env.close();
+      }
+    }
+    expect(checked).toBeGreaterThan(0);
+  }, 600_000);
 });

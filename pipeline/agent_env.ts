@@ -1,0 +1,176 @@
+/**
+ * The agent's environment: one container per rollout from the unit's image, holding a fresh
+ * single-commit checkout of the task state (no history, reflog or objects with the fix), no
+ * network, and the tools bash, view, edit, create and submit. Tool calls and their results are
+ * returned verbatim (capped); a malformed call gets an error observation, never an exception.
+ */
+import type Docker from 'dockerode';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { TaskRecord } from '../schemas/tasks.js';
+import { docker, tarStream } from './docker.js';
+import { FIXED_COMMIT_ENV } from './git.js';
+import { tracersDir } from './paths.js';
+
+export const TOOL_NAMES = ['bash', 'view', 'edit', 'create', 'submit'] as const;
+
+/** JSON-schema tool definitions, in the OpenAI tools format. */
+export const TOOL_SPECS = [
+  { name: 'bash', description: 'Run a shell command in /repo (no network). Output is capped.', parameters: { type: 'object', properties: { command: { type: 'string' } }, required: ['command'] } },
+  { name: 'view', description: 'Show a file with line numbers (optionally a line range), or list a folder.', parameters: { type: 'object', properties: { path: { type: 'string' }, start: { type: 'integer' }, end: { type: 'integer' } }, required: ['path'] } },
+  { name: 'edit', description: 'Replace the one exact occurrence of `search` in a file with `replace`.', parameters: { type: 'object', properties: { path: { type: 'string' }, search: { type: 'string' }, replace: { type: 'string' } }, required: ['path', 'search', 'replace'] } },
+  { name: 'create', description: 'Create a new file with the given content.', parameters: { type: 'object', properties: { path: { type: 'string' }, content: { type: 'string' } }, required: ['path', 'content'] } },
+  { name: 'submit', description: 'Submit the current changes to /repo as your fix. Ends the episode.', parameters: { type: 'object', properties: {} } },
+].map((f) => ({ type: 'function' as const, function: f }));
+
+export interface ToolCall {
+  id: string;
+  name: string;
+  /** The arguments as the model wrote them: JSON text. */
+  arguments: string;
+}
+
+export interface Observation {
+  output: string;
+  exitCode: number | null;
+  durationS: number;
+  /** True when the call itself was malformed or failed as a tool (not a failing command). */
+  error: boolean;
+  submitted?: string;
+}
+
+export interface EnvLimits {
+  memoryMb: number;
+  cpus: number;
+  pids: number;
+  bashTimeoutS: number;
+  outputCap: number;
+}
+
+const TOOL_ARG_CAP = 96 * 1024;
+
+export class AgentEnv {
+  private constructor(
+    private readonly container: Docker.Container,
+    private readonly limits: EnvLimits,
+  ) {}
+
+  /** Starts a container at the task state: base + bug patch + test patch, as one fresh commit. */
+  static async start(task: TaskRecord, env: Record<string, string>, limits: EnvLimits): Promise<AgentEnv> {
+    const container = await docker().createContainer({
+      Image: task.image_id,
+      Cmd: ['sleep', 'infinity'],
+      Env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
+      WorkingDir: '/repo',
+      NetworkDisabled: true,
+      Labels: { 'worldline.role': 'rollout', 'worldline.task': task.instance_id },
+      HostConfig: {
+        NetworkMode: 'none',
+        Binds: [`${tracersDir}:/worldline/lib:ro`],
+        Memory: limits.memoryMb * 1024 * 1024,
+        MemorySwap: limits.memoryMb * 1024 * 1024,
+        PidsLimit: limits.pids,
+        NanoCpus: Math.round(limits.cpus * 1e9),
+      },
+    });
+    const agentEnv = new AgentEnv(container, limits);
+    try {
+      await container.start();
+      const staging = mkdtempSync(join(tmpdir(), 'worldline-task-'));
+      try {
+        writeFileSync(join(staging, 'bug.patch'), task.bug_patch ?? '');
+        writeFileSync(join(staging, 'test.patch'), task.test_patch);
+        await container.putArchive(tarStream(['-C', staging, 'bug.patch', 'test.patch']), { path: '/tmp' });
+      } finally {
+        rmSync(staging, { recursive: true, force: true });
+      }
+      const identity = Object.entries(FIXED_COMMIT_ENV).map(([k, v]) => `${k}='${v}'`).join(' ');
+      // The old .git (which holds the environment baseline, i.e. the unmutated code) goes away.
+      const setup = [
+        'set -e',
+        'cd /repo',
+        '[ -s /tmp/bug.patch ] && git apply /tmp/bug.patch',
+        '[ -s /tmp/test.patch ] && git apply /tmp/test.patch',
+        'rm -f /tmp/bug.patch /tmp/test.patch',
+        'rm -rf .git',
+        'git init -q',
+        'git add -A',
+        `${identity} git -c commit.gpgsign=false commit -q -m "task state"`,
+      ].join('\n');
+      const res = await agentEnv.exec(['sh', '-c', setup], 120);
+      if (res.exitCode !== 0) throw new Error(`cannot set up the task state for ${task.instance_id}: ${res.output.slice(-500)}`);
+      return agentEnv;
+    } catch (e) {
+      await agentEnv.close();
+      throw e;
+    }
+  }
+
+  /** Runs a command in the container, bounded in time and output. */
+  async exec(cmd: string[], timeoutS: number): Promise<{ output: string; exitCode: number | null }> {
+    const ex = await this.container.exec({ Cmd: ['timeout', '-k', '5', String(timeoutS), ...cmd], AttachStdout: true, AttachStderr: true, WorkingDir: '/repo' });
+    const stream = await ex.start({ hijack: true, stdin: false });
+    let output = '';
+    let dropped = 0;
+    const cap = this.limits.outputCap;
+    const sink = {
+      write: (chunk: Buffer) => {
+        if (output.length < cap) output += chunk.toString('utf8');
+        else dropped += chunk.length;
+        return true;
+      },
+    };
+    docker().modem.demuxStream(stream, sink as unknown as NodeJS.WritableStream, sink as unknown as NodeJS.WritableStream);
+    await new Promise<void>((resolve) => {
+      stream.on('end', resolve);
+      stream.on('close', resolve);
+      stream.on('error', () => resolve());
+    });
+    if (output.length > cap) output = output.slice(0, cap);
+    if (dropped || output.length >= cap) output += `\n[output capped at ${cap} characters]`;
+    const info = await ex.inspect();
+    return { output, exitCode: info.ExitCode ?? null };
+  }
+
+  /** Executes one tool call; whatever goes wrong becomes the observation. */
+  async call(tc: ToolCall): Promise<Observation> {
+    const started = Date.now();
+    const done = (output: string, exitCode: number | null, error: boolean, submitted?: string): Observation => ({
+      output,
+      exitCode,
+      error,
+      durationS: (Date.now() - started) / 1000,
+      ...(submitted !== undefined ? { submitted } : {}),
+    });
+    if (!(TOOL_NAMES as readonly string[]).includes(tc.name)) return done(`error: unknown tool "${tc.name}"; tools are ${TOOL_NAMES.join(', ')}`, null, true);
+    let args: Record<string, unknown>;
+    try {
+      args = tc.arguments.trim() ? (JSON.parse(tc.arguments) as Record<string, unknown>) : {};
+      if (!args || typeof args !== 'object' || Array.isArray(args)) throw new Error('arguments must be a JSON object');
+    } catch (e) {
+      return done(`error: the arguments of ${tc.name} are not valid JSON (${(e as Error).message})`, null, true);
+    }
+    const spec = TOOL_SPECS.find((t) => t.function.name === tc.name)!.function;
+    const missing = ((spec.parameters as { required?: string[] }).required ?? []).filter((k) => typeof args[k] !== 'string' || (k === 'search' && args[k] === ''));
+    if (missing.length) return done(`error: ${tc.name} needs ${missing.map((m) => `"${m}"`).join(', ')} (strings)`, null, true);
+    if (tc.name === 'bash') {
+      const res = await this.exec(['bash', '-c', args.command as string], this.limits.bashTimeoutS);
+      const note = res.exitCode === 124 ? `\n[timed out after ${this.limits.bashTimeoutS} s]` : '';
+      return done(res.output + note, res.exitCode, false);
+    }
+    if (tc.name === 'submit') {
+      const res = await this.exec(['sh', '-c', 'git add -A && git diff --cached --binary HEAD'], 60);
+      if (res.exitCode !== 0) return done(`error: cannot take the diff: ${res.output}`, res.exitCode, true);
+      return done(res.output.trim() ? 'submitted' : 'submitted (no changes)', 0, false, res.output);
+    }
+    const encoded = Buffer.from(JSON.stringify(args)).toString('base64');
+    if (encoded.length > TOOL_ARG_CAP) return done(`error: ${tc.name} arguments are too large (${encoded.length} bytes encoded; at most ${TOOL_ARG_CAP})`, null, true);
+    const res = await this.exec(['python3', '/worldline/lib/agent_tools.py', tc.name, encoded], 60);
+    return done(res.output, res.exitCode, res.exitCode !== 0);
+  }
+
+  async close(): Promise<void> {
+    await this.container.remove({ force: true }).catch(() => undefined);
+  }
+}
