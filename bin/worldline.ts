@@ -14,6 +14,8 @@ import { readRows } from '../datasets/reader.js';
 import { traceScript } from '../pipeline/trace_script.js';
 import { DEFAULT_PYTHON, PYTHON_VERSIONS, type PythonVersion } from '../pipeline/manifest.js';
 import { renderEpisode, type CwmFrame } from '../datasets/cwm_format.js';
+import { messagesView, transitionsView } from '../datasets/trajectory_views.js';
+import type { TrajectoryRecord } from '../schemas/trajectories.js';
 import { verifyDataset } from '../datasets/verify.js';
 
 const envInt = (...names: string[]) => {
@@ -143,6 +145,12 @@ function options(a: PipelineArgs): PipelineOptions {
 
 const log = (m: string) => process.stderr.write(`${m}\n`);
 
+// A reader that stops early (`| head`) closes the pipe; that ends our output, not in an error.
+process.stdout.on('error', (e: NodeJS.ErrnoException) => {
+  if (e.code === 'EPIPE') process.exit(0);
+  throw e;
+});
+
 const unitJson = (u: UnitSummary) => ({ unit_id: u.unit.id, repo: u.unit.repo, commit: u.unit.commit ?? null, history_of: u.unit.historyOf ?? null, status: u.status, stage: u.stage, reason: u.reason, ran: u.ran });
 
 async function pipelineCommand(a: PipelineArgs, stages: string[]): Promise<void> {
@@ -234,14 +242,31 @@ await yargs(hideBin(process.argv))
   })
   .command({
     command: 'render <dir>',
-    describe: "Write trace episodes in CWM's token format, re-rendered from their stored frames",
+    describe: "Write trace episodes in CWM's token format (re-rendered from their frames), or trajectories as chat messages or transitions",
     builder: (y) =>
       y
         .positional('dir', { type: 'string', demandOption: true, describe: 'The dataset folder (OUT/dataset)' })
-        .option('config', { type: 'string', default: 'traces', describe: 'The config holding episodes' })
-        .option('format', { choices: ['jsonl', 'text'] as const, default: 'jsonl' as const, describe: 'jsonl: {"node_id", "function", "text"} per line; text: the raw texts, one after another' })
+        .option('config', { type: 'string', default: 'traces', describe: 'traces or trajectories' })
+        .option('format', {
+          choices: ['jsonl', 'text', 'messages', 'transitions'] as const,
+          default: 'jsonl' as const,
+          describe: 'traces: jsonl ({"node_id", "function", "text"} per line) or text (the raw texts); trajectories: messages (chat messages for SFT) or transitions (state, action, next state, reward)',
+        })
         .option('limit', { type: 'number', describe: 'At most this many episodes' }),
     handler: async (a) => {
+      const write = async (s: string) => {
+        if (!process.stdout.write(s)) await new Promise((r) => process.stdout.once('drain', r));
+      };
+      if (a.config === 'trajectories') {
+        if (a.format !== 'messages' && a.format !== 'transitions') throw new UsageError('trajectories render as --format messages or --format transitions');
+        for await (const row of readRows(resolve(a.dir as string), { config: 'trajectories', limit: a.limit })) {
+          const t = row as unknown as TrajectoryRecord;
+          if (a.format === 'messages') await write(JSON.stringify(messagesView(t)) + '\n');
+          else for (const tr of transitionsView(t)) await write(JSON.stringify(tr) + '\n');
+        }
+        return;
+      }
+      if (a.format !== 'jsonl' && a.format !== 'text') throw new UsageError(`--format ${a.format} is for trajectories; traces render as jsonl or text`);
       let mismatches = 0;
       for await (const row of readRows(resolve(a.dir as string), { config: a.config, limit: a.limit, columns: ['node_id', 'function', 'context', 'frames', 'text'] })) {
         const text = renderEpisode(row.context as string, row.frames as CwmFrame[]);

@@ -118,4 +118,29 @@ describe('mutation-fix tasks on the real corpus', () => {
     }
     expect(checked).toBeGreaterThan(0);
   }, 600_000);
+
+  it('renders trajectories as chat messages for SFT and as transitions for world-model training', async () => {
+    const messages = await cli(['render', join(out, 'dataset'), '--config', 'trajectories', '--format', 'messages']);
+    expect(messages.code).toBe(0);
+    const convs = messages.stdout.trim().split('\n').map((l) => JSON.parse(l) as { trajectory_id: string; messages: { role: string; tool_calls?: unknown[]; tool_call_id?: string }[] });
+    expect(convs.length).toBe(trajectories.length);
+    for (const c of convs) {
+      const t = trajectories.find((x) => x.trajectory_id === c.trajectory_id)!;
+      expect(c.messages.map((m) => m.role)).toEqual(t.messages.map((m) => m.role));
+      expect(c.messages.filter((m) => m.role === 'assistant').every((m) => m.tool_calls?.length === 1)).toBe(true);
+      expect(c.messages.filter((m) => m.role === 'tool').every((m) => typeof m.tool_call_id === 'string')).toBe(true);
+    }
+    const transitions = await cli(['render', join(out, 'dataset'), '--config', 'trajectories', '--format', 'transitions']);
+    const rows = transitions.stdout.trim().split('\n').map((l) => JSON.parse(l) as { trajectory_id: string; step: number; state: string; action: string; next_state: string; reward: number; done: boolean });
+    expect(rows.length).toBe(trajectories.reduce((n, t) => n + t.steps.length, 0));
+    for (const t of trajectories) {
+      const mine = rows.filter((r) => r.trajectory_id === t.trajectory_id);
+      expect(mine[0].state).toBe(t.messages[1].content);
+      mine.slice(1).forEach((r, i) => expect(r.state).toBe(mine[i].next_state));
+      expect(mine.map((r) => r.reward)).toEqual([...mine.slice(0, -1).map(() => 0), 1]);
+      expect(mine.at(-1)!.done).toBe(true);
+    }
+    const wrong = await cli(['render', join(out, 'dataset'), '--config', 'trajectories', '--format', 'text']);
+    expect(wrong.code).toBe(2);
+  });
 });
