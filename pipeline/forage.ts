@@ -15,12 +15,14 @@ import type { TaskRecord } from '../schemas/tasks.js';
 import type { TrajectoryRecord } from '../schemas/trajectories.js';
 import { oraclePolicy } from './policies.js';
 import { rollout } from './rollout.js';
+import { traceAroundFixes } from './task_traces.js';
 
 const jsonl = (rows: object[]) => rows.map((r) => JSON.stringify(r)).join('\n') + (rows.length ? '\n' : '');
 
-const FORAGE_REVISION = 1;
+const FORAGE_REVISION = 2;
 
 export interface ForageRecord {
+  task_trace_rows: number;
   policy: string;
   rollouts: number;
   resolved: number;
@@ -84,12 +86,14 @@ export const forageStage: Stage<ForageRecord> = {
     ctx.log(`forage ${ctx.unit.id}: trying up to ${ctx.options.mutationTries} mutations`);
     const m = await mutationTasks(ctx, clone, build);
     const trajectories = await rolloutAll(ctx, clone, build, m.tasks);
+    const taskTraceRows = await traceAroundFixes(ctx, m.tasks, clone, build);
     writeFileAtomic(trajectoriesPartPath(ctx.options.out, ctx.unit.id), jsonl(trajectories));
     writeFileAtomic(tasksPartPath(ctx.options.out, ctx.unit.id), jsonl(m.tasks));
     ctx.log(`forage ${ctx.unit.id}: ${m.tasks.length} mutation tasks kept (${m.applied} applied, ${m.survived} survived, ${m.noSite} without a site)`);
     const resolved = trajectories.filter((t) => t.resolved).length;
     if (trajectories.length) ctx.log(`forage ${ctx.unit.id}: ${ctx.options.policy} resolved ${resolved} of ${trajectories.length} tasks`);
     return ok({
+      task_trace_rows: taskTraceRows,
       policy: ctx.options.policy,
       rollouts: trajectories.length,
       resolved,

@@ -16,6 +16,7 @@ import { Ledger, type LedgerEntry } from './ledger.js';
 import { packageRoot } from './paths.js';
 import { tracesPartPath, type TraceStageRecord } from './trace.js';
 import { tasksPartPath, trajectoriesPartPath } from './forage.js';
+import { taskTracesPartPath } from './task_traces.js';
 import { testsPartPath, type ValidateRecord } from './validate.js';
 
 export function toolVersion(): string {
@@ -85,6 +86,10 @@ function* partRows<T>(entries: LedgerEntry<unknown>[], partPath: (unitId: string
   }
 }
 
+function* concat<T>(...parts: Iterable<T>[]): Generator<T> {
+  for (const p of parts) yield* p;
+}
+
 /** The dataset layout knobs the CLI exposes. */
 export type DatasetLayout = Pick<DatasetOptions, 'shardBytes' | 'numShards' | 'shardMultiple' | 'rowGroupRows' | 'rowGroupBytes' | 'shuffle' | 'shuffleSeed' | 'maxRowBytes'>;
 
@@ -98,7 +103,7 @@ export async function shardOutput(out: string, provenance: Record<string, unknow
   return writeDataset(join(out, 'dataset'), [
     { schema: reposSchema, rows: repos },
     { schema: testsSchema, rows: partRows<TestRecord>(done('validate'), (id) => testsPartPath(out, id)) },
-    { schema: tracesSchema, rows: partRows<TraceRecord>(done('trace'), (id) => tracesPartPath(out, id)) },
+    { schema: tracesSchema, rows: concat(partRows<TraceRecord>(done('trace'), (id) => tracesPartPath(out, id)), partRows<TraceRecord>(done('forage'), (id) => taskTracesPartPath(out, id))) },
     { schema: tasksSchema, rows: partRows<TaskRecord>(done('forage'), (id) => tasksPartPath(out, id)) },
     { schema: trajectoriesSchema, rows: partRows<TrajectoryRecord>(done('forage'), (id) => trajectoriesPartPath(out, id)) },
   ], {

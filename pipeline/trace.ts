@@ -5,7 +5,7 @@
  * are compared with validate's (outcome parity).
  */
 import { createReadStream, createWriteStream, existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
-import { join, posix } from 'node:path';
+import { dirname, join, posix } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { TraceRecord } from '../schemas/traces.js';
 import type { BuildRecord } from './build.js';
@@ -140,12 +140,87 @@ export const traceStage: Stage<TraceStageRecord> = {
   },
 };
 
-/** Streams the plugin's output (one line per test, possibly large) into the traces part file. */
-async function writeTraceRecords(ctx: StageContext, pluginOut: string, clone: CloneRecord, build: BuildRecord): Promise<TraceStageRecord> {
-  const part = tracesPartPath(ctx.options.out, ctx.unit.id);
-  mkdirSync(join(ctx.options.out, 'parts', 'traces'), { recursive: true });
-  const tmp = `${part}.tmp`;
+/** Where a trace row comes from: the unit, and for traces around a task, the task and phase. */
+export interface TraceOrigin {
+  unitId: string;
+  repo: string;
+  commit: string;
+  imageId: string;
+  taskId: string | null;
+  phase: 'before' | 'after' | null;
+}
+
+/** What the plugin says of one test, beside its episodes. */
+export interface TracedTest {
+  nodeid: string;
+  line_events: number;
+  truncated: boolean;
+  error: string | null;
+  tracer_version: string;
+}
+
+/** Rows of the plugin's output file (one line per test, possibly large), streamed. */
+export async function* traceRows(pluginOut: string, origin: TraceOrigin, onTest: (t: TracedTest) => void = () => undefined): AsyncGenerator<TraceRecord> {
+  // No file means no test ran in scope (the plugin writes a line per test it saw).
+  if (!existsSync(pluginOut)) return;
+  for await (const raw of createInterface({ input: createReadStream(pluginOut), crlfDelay: Infinity })) {
+    if (!raw) continue;
+    const test = JSON.parse(raw) as PluginLine;
+    onTest(test);
+    for (const [i, ep] of (test.episodes ?? []).entries()) {
+      yield {
+        unit_id: origin.unitId,
+        repo: origin.repo,
+        commit: origin.commit,
+        node_id: test.nodeid,
+        task_id: origin.taskId,
+        phase: origin.phase,
+        function: ep.function,
+        file: relativeToRepo(ep.file),
+        line: ep.line,
+        episode_index: i,
+        context: ep.context,
+        frames: ep.frames.map((f) => ({
+          kind: f.kind,
+          line: f.line,
+          depth: f.depth,
+          function: f.function,
+          source: f.source,
+          locals: (f.locals ?? []).map(([name, value]) => ({ name, value })),
+          value: f.value ?? null,
+        })),
+        text: ep.text,
+        frame_count: ep.frame_count,
+        line_events: ep.line_events,
+        truncated: test.truncated,
+        python_version: test.python,
+        tracer_version: test.tracer_version,
+        image_id: origin.imageId,
+      };
+    }
+  }
+}
+
+/** Writes rows as JSON Lines to `path` (atomically: a temp file renamed when complete). */
+export async function writeJsonl(path: string, rows: AsyncIterable<object>): Promise<number> {
+  mkdirSync(dirname(path), { recursive: true });
+  const tmp = `${path}.tmp`;
   const sink = createWriteStream(tmp);
+  let n = 0;
+  for await (const row of rows) {
+    n += 1;
+    if (!sink.write(JSON.stringify(row) + '\n')) await new Promise<void>((r) => sink.once('drain', () => r()));
+  }
+  await new Promise<void>((resolve, reject) => {
+    sink.once('error', reject);
+    sink.end(() => resolve());
+  });
+  renameSync(tmp, path);
+  return n;
+}
+
+/** The unit's traces into its part file, with the stage's figures. */
+async function writeTraceRecords(ctx: StageContext, pluginOut: string, clone: CloneRecord, build: BuildRecord): Promise<TraceStageRecord> {
   const record: TraceStageRecord = {
     tests_traced: 0,
     tests_with_line_events: 0,
@@ -160,57 +235,18 @@ async function writeTraceRecords(ctx: StageContext, pluginOut: string, clone: Cl
     tracer_version: '',
     python_version: build.python_version,
   };
-  // No file means no test ran in scope (the plugin writes a line per test it saw).
-  if (existsSync(pluginOut)) {
-    for await (const raw of createInterface({ input: createReadStream(pluginOut), crlfDelay: Infinity })) {
-      if (!raw) continue;
-      const test = JSON.parse(raw) as PluginLine;
+  const origin: TraceOrigin = { unitId: ctx.unit.id, repo: ctx.unit.repo, commit: clone.commit, imageId: build.image_id, taskId: null, phase: null };
+  record.episodes = await writeJsonl(
+    tracesPartPath(ctx.options.out, ctx.unit.id),
+    traceRows(pluginOut, origin, (test) => {
       record.tests_traced += 1;
       record.tracer_version = test.tracer_version;
       record.line_events += test.line_events;
       if (test.line_events > 0) record.tests_with_line_events += 1;
       if (test.truncated) record.truncated_tests += 1;
       if (test.error) record.tracer_errors += 1;
-      for (const [i, ep] of (test.episodes ?? []).entries()) {
-        const row: TraceRecord = {
-          unit_id: ctx.unit.id,
-          repo: ctx.unit.repo,
-          commit: clone.commit,
-          node_id: test.nodeid,
-          task_id: null,
-          phase: null,
-          function: ep.function,
-          file: relativeToRepo(ep.file),
-          line: ep.line,
-          episode_index: i,
-          context: ep.context,
-          frames: ep.frames.map((f) => ({
-            kind: f.kind,
-            line: f.line,
-            depth: f.depth,
-            function: f.function,
-            source: f.source,
-            locals: (f.locals ?? []).map(([name, value]) => ({ name, value })),
-            value: f.value ?? null,
-          })),
-          text: ep.text,
-          frame_count: ep.frame_count,
-          line_events: ep.line_events,
-          truncated: test.truncated,
-          python_version: test.python,
-          tracer_version: test.tracer_version,
-          image_id: build.image_id,
-        };
-        record.episodes += 1;
-        if (!sink.write(JSON.stringify(row) + '\n')) await new Promise<void>((r) => sink.once('drain', () => r()));
-      }
-    }
-  }
-  await new Promise<void>((resolve, reject) => {
-    sink.once('error', reject);
-    sink.end(() => resolve());
-  });
-  renameSync(tmp, part);
+    }),
+  );
   record.mean_line_events_per_test = record.tests_traced ? record.line_events / record.tests_traced : 0;
   record.truncation_rate = record.tests_traced ? record.truncated_tests / record.tests_traced : 0;
   return record;

@@ -12,7 +12,7 @@ import { AgentEnv } from '../pipeline/agent_env.js';
 import type { TrajectoryRecord } from '../schemas/trajectories.js';
 import { DEFAULTS } from '../pipeline/options.js';
 import type { TaskRecord } from '../schemas/tasks.js';
-import { cli, tempDir } from './helpers.js';
+import { cli, sql, tempDir } from './helpers.js';
 
 const UNITS = ['toolz', 'h11'];
 
@@ -142,5 +142,18 @@ describe('mutation-fix tasks on the real corpus', () => {
     }
     const wrong = await cli(['render', join(out, 'dataset'), '--config', 'trajectories', '--format', 'text']);
     expect(wrong.code).toBe(2);
+  });
+
+  it('traces each task\'s FAIL_TO_PASS tests before and after the fix, marked with the task and phase', async () => {
+    const rows = await sql<{ task_id: string; phase: string; node_id: string; n: bigint }>(
+      `select task_id, phase, node_id, count(*) as n from '${out}/dataset/traces/data/*.parquet' where task_id is not null group by all`,
+    );
+    for (const t of tasks) {
+      for (const phase of ['before', 'after']) {
+        const traced = new Set(rows.filter((r) => r.task_id === t.instance_id && r.phase === phase).map((r) => r.node_id));
+        expect(traced.size, `${t.instance_id} ${phase}`).toBeGreaterThan(0);
+        for (const id of traced) expect(t.FAIL_TO_PASS).toContain(id);
+      }
+    }
   });
 });

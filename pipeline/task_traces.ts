@@ -1,0 +1,78 @@
+/**
+ * Traces around a fix: each task's FAIL_TO_PASS tests traced on the task state (phase
+ * `before`) and again with the gold fix applied (phase `after`), in one fresh container per
+ * task, written as `traces` rows marked with the task id and phase.
+ */
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { TaskRecord } from '../schemas/tasks.js';
+import type { TraceRecord } from '../schemas/traces.js';
+import type { BuildRecord } from './build.js';
+import type { CloneRecord } from './clone.js';
+import { runContainer } from './docker.js';
+import { tracersDir } from './paths.js';
+import { shQuote } from './shell.js';
+import type { StageContext } from './stage.js';
+import { pytestCommand } from './suite_run.js';
+import { traceRows, writeJsonl } from './trace.js';
+
+export function taskTracesPartPath(out: string, unitId: string): string {
+  return join(out, 'parts', 'task_traces', `${unitId}.jsonl`);
+}
+
+async function* aroundOneTask(ctx: StageContext, task: TaskRecord, clone: CloneRecord, build: BuildRecord, work: string): AsyncGenerator<TraceRecord> {
+  const o = ctx.options;
+  rmSync(work, { recursive: true, force: true });
+  mkdirSync(work, { recursive: true });
+  try {
+    writeFileSync(join(work, 'bug.patch'), task.bug_patch ?? '');
+    writeFileSync(join(work, 'test.patch'), task.test_patch);
+    writeFileSync(join(work, 'fix.patch'), task.patch);
+    const pytest = pytestCommand(ctx.unit.env.pytest_args, o.testTimeoutS * o.traceSlowdown, build.pytest_timeout, ['worldline_tracer.plugin']).map(shQuote).join(' ');
+    const tests = task.FAIL_TO_PASS.map(shQuote).join(' ');
+    const run = (phase: string) =>
+      `WORLDLINE_TRACE_OUT=/worldline/out/${phase}.jsonl WORLDLINE_REPORT=/worldline/out/report-${phase}.jsonl timeout -k 10 ${o.suiteTimeoutS * o.traceSlowdown} ${pytest} ${tests} > /worldline/out/${phase}.log 2>&1`;
+    const script = [
+      'cd /repo',
+      '[ -s /worldline/out/bug.patch ] && git apply /worldline/out/bug.patch',
+      '[ -s /worldline/out/test.patch ] && git apply /worldline/out/test.patch',
+      run('before'),
+      'git apply /worldline/out/fix.patch || exit 3',
+      run('after'),
+      '',
+    ].join('\n');
+    writeFileSync(join(work, 'trace.sh'), script);
+    await runContainer({
+      image: build.image_id,
+      cmd: ['sh', '/worldline/out/trace.sh'],
+      env: {
+        ...ctx.unit.env.vars,
+        PYTHONPATH: clone.src_layout ? '/worldline/lib:/repo/src' : '/worldline/lib',
+        PYTHONHASHSEED: '0',
+        PYTHONDONTWRITEBYTECODE: '1',
+        TZ: 'UTC',
+        WORLDLINE_TRACE_ROOT: '/repo',
+        WORLDLINE_TRACE_STEP_IN: String(o.traceStepIn),
+        WORLDLINE_TRACE_SEED: String(o.traceSeed),
+        WORLDLINE_TRACE_MAX_EVENTS: String(o.traceMaxEvents),
+      },
+      binds: [`${tracersDir}:/worldline/lib:ro`, `${work}:/worldline/out`],
+      limits: { memoryBytes: o.memoryMb * 1024 * 1024, pids: o.pids, cpus: o.cpus },
+      timeoutMs: (o.suiteTimeoutS * o.traceSlowdown * 2 + 60) * 1000,
+      labels: { 'worldline.unit': ctx.unit.id, 'worldline.stage': 'task-traces' },
+    });
+    for (const phase of ['before', 'after'] as const) {
+      yield* traceRows(join(work, `${phase}.jsonl`), { unitId: ctx.unit.id, repo: ctx.unit.repo, commit: clone.commit, imageId: build.image_id, taskId: task.instance_id, phase });
+    }
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+/** Traces every task of the unit before and after its fix; returns the number of rows. */
+export async function traceAroundFixes(ctx: StageContext, tasks: TaskRecord[], clone: CloneRecord, build: BuildRecord): Promise<number> {
+  async function* all(): AsyncGenerator<TraceRecord> {
+    for (const [i, task] of tasks.entries()) yield* aroundOneTask(ctx, task, clone, build, join(ctx.options.out, 'work', 'task-traces', ctx.unit.id, String(i)));
+  }
+  return writeJsonl(taskTracesPartPath(ctx.options.out, ctx.unit.id), all());
+}
