@@ -12,10 +12,19 @@ import re
 import sys
 import time
 from itertools import islice
+from operator import is_
 
 _ADDR = re.compile(r" at 0x[0-9a-fA-F]+")
 _THREAD_IDENT = re.compile(r"\b(started|stopped)( daemon)? \d+")  # threading.Thread reprs
 _perf = time.perf_counter
+# exact types of the fast paths (builtin repr in C when it is exactly the slow path's text)
+_LEAVES = frozenset({int, float, bool, type(None), str, bytes})
+_PLAIN = frozenset({float, bool, type(None)})
+_INTS = frozenset({int, bool})
+_is_int = int.__instancecheck__  # in C; bools pass too (harmless for the magnitude check)
+_SIZED = ((str, str.__instancecheck__), (bytes, bytes.__instancecheck__))
+_SEQS = frozenset({list, tuple})
+_FAST_MIN = 6  # smaller containers: the fast path's fixed cost is more than the slow path's
 
 DEFAULTS = {
     "max_str": 200,        # characters of a str/bytes value kept before "..."
@@ -66,6 +75,7 @@ class Serializer(object):
         self.max_int_digits = int(opts["max_int_digits"])
         self.max_set_sort = int(opts["max_set_sort"])
         self._max_int_bits = int(self.max_int_digits * _LOG2_10)
+        self._int_lim = 1 << self._max_int_bits  # |int| < this: within the digit cap
         self.bad_classes = set()      # types whose repr is no longer called
         self._array_like = {}         # type -> bool
         self._active = set()          # ids of containers on the current path (cycles)
@@ -74,8 +84,8 @@ class Serializer(object):
             float: repr,
             bool: repr,
             type(None): repr,
-            str: self._str,
-            bytes: self._bytes,
+            str: self._text,
+            bytes: self._text,
             list: self._list,
             tuple: self._tuple,
             dict: self._dict,
@@ -111,51 +121,183 @@ class Serializer(object):
             return "%s<int bit_length=%d>" % ("-" if v < 0 else "", bits)
         return repr(v)
 
-    def _str(self, v, depth):
-        if len(v) > self.max_str:
-            return repr(v[: self.max_str]) + "..."
-        return repr(v)
-
-    def _bytes(self, v, depth):
+    def _text(self, v, depth):  # str and bytes
         if len(v) > self.max_str:
             return repr(v[: self.max_str]) + "..."
         return repr(v)
 
     def _items(self, seq, depth):
+        """The texts of a list's/tuple's items (capped), with ``seq`` on the current path."""
         out = []
         n = 0
         cap = self.max_items
-        for item in seq:
-            if n >= cap:
-                out.append("...")
-                break
-            out.append(self._ser(item, depth + 1))
-            n += 1
+        key = id(seq)
+        self._active.add(key)
+        try:
+            for item in seq:
+                if n >= cap:
+                    out.append("...")
+                    break
+                out.append(self._ser(item, depth + 1))
+                n += 1
+        finally:
+            self._active.discard(key)
         return out
 
+    def _scalars_ok(self, items, types, pure):
+        """The items of ``items`` (re-iterable) whose exact types are the leaf types ``types``
+        (``pure``: there are no others): True when the builtin repr of each is exactly what
+        ``_ser`` gives (ints within the digit cap, str/bytes within max_str), checked in C; mixed
+        types are split with ``filter(T.__instancecheck__, ...)``."""
+        if types <= _PLAIN:
+            return True
+        if int in types:
+            ints = items if pure and types <= _INTS else list(filter(_is_int, items))
+            lim = self._int_lim
+            if not (-lim < min(ints) and max(ints) < lim):
+                return False
+        for t, is_t in _SIZED:
+            if t in types:
+                sized = items if pure and len(types) == 1 else filter(is_t, items)
+                if max(map(len, sized)) > self.max_str:
+                    return False
+        return True
+
+    def _seq_scan(self, s, depth):
+        """How a list/tuple ``s`` (at most max_items items) at ``depth`` can be rendered: 2 when
+        its builtin repr is exactly the slow path's text and its items are deep-immutable (leaf
+        scalars, or tuples of them), 1 when the repr is exact but items are mutable (lists of
+        leaf scalars), 0 otherwise. All in C but for one loop over the columns of nested rows
+        (rows of one length, like records; a column is usually of one type). Deeper or mixed
+        nesting takes the slow path, which fast-paths the inner containers one by one: below
+        that size a Python-level check costs more than it saves."""
+        types = set(map(type, s))
+        if types <= _LEAVES:
+            return 2 if self._scalars_ok(s, types, True) else 0
+        if types <= _SEQS and depth + 1 < self.max_depth:
+            lens = set(map(len, s))
+            if len(lens) != 1 or lens.pop() > self.max_items:
+                return 0
+            for col in zip(*s):
+                ctypes = set(map(type, col))
+                if not (ctypes <= _LEAVES and self._scalars_ok(col, ctypes, True)):
+                    return 0
+            return 1 if list in types else 2
+        return 0
+
+    def _seq_render(self, v, depth):
+        """(text, scan) by builtin repr for a non-empty list/tuple, or (None, 0)."""
+        n = self.max_items
+        if n < 2:
+            return None, 0
+        s = v if len(v) <= n else v[:n]
+        scan = self._seq_scan(s, depth)
+        if not scan:
+            return None, 0
+        text = repr(s)
+        if s is not v:
+            text = text[:-1] + (", ...]" if type(s) is list else ", ...)")
+        return text, scan
+
+    def _dict_render(self, v, depth):
+        """(text, 2) by builtin repr for a non-empty dict of leaf scalars, or (None, 0)."""
+        n = self.max_items
+        if n < 1:
+            return None, 0
+        vtypes = set(map(type, islice(v.values(), n)))  # values fail most often: check first
+        if not vtypes <= _LEAVES:
+            return None, 0
+        sub = v if len(v) <= n else dict(islice(v.items(), n))
+        ktypes = set(map(type, sub))
+        if not (ktypes <= _LEAVES and self._scalars_ok(sub, ktypes, True)
+                and self._scalars_ok(sub.values(), vtypes, True)):
+            return None, 0
+        text = repr(sub)
+        return (text if sub is v else text[:-1] + ", ...}"), 2
+
+    def keyed(self, value):
+        """``(text, key)`` for a local's value: text is ``self(value)``; key, when not None, lets
+        a caller that keeps it tell in C that the text still holds (see ``unchanged``): the value
+        is a list, tuple or dict whose shown items are deep-immutable, so its text depends only
+        on the identity of those items and on whether its length is over max_items."""
+        t = type(value)
+        try:
+            if t is not list and t is not tuple and t is not dict:
+                pass
+            elif not value:
+                return self._dispatch[t](value, 0), (value, 0, (), None if t is not dict else ())
+            elif self.max_depth > 0:
+                if t is list or t is tuple:
+                    text, scan = self._seq_render(value, 0)
+                    if scan == 2:
+                        n = len(value)
+                        items = value if t is tuple and n <= self.max_items else tuple(value[:self.max_items])
+                        return text, (value, n if n <= self.max_items else -1, items, None)
+                    if text is not None:
+                        return text, None
+                elif t is dict:
+                    text, scan = self._dict_render(value, 0)
+                    if scan == 2:
+                        n = len(value)
+                        k = self.max_items
+                        return text, (value, n if n <= k else -1, tuple(islice(value, k)),
+                                      tuple(islice(value.values(), k)))
+                    if text is not None:
+                        return text, None
+        except Exception:
+            pass
+        return self(value), None
+
+    def unchanged(self, value, key):
+        """True when ``keyed(value)`` would give the same text as when it returned ``key``."""
+        if key[0] is not value:
+            return False
+        n = len(value)
+        if (n if n <= self.max_items else -1) != key[1] or not all(map(is_, value, key[2])):
+            return False
+        return key[3] is None or all(map(is_, value.values(), key[3]))
+
+    def _dict_items(self, v, depth):
+        """The texts of a dict's items (capped), with ``v`` on the current path."""
+        out = []
+        n = 0
+        key = id(v)
+        self._active.add(key)
+        try:
+            for k, val in islice(v.items(), self.max_items + 1):
+                if n >= self.max_items:
+                    out.append("...")
+                    break
+                out.append(self._ser(k, depth + 1) + ": " + self._ser(val, depth + 1))
+                n += 1
+        finally:
+            self._active.discard(key)
+        return out
+
+    # The three containers share one shape: empty; cycle or too deep: marker; with at least
+    # _FAST_MIN items, the fast path's text when it applies; else the items, rendered with the
+    # container on the current path (_items, _dict_items). Kept inline: it runs per container.
     def _list(self, v, depth):
         if not v:
             return "[]"
-        key = id(v)
-        if key in self._active or depth >= self.max_depth:
+        if id(v) in self._active or depth >= self.max_depth:
             return "[...]"
-        self._active.add(key)
-        try:
-            return "[" + ", ".join(self._items(v, depth)) + "]"
-        finally:
-            self._active.discard(key)
+        if len(v) >= _FAST_MIN:
+            text = self._seq_render(v, depth)[0]
+            if text is not None:
+                return text
+        return "[" + ", ".join(self._items(v, depth)) + "]"
 
     def _tuple(self, v, depth):
         if not v:
             return "()"
-        key = id(v)
-        if key in self._active or depth >= self.max_depth:
+        if id(v) in self._active or depth >= self.max_depth:
             return "(...)"
-        self._active.add(key)
-        try:
-            parts = self._items(v, depth)
-        finally:
-            self._active.discard(key)
+        if len(v) >= _FAST_MIN:
+            text = self._seq_render(v, depth)[0]
+            if text is not None:
+                return text
+        parts = self._items(v, depth)
         if len(parts) == 1:
             return "(" + parts[0] + ",)"
         return "(" + ", ".join(parts) + ")"
@@ -163,22 +305,13 @@ class Serializer(object):
     def _dict(self, v, depth):
         if not v:
             return "{}"
-        key = id(v)
-        if key in self._active or depth >= self.max_depth:
+        if id(v) in self._active or depth >= self.max_depth:
             return "{...}"
-        self._active.add(key)
-        try:
-            out = []
-            n = 0
-            for k, val in islice(v.items(), self.max_items + 1):
-                if n >= self.max_items:
-                    out.append("...")
-                    break
-                out.append(self._ser(k, depth + 1) + ": " + self._ser(val, depth + 1))
-                n += 1
-            return "{" + ", ".join(out) + "}"
-        finally:
-            self._active.discard(key)
+        if len(v) >= _FAST_MIN:
+            text = self._dict_render(v, depth)[0]
+            if text is not None:
+                return text
+        return "{" + ", ".join(self._dict_items(v, depth)) + "}"
 
     def _set_items(self, v, depth):
         if len(v) > self.max_set_sort:
@@ -189,7 +322,11 @@ class Serializer(object):
                 items.append(x)
         else:
             items = v
-        parts = sorted(self._ser(x, depth + 1) for x in items)
+        types = set(map(type, items))
+        if types <= _LEAVES and self._scalars_ok(items, types, True):
+            parts = sorted(map(repr, items))
+        else:
+            parts = sorted(self._ser(x, depth + 1) for x in items)
         if len(v) > self.max_items:
             parts = parts[: self.max_items] + ["..."]
         return parts

@@ -23,6 +23,8 @@ import sys
 import sysconfig
 import threading
 import traceback
+from itertools import compress, count, islice
+from operator import is_not, or_
 
 from .serialize import Serializer, deep_overflow
 from .source import SourceIndex
@@ -99,10 +101,71 @@ def make_scope(root=None, include_tests=True, exclude=()):
     return in_scope
 
 
+# Per-frame state: a list indexed by these (see _on_call).
+_HEAD, _NLINES, _CAPPED, _KEYS, _VALS, _OUT, _MUT, _CACHE, _FILT = range(9)
+# Compact raw records, turned into event dicts when ``Tracer.events`` is read:
+#   (_CALL, head, line, locals, resume)  (_LINE, head, line, locals)
+#   (_RETURN, head, line, value, lines_capped)  (_EXCEPTION, head, line, value)
+# where head = (info, depth) is shared by every record of one frame activation.
+_CALL, _LINE, _RETURN, _EXCEPTION = "call", "line", "return", "exception"
+# Exact types whose repr cannot change while the object stays the same (the snapshot skips them).
+_IMMUTABLE = frozenset({int, str, float, bool, type(None), bytes})
+# Exact types whose text the snapshot can keep while their items stay the same (Serializer.keyed).
+_KEYED = frozenset({list, tuple, dict})
+
+
+def _as_dict(rec):
+    kind, head, line, payload = rec[0], rec[1], rec[2], rec[3]
+    info = head[0]
+    if kind is _LINE:
+        return {"kind": kind, "file": info[0], "line": line, "function": info[1], "depth": head[1],
+                "locals": payload}
+    if kind is _CALL:
+        ev = {"kind": kind, "file": info[0], "line": line, "function": info[1], "depth": head[1],
+              "locals": payload}
+        if rec[4]:
+            ev["resume"] = True
+        return ev
+    ev = {"kind": kind, "file": info[0], "line": line, "function": info[1], "depth": head[1],
+          "value": payload}
+    if kind is _RETURN and rec[4]:
+        ev["lines_capped"] = True
+    return ev
+
+
+def _value_repr(ser):
+    """``ser(value)``, with the commonest exact types inlined (the same text ``Serializer`` gives);
+    a custom serializer sees every value."""
+    if not isinstance(ser, Serializer):
+        return ser
+    int_lim = 1 << ser._max_int_bits
+    max_str = ser.max_str
+    fast = (float, bool, type(None))
+
+    def value(v):
+        t = type(v)
+        if t is int:
+            return repr(v) if -int_lim < v < int_lim else ser(v)
+        if t is str:
+            return repr(v) if len(v) <= max_str else ser(v)
+        if t in fast:
+            return repr(v)
+        return ser(v)
+
+    return value
+
+
 class Tracer(object):
     """Trace the calling thread between ``start()`` and ``stop()``; results in ``.events``,
     ``.truncated`` and ``.error``. Use ``backend="auto"`` (monitoring on 3.12+, else settrace),
-    ``"monitoring"`` or ``"settrace"``."""
+    ``"monitoring"`` or ``"settrace"``.
+
+    Per-event cost is kept low by (1) snapshotting a frame's locals incrementally: a value that is
+    the same object as at the frame's previous event and of an immutable exact type keeps its text
+    (found in C with ``map(is_not, ...)``), only new objects and mutable values are serialized,
+    and an unchanged snapshot reuses the previous event's list (events may share their "locals"
+    lists and [name, repr] pairs: treat them as read-only); (2) recording compact tuples and
+    building the event dicts when ``.events`` is first read."""
 
     def __init__(self, scope=None, root=None, backend="auto", max_events=DEFAULT_MAX_EVENTS,
                  max_lines_per_call=DEFAULT_MAX_LINES_PER_CALL, serializer=None, tool_ids=(4, 3)):
@@ -119,18 +182,20 @@ class Tracer(object):
         self.ser = serializer if serializer is not None else Serializer()
         self.tool_ids = tuple(tool_ids)
         self.sources = SourceIndex()
-        self._fast_types = (float, bool, type(None))
+        self._value = _value_repr(self.ser)
+        # a custom serializer may be stateful: then every value is serialized at every event
         if isinstance(self.ser, Serializer):
-            self._int_lim = 1 << self.ser._max_int_bits
-            self._max_str = self.ser.max_str
-        else:  # a custom serializer sees every value
-            self._int_lim = 0
-            self._max_str = -1
-            self._fast_types = ()
-        self.events = []
+            self._immutable = _IMMUTABLE
+            self._keyed_types = _KEYED
+            self._keyed = self.ser.keyed
+            self._unchanged = self.ser.unchanged
+        else:
+            self._immutable = self._keyed_types = frozenset()
         self.truncated = False
         self.error = None
-        self._frames = {}      # frame -> [depth, line events so far, lines capped, info]
+        self._raw = []         # compact records (see _as_dict)
+        self._events = []      # the records turned into dicts so far
+        self._frames = {}      # frame -> state list (_HEAD, _NLINES, ...)
         self._codes = {}       # code -> (filename, qualname, firstlineno, is_gen) or False
         self._running = False
         self._off = True
@@ -139,6 +204,15 @@ class Tracer(object):
         self._local_codes = []
         self._jump_lines = {}
         self._prev_trace = None
+
+    @property
+    def events(self):
+        """The raw events as dicts (see the module docstring)."""
+        raw = self._raw
+        done = self._events
+        if len(done) < len(raw):
+            done.extend(map(_as_dict, islice(raw, len(done), None)))
+        return done
 
     # ---------------------------------------------------------------- public interface
     def start(self):
@@ -191,33 +265,69 @@ class Tracer(object):
             self._codes[code] = info
         return info
 
-    def _locals(self, frame):
-        ser = self.ser
-        fast = self._fast_types
-        int_lim = self._int_lim
-        max_str = self._max_str
-        out = []
-        for name, value in frame.f_locals.items():
+    def _snapshot(self, frame, st):
+        """The frame's locals as [[name, repr], ...] for a call or line event. Only what may have
+        changed since the frame's previous snapshot is looked at: values that are new objects
+        (found in C: ``map(is_not, ...)``) or of mutable types; a list/tuple/dict whose shown
+        items are deep-immutable keeps its text while those items are the same objects
+        (``Serializer.unchanged``); any other value is serialized again. Unchanged pairs, and the
+        whole list when nothing changed, are shared with the previous event."""
+        fl = frame.f_locals
+        if type(fl) is dict:  # up to 3.12, and frames without fast locals
+            keys = list(fl)
+            vals = list(fl.values())
+        else:  # 3.13+: a FrameLocalsProxy, whose keys() and values() are lists
+            keys = fl.keys()
+            vals = fl.values()
+        if keys == st[_KEYS]:
+            out = st[_OUT]
+            mut = st[_MUT]
+            cache = st[_CACHE]
+            shared = True  # out is the previous event's list: copy before writing
+            todo = compress(count(), map(or_, map(is_not, vals, st[_VALS]), mut))
+        else:
+            n = len(keys)
+            st[_KEYS] = keys
+            st[_OUT] = out = [None] * n
+            st[_MUT] = mut = [False] * n
+            st[_CACHE] = cache = [None] * n
+            st[_FILT] = False
+            shared = False
+            todo = range(n)
+        st[_VALS] = vals
+        value = self._value
+        immutable = self._immutable
+        keyed_types = self._keyed_types
+        for i in todo:
+            name = keys[i]
             c = name[0]
             if c == "@" or c == ".":
-                continue  # pytest's @py_assert* temporaries; comprehension arguments
-            t = type(value)
-            # fast path for the commonest exact types; the same text the serializer would give
-            if t is int:
-                r = repr(value) if -int_lim < value < int_lim else ser(value)
-            elif t is str:
-                r = repr(value) if len(value) <= max_str else ser(value)
-            elif t in fast:
-                r = repr(value)
+                st[_FILT] = True  # pytest's @py_assert* temporaries; comprehension arguments
+                continue
+            v = vals[i]
+            t = type(v)
+            if t in keyed_types:
+                key = cache[i]
+                if key is not None and self._unchanged(v, key):
+                    continue
+                r, cache[i] = self._keyed(v)
+                mut[i] = True
             else:
-                r = ser(value)
-            out.append([name, r])
-        return out
+                r = value(v)
+                mut[i] = t not in immutable
+            pair = out[i]
+            if pair is None or pair[1] != r:
+                if shared:
+                    out = out[:]
+                    shared = False
+                out[i] = [name, r]
+        st[_OUT] = out
+        return [p for p in out if p is not None] if st[_FILT] else out
 
-    def _emit(self, ev):
-        events = self.events
-        events.append(ev)
-        if len(events) >= self.max_events:
+    def _emit(self, rec):
+        raw = self._raw
+        raw.append(rec)
+        if len(raw) >= self.max_events:
             self.truncated = True
             self._halt()
 
@@ -257,39 +367,27 @@ class Tracer(object):
         while f is not None:
             st = frames.get(f)
             if st is not None:
-                depth = st[0] + 1
+                depth = st[_HEAD][1] + 1
                 break
             f = f.f_back
-        frames[frame] = [depth, 0, False, info]
+        st = [(info, depth), 0, False, None, None, None, None, None, False]
+        frames[frame] = st
         line = frame.f_lineno
-        ev = {"kind": "call", "file": info[0], "line": line, "function": info[1], "depth": depth,
-              "locals": self._locals(frame)}
-        if info[3] and line != info[2]:
-            ev["resume"] = True
-        self._emit(ev)
+        self._emit((_CALL, st[_HEAD], line, self._snapshot(frame, st), info[3] and line != info[2]))
 
-    def _on_line(self, frame, st, line):
-        st[1] += 1
-        if st[1] > self.max_lines_per_call:
-            st[2] = True
+    def _on_line(self, frame, st, line, _unused=None):
+        n = st[_NLINES] = st[_NLINES] + 1
+        if n > self.max_lines_per_call:
+            st[_CAPPED] = True
             return
-        info = st[3]
-        self._emit({"kind": "line", "file": info[0], "line": line, "function": info[1],
-                    "depth": st[0], "locals": self._locals(frame)})
+        self._emit((_LINE, st[_HEAD], line, self._snapshot(frame, st)))
 
     def _on_return(self, frame, st, value):
         del self._frames[frame]
-        info = st[3]
-        ev = {"kind": "return", "file": info[0], "line": frame.f_lineno, "function": info[1],
-              "depth": st[0], "value": self.ser(value)}
-        if st[2]:
-            ev["lines_capped"] = True
-        self._emit(ev)
+        self._emit((_RETURN, st[_HEAD], frame.f_lineno, self.ser(value), st[_CAPPED]))
 
     def _on_exception(self, frame, st, exc):
-        info = st[3]
-        self._emit({"kind": "exception", "file": info[0], "line": frame.f_lineno,
-                    "function": info[1], "depth": st[0], "value": self.ser(exc)})
+        self._emit((_EXCEPTION, st[_HEAD], frame.f_lineno, self.ser(exc)))
 
     # ---------------------------------------------------------------- settrace backend
     def _st_global(self, frame, event, arg):
@@ -343,16 +441,23 @@ class Tracer(object):
         self._DISABLE = mon.DISABLE
         self._set_local = mon.set_local_events
         self._local_set = E.LINE | E.JUMP | E.PY_RETURN | E.PY_YIELD | E.STOP_ITERATION
+        on_call = self._call_callback
+        on_frame = self._frame_callback
+        on_return = self._on_return
+        on_exception = self._on_exception
+        start = on_call(disable=True)
+        ret = on_frame(lambda frame, st, offset, value: on_return(frame, st, value))
+        exc = on_frame(lambda frame, st, offset, exc: on_exception(frame, st, exc))
         reg = mon.register_callback
-        reg(tool, E.PY_START, self._m_start)
-        reg(tool, E.PY_RESUME, self._m_start)
-        reg(tool, E.PY_THROW, self._m_throw)
-        reg(tool, E.PY_RETURN, self._m_return)
-        reg(tool, E.PY_YIELD, self._m_return)
-        reg(tool, E.PY_UNWIND, self._m_unwind)
-        reg(tool, E.RAISE, self._m_raise)
-        reg(tool, E.STOP_ITERATION, self._m_raise)
-        reg(tool, E.LINE, self._m_line)
+        reg(tool, E.PY_START, start)
+        reg(tool, E.PY_RESUME, start)
+        reg(tool, E.PY_THROW, on_call(disable=False))
+        reg(tool, E.PY_RETURN, ret)
+        reg(tool, E.PY_YIELD, ret)
+        reg(tool, E.PY_UNWIND, on_frame(lambda frame, st, offset, exc: on_return(frame, st, None)))
+        reg(tool, E.RAISE, exc)
+        reg(tool, E.STOP_ITERATION, exc)
+        reg(tool, E.LINE, on_frame(self._on_line))
         reg(tool, E.JUMP, self._m_jump)
         self._global_set = E.PY_START | E.PY_RESUME | E.PY_THROW | E.PY_UNWIND | E.RAISE
         mon.set_events(tool, self._global_set)
@@ -396,78 +501,47 @@ class Tracer(object):
             self._local_codes.append(code)
         return info
 
-    def _m_start(self, code, offset):
-        if self._off:
-            return None
-        try:
-            info = self._m_scope(code)
-            if not info:
-                return self._DISABLE
-            if threading.get_ident() != self._thread:
+    def _call_callback(self, disable):
+        """The PY_START/PY_RESUME (``disable``: out-of-scope code gets DISABLE) or PY_THROW
+        callback: a call event for in-scope code run by the traced thread."""
+        getframe = sys._getframe
+        DISABLE = self._DISABLE if disable else None
+
+        def callback(code, offset, exc=None):
+            if self._off:
                 return None
-            self._on_call(sys._getframe(1), info)
-        except Exception:
-            self._fault()
-        return None
-
-    def _m_throw(self, code, offset, exc):
-        if self._off:
+            try:
+                info = self._m_scope(code)
+                if not info:
+                    return DISABLE
+                if threading.get_ident() == self._thread:
+                    self._on_call(getframe(1), info)
+            except Exception:
+                self._fault()
             return None
-        try:
-            info = self._m_scope(code)
-            if info and threading.get_ident() == self._thread:
-                self._on_call(sys._getframe(1), info)
-        except Exception:
-            self._fault()
-        return None
 
-    def _m_return(self, code, offset, value):
-        if self._off:
-            return None
-        try:
-            frame = sys._getframe(1)
-            st = self._frames.get(frame)
-            if st is not None:
-                self._on_return(frame, st, value)
-        except Exception:
-            self._fault()
-        return None
+        return callback
 
-    def _m_unwind(self, code, offset, exc):
-        if self._off:
-            return None
-        try:
-            frame = sys._getframe(1)
-            st = self._frames.get(frame)
-            if st is not None:
-                self._on_return(frame, st, None)
-        except Exception:
-            self._fault()
-        return None
+    def _frame_callback(self, handler):
+        """A callback ``(code, offset_or_line[, arg])`` that runs ``handler(frame, st,
+        offset_or_line, arg)`` when the calling frame is traced; all callbacks share this guard
+        (nothing once tracing is off; a fault is recorded and stops tracing)."""
+        frames = self._frames
+        getframe = sys._getframe
 
-    def _m_raise(self, code, offset, exc):
-        if self._off:
+        def callback(code, where, arg=None):
+            if self._off:
+                return None
+            try:
+                frame = getframe(1)
+                st = frames.get(frame)
+                if st is not None:
+                    handler(frame, st, where, arg)
+            except Exception:
+                self._fault()
             return None
-        try:
-            frame = sys._getframe(1)
-            st = self._frames.get(frame)
-            if st is not None:
-                self._on_exception(frame, st, exc)
-        except Exception:
-            self._fault()
-        return None
 
-    def _m_line(self, code, line):
-        if self._off:
-            return None
-        try:
-            frame = sys._getframe(1)
-            st = self._frames.get(frame)
-            if st is not None:
-                self._on_line(frame, st, line)
-        except Exception:
-            self._fault()
-        return None
+        return callback
 
     def _line_of(self, code, offset):
         table = self._jump_lines.get(code)

@@ -1,0 +1,102 @@
+"""The fast paths give exactly the slow paths' output: the serializer's builtin-repr fast paths,
+and the tracer's incremental locals snapshot (only new objects and mutable values are
+serialized again)."""
+import random
+
+import pytest
+from conftest import load_program, run_traced
+
+from worldline_tracer import HAS_MONITORING, Serializer
+
+BACKENDS = ["settrace", "monitoring"] if HAS_MONITORING else ["settrace"]
+CAPS = [{}, dict(max_str=5, max_items=3, max_depth=2), dict(max_items=1), dict(max_items=2),
+        dict(max_depth=1), dict(max_int_digits=3), dict(max_str=0), dict(max_set_sort=3)]
+
+
+def slow(**caps):
+    """A Serializer with its fast paths switched off."""
+    s = Serializer(**caps)
+    s._seq_render = lambda v, depth: (None, 0)
+    s._dict_render = lambda v, depth: (None, 0)
+    s._scalars_ok = lambda items, types, pure: False
+    return s
+
+
+def values(seed, count):
+    rng = random.Random(seed)
+
+    def leaf():
+        return rng.choice([
+            rng.randrange(-5, 300), 10 ** rng.randrange(1, 1100), -(2 ** rng.randrange(3300, 3400)),
+            rng.random(), True, None, float("nan"), "ab'\"\\\n\u00e9" * rng.randrange(0, 3),
+            "x" * rng.randrange(150, 260), "\u00e9" * rng.randrange(190, 210),
+            bytes(range(rng.randrange(0, 250))), ("num", rng.randrange(9)),
+        ])
+
+    def value(depth=0):
+        k = rng.randrange(7) if depth < 5 else 0
+        n = rng.choice([0, 1, 2, 3, 19, 20, 21, 25])
+        if k == 0:
+            return leaf()
+        if k == 1:
+            return [value(depth + 1) if rng.random() < 0.3 else leaf() for _ in range(n)]
+        if k == 2:
+            return tuple(value(depth + 1) if rng.random() < 0.3 else leaf() for _ in range(n))
+        if k == 3:
+            return {leaf(): value(depth + 1) if rng.random() < 0.3 else leaf() for _ in range(n)}
+        if k == 4:
+            return {leaf() for _ in range(n)}
+        if k == 5:
+            return [tuple(leaf() for _ in range(rng.choice([0, 1, 2, 21]))) for _ in range(n)]
+        x = [leaf() for _ in range(n)]
+        x.append(x)
+        return {"self": x, "list": [x]}
+
+    return [value() for _ in range(count)]
+
+
+@pytest.mark.parametrize("caps", CAPS, ids=[str(sorted(c.items())) for c in CAPS])
+def test_serializer_fast_paths_match_slow_paths(caps):
+    fast, ref = Serializer(**caps), slow(**caps)
+    for v in values(len(str(caps)), 150):
+        assert fast(v) == ref(v)
+        text, key = fast.keyed(v)
+        assert text == ref(v)
+        if key is not None:
+            assert fast.unchanged(v, key)
+
+
+def test_unchanged_notices_changes():
+    s = Serializer(max_items=3)
+    items = [1, "a", 2.5]
+    text, key = s.keyed(items)
+    assert text == "[1, 'a', 2.5]" and key is not None and s.unchanged(items, key)
+    items.append(4)  # now over max_items: "..." appears
+    assert not s.unchanged(items, key)
+    text, key = s.keyed(items)
+    items.append(5)  # still over max_items, first items the same: same text
+    assert s.unchanged(items, key) and s(items) == text == "[1, 'a', 2.5, ...]"
+    items[1] = "b"
+    assert not s.unchanged(items, key)
+    rows = [("num", 1), ("op", "+")]
+    text, key = s.keyed(rows)
+    assert text == "[('num', 1), ('op', '+')]" and s.unchanged(rows, key)
+    rows[0] = tuple(["num", 1])  # an equal but new tuple: looked at again
+    assert not s.unchanged(rows, key)
+    d = {"k": 1}
+    text, key = s.keyed(d)
+    d["k"] = 2
+    assert not s.unchanged(d, key)
+    assert s.keyed([[1]])[1] is None and s.keyed({"k": [1]})[1] is None  # mutable items
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_incremental_snapshot_matches_full_serialization(backend):
+    p = load_program("mutations")
+    plain = Serializer()
+    # a custom serializer turns the incremental snapshot off: every value, every event
+    ref = run_traced(lambda: p.mutate(12), backend, serializer=lambda v: plain(v))[2]
+    got = run_traced(lambda: p.mutate(12), backend)[2]
+    assert ref.error is None and got.error is None
+    assert len(got.events) > 100
+    assert got.events == ref.events
