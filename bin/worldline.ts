@@ -7,7 +7,9 @@ import type { UnitSummary } from '../pipeline/executor.js';
 import { DEFAULTS, type PipelineOptions } from '../pipeline/options.js';
 import { formatStatus, readStatus } from '../pipeline/status.js';
 import { shardOutput, type DatasetLayout } from '../pipeline/shard.js';
-import { resolve } from 'node:path';
+import { existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { readIssueExport } from '../pipeline/issue_tasks.js';
 import { DEFAULT_SHARD_BYTES } from '../datasets/dataset_writer.js';
 import { DEFAULT_ROW_GROUP_ROWS } from '../datasets/parquet_writer.js';
 import { readRows } from '../datasets/reader.js';
@@ -83,7 +85,18 @@ const withPipeline = (y: Argv) =>
     .option('mutation-tries', { type: 'number', default: DEFAULTS.mutationTries, describe: 'forage: mutation candidates tried per unit' })
     .option('mutations-per-unit', { type: 'number', default: DEFAULTS.mutationsPerUnit, describe: 'forage: mutation-fix tasks kept per unit at most' })
     .option('mutant-test-timeout', { type: 'number', default: DEFAULTS.mutantTestTimeoutS, describe: 'forage: per-test timeout while running a mutant, seconds' })
-    .option('policy', { choices: ['oracle', 'none'] as const, default: DEFAULTS.policy, describe: 'forage: who works the tasks (oracle: the gold fix through the real tools; none: tasks only)' })
+    .option('policy', { choices: ['oracle', 'openai', 'replay', 'none'] as const, default: DEFAULTS.policy, describe: 'forage: who works the tasks (oracle: the gold fix through the real tools; openai: a model server; replay: recorded trajectories; none: tasks only)' })
+    .option('base-url', { type: 'string', default: process.env.OPENAI_BASE_URL, describe: 'openai: the OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 (key from OPENAI_API_KEY)' })
+    .option('model', { type: 'string', describe: 'openai: model name' })
+    .option('temperature', { type: 'number', describe: 'openai: sampling temperature' })
+    .option('top-p', { type: 'number', describe: 'openai: nucleus sampling' })
+    .option('max-completion-tokens', { type: 'number', describe: 'openai: tokens per completion' })
+    .option('sampling-seed', { type: 'number', describe: 'openai: sampling seed, where the server supports it' })
+    .option('request-timeout', { type: 'number', default: 600, describe: 'openai: seconds per request' })
+    .option('max-retries', { type: 'number', default: 6, describe: 'openai: retries on 408/429/5xx and connection errors' })
+    .option('replay-from', { type: 'string', describe: 'replay: a trajectories dataset folder whose rollouts are replayed' })
+    .option('issues', { type: 'string', describe: 'forage: issue export (JSON Lines: number, title, body) for issue-fix problem statements' })
+    .option('issue-candidates', { type: 'number', default: DEFAULTS.issueCandidates, describe: 'forage: issue-fix candidates mined per repository (0: none)' })
     .option('max-turns', { type: 'number', default: DEFAULTS.maxTurns, describe: 'forage: turns per rollout' })
     .option('max-tokens', { type: 'number', default: DEFAULTS.maxTokens, describe: 'forage: tokens per rollout' })
     .option('max-wall', { type: 'number', default: DEFAULTS.maxWallS, describe: 'forage: wall seconds per rollout' })
@@ -132,6 +145,35 @@ function options(a: PipelineArgs): PipelineOptions {
     mutationsPerUnit: positive('mutations-per-unit', a['mutations-per-unit'], 0),
     mutantTestTimeoutS: positive('mutant-test-timeout', a['mutant-test-timeout']),
     policy: a.policy,
+    openai: (() => {
+      if (a.policy !== 'openai') return undefined;
+      if (!a['base-url'] || !a.model) throw new UsageError('--policy openai needs --base-url (or OPENAI_BASE_URL) and --model');
+      return {
+        baseURL: a['base-url'],
+        model: a.model,
+        temperature: a.temperature,
+        topP: a['top-p'],
+        maxTokens: a['max-completion-tokens'],
+        seed: a['sampling-seed'],
+        maxRetries: positive('max-retries', a['max-retries'], 0),
+        timeoutMs: positive('request-timeout', a['request-timeout']) * 1000,
+      };
+    })(),
+    replayFrom: (() => {
+      if (a.policy !== 'replay') return undefined;
+      if (!a['replay-from'] || !existsSync(join(a['replay-from'], 'manifest.json'))) throw new UsageError('--policy replay needs --replay-from DATASET_DIR (a dataset with a trajectories config)');
+      return resolve(a['replay-from']);
+    })(),
+    issuesFile: (() => {
+      if (!a.issues) return undefined;
+      try {
+        readIssueExport(a.issues);
+      } catch (e) {
+        throw new UsageError((e as Error).message);
+      }
+      return resolve(a.issues);
+    })(),
+    issueCandidates: positive('issue-candidates', a['issue-candidates'], 0),
     maxTurns: positive('max-turns', a['max-turns']),
     maxTokens: positive('max-tokens', a['max-tokens']),
     maxWallS: positive('max-wall', a['max-wall']),
@@ -182,7 +224,7 @@ await yargs(hideBin(process.argv))
   .command(stageCommand('build', 'Build one environment image per unit from its base image'))
   .command(stageCommand('validate', 'Run each suite in a sandbox, N times, and record per-test outcomes'))
   .command(stageCommand('trace', 'Trace each validated suite line by line and cut CWM function-level episodes'))
-  .command(stageCommand('forage', 'Create mutation-fix tasks from the functions passing tests reach (kept when a test goes pass -> fail)'))
+  .command(stageCommand('forage', 'Create mutation-fix and issue-fix tasks, roll a policy out on each in the repository container, verify, and trace each fix'))
   .command({
     command: 'shard',
     describe: 'Write the dataset (Parquet shards, manifest.json, card) from what the output folder holds',

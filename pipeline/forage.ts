@@ -14,14 +14,31 @@ import type { TraceStageRecord } from './trace.js';
 import type { TaskRecord } from '../schemas/tasks.js';
 import type { TrajectoryRecord } from '../schemas/trajectories.js';
 import { oraclePolicy } from './policies.js';
-import { rollout } from './rollout.js';
+import { rollout, type Budgets } from './rollout.js';
+import { readRows } from '../datasets/reader.js';
+import { mineIssueTasks, readIssueExport, type IssueText } from './issue_tasks.js';
+import { openaiPolicy } from './openai_policy.js';
+import { replayBudgets, replayPolicy, type ReplayPolicy } from './replay_policy.js';
+import type { Policy } from './policies.js';
+import { sha256 } from './hashing.js';
+import { readFileSync } from 'node:fs';
+
+const issueExports = new Map<string, Map<number, IssueText>>();
+function issueExport(file: string | undefined): Map<number, IssueText> | undefined {
+  if (!file) return undefined;
+  if (!issueExports.has(file)) issueExports.set(file, readIssueExport(file));
+  return issueExports.get(file);
+}
 import { traceAroundFixes } from './task_traces.js';
 
 const jsonl = (rows: object[]) => rows.map((r) => JSON.stringify(r)).join('\n') + (rows.length ? '\n' : '');
 
-const FORAGE_REVISION = 2;
+const FORAGE_REVISION = 3;
 
 export interface ForageRecord {
+  issue_candidates: number;
+  issue_tasks: number;
+  issues_dropped: number;
   task_trace_rows: number;
   policy: string;
   rollouts: number;
@@ -42,20 +59,54 @@ export function trajectoriesPartPath(out: string, unitId: string): string {
   return join(out, 'parts', 'trajectories', `${unitId}.jsonl`);
 }
 
+/** Recordings for the replay policy, by task id, read once per process. */
+const recordings = new Map<string, Promise<Map<string, TrajectoryRecord>>>();
+function recordingsFrom(dir: string): Promise<Map<string, TrajectoryRecord>> {
+  let p = recordings.get(dir);
+  if (!p) {
+    p = (async () => {
+      const byTask = new Map<string, TrajectoryRecord>();
+      for await (const row of readRows(dir, { config: 'trajectories' })) byTask.set(row.task_id as string, row as unknown as TrajectoryRecord);
+      return byTask;
+    })();
+    recordings.set(dir, p);
+  }
+  return p;
+}
+
+async function policyFor(ctx: StageContext, task: TaskRecord, budgets: Budgets): Promise<{ policy: Policy; budgets: Budgets; replay?: ReplayPolicy } | null> {
+  const o = ctx.options;
+  if (o.policy === 'oracle') return { policy: oraclePolicy(task, o.mutantTestTimeoutS), budgets };
+  if (o.policy === 'openai') return { policy: openaiPolicy({ ...o.openai!, onRetry: (r) => ctx.log(`openai ${task.instance_id}: retry ${r.attempt} after HTTP ${r.status ?? 'error'} in ${r.delayMs} ms`) }), budgets };
+  const recorded = (await recordingsFrom(o.replayFrom!)).get(task.instance_id);
+  if (!recorded) {
+    ctx.log(`replay ${task.instance_id}: no recording in ${o.replayFrom}; skipped`);
+    return null;
+  }
+  const replay = replayPolicy(recorded);
+  return { policy: replay, budgets: replayBudgets(recorded), replay };
+}
+
 async function rolloutAll(ctx: StageContext, clone: CloneRecord, build: BuildRecord, tasks: TaskRecord[]): Promise<TrajectoryRecord[]> {
   const o = ctx.options;
   if (o.policy === 'none') return [];
   const runEnv = { ...ctx.unit.env.vars, PYTHONPATH: clone.src_layout ? '/repo/src' : '', PYTHONDONTWRITEBYTECODE: '1', TZ: 'UTC' };
   const out: TrajectoryRecord[] = [];
   for (const [i, task] of tasks.entries()) {
+    const chosen = await policyFor(ctx, task, { maxTurns: o.maxTurns, maxTokens: o.maxTokens, maxWallS: o.maxWallS });
+    if (!chosen) continue;
     const traj = await rollout(
       task,
-      oraclePolicy(task),
-      { maxTurns: o.maxTurns, maxTokens: o.maxTokens, maxWallS: o.maxWallS },
+      chosen.policy,
+      chosen.budgets,
       { memoryMb: o.memoryMb, cpus: o.cpus, pids: o.pids, bashTimeoutS: o.bashTimeoutS, outputCap: 20_000 },
       runEnv,
       { options: o, srcLayout: clone.src_layout, vars: ctx.unit.env.vars, pytestArgs: ctx.unit.env.pytest_args, hasTimeoutPlugin: build.pytest_timeout, work: join(o.out, 'work', 'grade', ctx.unit.id, String(i)) },
     );
+    if (chosen.replay) {
+      const diffs = chosen.replay.differences(traj);
+      ctx.log(`replay ${task.instance_id}: ${diffs.length ? `observations differ at steps ${diffs.map((d) => d.step).join(', ')}` : 'every observation as recorded'}`);
+    }
     out.push(traj);
   }
   return out;
@@ -75,7 +126,8 @@ export const forageStage: Stage<ForageRecord> = {
       tries: o.mutationTries,
       perUnit: o.mutationsPerUnit,
       testTimeout: o.mutantTestTimeoutS,
-      policy: o.policy,
+      policy: [o.policy, o.openai?.model ?? null, o.openai?.temperature ?? null, o.openai?.topP ?? null, o.openai?.seed ?? null, o.replayFrom ?? null],
+      issues: [o.issueCandidates, o.issuesFile ? sha256(readFileSync(o.issuesFile)) : null],
       budgets: [o.maxTurns, o.maxTokens, o.maxWallS, o.bashTimeoutS],
       revision: FORAGE_REVISION,
     };
@@ -85,14 +137,21 @@ export const forageStage: Stage<ForageRecord> = {
     const build = requireRecord<BuildRecord>(ctx, 'build');
     ctx.log(`forage ${ctx.unit.id}: trying up to ${ctx.options.mutationTries} mutations`);
     const m = await mutationTasks(ctx, clone, build);
-    const trajectories = await rolloutAll(ctx, clone, build, m.tasks);
-    const taskTraceRows = await traceAroundFixes(ctx, m.tasks, clone, build);
+    // Older commits (--commits) share the head's history: only the head mines it.
+    const mined = ctx.unit.historyOf || ctx.options.issueCandidates === 0 ? null : await mineIssueTasks(ctx, clone, build, { issues: issueExport(ctx.options.issuesFile), maxCandidates: ctx.options.issueCandidates });
+    for (const d of mined?.dropped ?? []) ctx.log(`forage ${ctx.unit.id}: issue candidate ${d.fix_commit.slice(0, 12)} dropped: ${d.reason}`);
+    const tasks = [...m.tasks, ...(mined?.tasks ?? [])];
+    const trajectories = await rolloutAll(ctx, clone, build, tasks);
+    const taskTraceRows = await traceAroundFixes(ctx, tasks, clone, build);
     writeFileAtomic(trajectoriesPartPath(ctx.options.out, ctx.unit.id), jsonl(trajectories));
-    writeFileAtomic(tasksPartPath(ctx.options.out, ctx.unit.id), jsonl(m.tasks));
+    writeFileAtomic(tasksPartPath(ctx.options.out, ctx.unit.id), jsonl(tasks));
     ctx.log(`forage ${ctx.unit.id}: ${m.tasks.length} mutation tasks kept (${m.applied} applied, ${m.survived} survived, ${m.noSite} without a site)`);
     const resolved = trajectories.filter((t) => t.resolved).length;
     if (trajectories.length) ctx.log(`forage ${ctx.unit.id}: ${ctx.options.policy} resolved ${resolved} of ${trajectories.length} tasks`);
     return ok({
+      issue_candidates: mined?.candidates ?? 0,
+      issue_tasks: mined?.tasks.length ?? 0,
+      issues_dropped: mined?.dropped.length ?? 0,
       task_trace_rows: taskTraceRows,
       policy: ctx.options.policy,
       rollouts: trajectories.length,

@@ -35,8 +35,16 @@ export interface PipelineOptions {
   mutationsPerUnit: number;
   /** Per-test timeout while running a mutant (mutants may loop forever). */
   mutantTestTimeoutS: number;
-  /** Who works the tasks: oracle (the gold fix through the real tools), or none. */
-  policy: 'oracle' | 'none';
+  /** Who works the tasks: oracle (the gold fix through the real tools), openai, replay, or none. */
+  policy: 'oracle' | 'openai' | 'replay' | 'none';
+  /** The openai policy's server and sampling; the key comes from OPENAI_API_KEY. */
+  openai?: { baseURL: string; model: string; temperature?: number; topP?: number; maxTokens?: number; seed?: number; maxRetries?: number; timeoutMs?: number };
+  /** The replay policy's recordings: a trajectories dataset folder. */
+  replayFrom?: string;
+  /** An issue export (JSON Lines: number, title, body) for issue-fix problem statements. */
+  issuesFile?: string;
+  /** Issue-fix candidates mined per repository at most (0: no mining). */
+  issueCandidates: number;
   maxTurns: number;
   maxTokens: number;
   maxWallS: number;
@@ -71,6 +79,7 @@ export const DEFAULTS: Omit<PipelineOptions, 'out'> = {
   mutationsPerUnit: 10,
   mutantTestTimeoutS: 20,
   policy: 'oracle',
+  issueCandidates: 20,
   maxTurns: 30,
   maxTokens: 131_072,
   maxWallS: 600,

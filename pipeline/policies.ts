@@ -67,9 +67,10 @@ export function hunksOf(patch: string): Hunk[] {
   return hunks;
 }
 
-export function oraclePolicy(task: TaskRecord): Policy {
+/** `testTimeoutS` bounds each test the oracle runs: on the task state one may loop forever. */
+export function oraclePolicy(task: TaskRecord, testTimeoutS = 20): Policy {
   const tests = task.FAIL_TO_PASS.slice(0, 5);
-  const runTests = `python3 -m pytest -q -p no:cacheprovider ${tests.map((t) => `'${t.replace(/'/g, `'\\''`)}'`).join(' ')}`;
+  const runTests = `python3 -m pytest -q -p no:cacheprovider --timeout=${testTimeoutS} ${tests.map((t) => `'${t.replace(/'/g, `'\\''`)}'`).join(' ')}`;
   const hunks = hunksOf(task.patch);
   const files = [...new Set(hunks.map((h) => h.path))];
   const plan: { content: string; name: string; args: Record<string, unknown> }[] = [

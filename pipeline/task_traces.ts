@@ -16,6 +16,9 @@ import type { StageContext } from './stage.js';
 import { pytestCommand } from './suite_run.js';
 import { traceRows, writeJsonl } from './trace.js';
 
+/** Per-test timeout under the tracer, as a multiple of --mutant-test-timeout. */
+const TRACED_MUTANT_FACTOR = 5;
+
 export function taskTracesPartPath(out: string, unitId: string): string {
   return join(out, 'parts', 'task_traces', `${unitId}.jsonl`);
 }
@@ -28,10 +31,13 @@ async function* aroundOneTask(ctx: StageContext, task: TaskRecord, clone: CloneR
     writeFileSync(join(work, 'bug.patch'), task.bug_patch ?? '');
     writeFileSync(join(work, 'test.patch'), task.test_patch);
     writeFileSync(join(work, 'fix.patch'), task.patch);
-    const pytest = pytestCommand(ctx.unit.env.pytest_args, o.testTimeoutS * o.traceSlowdown, build.pytest_timeout, ['worldline_tracer.plugin']).map(shQuote).join(' ');
+    // On the task state a FAIL_TO_PASS test may hang (the bug can be an endless loop): bound each
+    // test like a mutant's, with room for the tracer's slowdown.
+    const perTest = o.mutantTestTimeoutS * TRACED_MUTANT_FACTOR;
+    const pytest = pytestCommand(ctx.unit.env.pytest_args, perTest, build.pytest_timeout, ['worldline_tracer.plugin']).map(shQuote).join(' ');
     const tests = task.FAIL_TO_PASS.map(shQuote).join(' ');
     const run = (phase: string) =>
-      `WORLDLINE_TRACE_OUT=/worldline/out/${phase}.jsonl WORLDLINE_REPORT=/worldline/out/report-${phase}.jsonl timeout -k 10 ${o.suiteTimeoutS * o.traceSlowdown} ${pytest} ${tests} > /worldline/out/${phase}.log 2>&1`;
+      `WORLDLINE_TRACE_OUT=/worldline/out/${phase}.jsonl WORLDLINE_REPORT=/worldline/out/report-${phase}.jsonl timeout -k 10 ${Math.min(o.suiteTimeoutS * o.traceSlowdown, perTest * (task.FAIL_TO_PASS.length + 2))} ${pytest} ${tests} > /worldline/out/${phase}.log 2>&1`;
     const script = [
       'cd /repo',
       '[ -s /worldline/out/bug.patch ] && git apply /worldline/out/bug.patch',

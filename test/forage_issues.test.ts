@@ -1,0 +1,40 @@
+/** forage through the CLI on a repository with real history: issue-fix tasks beside mutations, worked by the oracle. */
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { readRows } from '../datasets/reader.js';
+import type { TaskRecord } from '../schemas/tasks.js';
+import type { TrajectoryRecord } from '../schemas/trajectories.js';
+import { buildHistoryRepo } from './fixtures/history_repo.js';
+import { cli, tempDir } from './helpers.js';
+
+describe('forage with issue-fix mining', () => {
+  it('mines the real fix as an issue task with the issue text, next to mutation tasks, and the oracle resolves both kinds', async () => {
+    const dir = tempDir('forage-issues');
+    buildHistoryRepo(join(dir, 'slugs'));
+    const manifest = join(dir, 'manifest.jsonl');
+    writeFileSync(manifest, JSON.stringify({ repo: join(dir, 'slugs') }) + '\n');
+    const issues = join(dir, 'issues.jsonl');
+    writeFileSync(issues, JSON.stringify({ number: 3, title: 'unique_slug hangs when hello-2 is taken', body: 'unique_slug("Hello", {"hello", "hello-2"}) never returns.' }) + '\n');
+    const out = join(dir, 'out');
+    const res = await cli(['run', '--manifest', manifest, '--out', out, '--validate-runs', '1', '--issues', issues, '--mutations-per-unit', '2', '--mutant-test-timeout', '5']);
+    expect(res.code, res.stderr).toBe(0);
+    const tasks: TaskRecord[] = [];
+    for await (const r of readRows(join(out, 'dataset'), { config: 'tasks' })) tasks.push(r as unknown as TaskRecord);
+    const fix = tasks.find((t) => t.kind === 'issue_fix' && t.issue_number === '3')!;
+    expect(fix).toBeDefined();
+    expect(fix.FAIL_TO_PASS).toEqual(['tests/test_unique.py::test_several_taken_suffixes']);
+    expect(fix.problem_statement).toContain('unique_slug hangs when hello-2 is taken');
+    expect(fix.instance_id).toMatch(/^slugs\.[0-9a-f]{8}\.issue__[0-9a-f]{8}$/);
+    expect(tasks.filter((t) => t.kind === 'mutation_fix').length).toBeGreaterThan(0);
+    const trajectories: TrajectoryRecord[] = [];
+    for await (const r of readRows(join(out, 'dataset'), { config: 'trajectories' })) trajectories.push(r as unknown as TrajectoryRecord);
+    expect(trajectories.map((t) => t.task_id).sort()).toEqual(tasks.map((t) => t.instance_id).sort());
+    expect(trajectories.every((t) => t.resolved)).toBe(true);
+    const bad = join(dir, 'bad-issues.jsonl');
+    writeFileSync(bad, '{"number": 1, "title": "x", "body": "y"}\nnot json\n');
+    const usage = await cli(['forage', '--manifest', manifest, '--out', out, '--issues', bad]);
+    expect(usage.code).toBe(2);
+    expect(usage.stderr).toMatch(/bad-issues\.jsonl:2/);
+  }, 600_000);
+});
