@@ -10,6 +10,8 @@ import { shardOutput, type DatasetLayout } from '../pipeline/shard.js';
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { readIssueExport } from '../pipeline/issue_tasks.js';
+import { exportSwebench } from '../pipeline/swebench.js';
+import type { TaskRecord } from '../schemas/tasks.js';
 import { DEFAULT_SHARD_BYTES } from '../datasets/dataset_writer.js';
 import { DEFAULT_ROW_GROUP_ROWS } from '../datasets/parquet_writer.js';
 import { readRows } from '../datasets/reader.js';
@@ -279,6 +281,24 @@ await yargs(hideBin(process.argv))
       });
       for await (const row of rows) {
         if (!process.stdout.write(JSON.stringify(row) + '\n')) await new Promise((r) => process.stdout.once('drain', r));
+      }
+    },
+  })
+  .command({
+    command: 'export <dir>',
+    describe: "Write a dataset's tasks as SWE-bench JSON Lines (FAIL_TO_PASS/PASS_TO_PASS as JSON strings) for its harness",
+    builder: (y) =>
+      y
+        .positional('dir', { type: 'string', demandOption: true, describe: 'The dataset folder (OUT/dataset)' })
+        .option('swebench-only', { type: 'boolean', default: false, describe: "Only SWE-bench's own fields (issue-fix tasks only: a mutation's state needs bug_patch)" }),
+    handler: async (a) => {
+      const tasks: TaskRecord[] = [];
+      for await (const row of readRows(resolve(a.dir as string), { config: 'tasks' })) tasks.push(row as unknown as TaskRecord);
+      tasks.sort((x, y) => x.instance_id.localeCompare(y.instance_id));
+      try {
+        process.stdout.write(exportSwebench(tasks, { swebenchOnly: a['swebench-only'] }));
+      } catch (e) {
+        throw new UsageError((e as Error).message);
       }
     },
   })

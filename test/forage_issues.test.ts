@@ -31,6 +31,15 @@ describe('forage with issue-fix mining', () => {
     for await (const r of readRows(join(out, 'dataset'), { config: 'trajectories' })) trajectories.push(r as unknown as TrajectoryRecord);
     expect(trajectories.map((t) => t.task_id).sort()).toEqual(tasks.map((t) => t.instance_id).sort());
     expect(trajectories.every((t) => t.resolved)).toBe(true);
+    const exported = await cli(['export', join(out, 'dataset')]);
+    expect(exported.code).toBe(0);
+    const rows = exported.stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(rows.map((r) => r.instance_id).sort()).toEqual(tasks.map((t) => t.instance_id).sort());
+    const exportedFix = rows.find((r) => r.instance_id === fix.instance_id)!;
+    expect(exportedFix.FAIL_TO_PASS).toBe(JSON.stringify(fix.FAIL_TO_PASS));
+    expect(exportedFix.base_commit).toBe(fix.base_commit);
+    // SWE-bench's own fields cannot describe a mutation's state (it needs bug_patch).
+    expect((await cli(['export', join(out, 'dataset'), '--swebench-only'])).code).toBe(2);
     const bad = join(dir, 'bad-issues.jsonl');
     writeFileSync(bad, '{"number": 1, "title": "x", "body": "y"}\nnot json\n');
     const usage = await cli(['forage', '--manifest', manifest, '--out', out, '--issues', bad]);

@@ -17,7 +17,7 @@ describe('--commits K: tracing older commits', () => {
     const manifest = join(dir, 'manifest.jsonl');
     writeFileSync(manifest, JSON.stringify({ repo: join(dir, 'slugs'), commit: shas[4] }) + '\n');
     const out = join(dir, 'out');
-    const res = await cli(['run', '--manifest', manifest, '--out', out, '--json', '--commits', '2', '--validate-runs', '1']);
+    const res = await cli(['run', '--manifest', manifest, '--out', out, '--stages', 'clone,build,validate,trace,shard', '--json', '--commits', '2', '--validate-runs', '1']);
     expect(res.code, res.stderr).toBe(0);
     const run = JSON.parse(res.stdout) as { units: { unit_id: string }[]; history: { commit: string; status: string; history_of: string }[] };
     const head = run.units[0].unit_id;
@@ -38,7 +38,7 @@ describe('--commits K: tracing older commits', () => {
     expect(new Set(traces.map((t) => t.commit))).toEqual(new Set([shas[4], shas[3], shas[2]]));
     const buggy = await sql<{ text: string }>(`select text from '${out}/dataset/traces/data/*.parquet' where commit = '${shas[2]}' and function = 'unique_slug' limit 1`);
     expect(buggy[0].text).toContain('<|line_sep|>');
-    const again = await cli(['run', '--manifest', manifest, '--out', out, '--json', '--commits', '2', '--validate-runs', '1']);
+    const again = await cli(['run', '--manifest', manifest, '--out', out, '--stages', 'clone,build,validate,trace,shard', '--json', '--commits', '2', '--validate-runs', '1']);
     expect((JSON.parse(again.stdout) as { history: { ran: string[] }[] }).history.map((h) => h.ran)).toEqual([[], []]);
   }, 300_000);
 });

@@ -40,7 +40,7 @@ describe('the real corpus, end to end', () => {
       return JSON.stringify({ repo: join(corpusRoot, name), commit, env: { apt: p.apt, pytest_args: p.pytestArgs } });
     });
     writeFileSync(manifestFile, lines.join('\n') + '\n');
-    const res = await cli(['run', '--manifest', manifestFile, '--out', out, '--json', '--concurrency', '2']);
+    const res = await cli(['run', '--manifest', manifestFile, '--out', out, '--stages', 'clone,build,validate,trace,shard', '--json', '--concurrency', '2']);
     if (res.code !== 0) console.error(res.stderr);
     expect(res.code).toBe(0);
     first = JSON.parse(res.stdout) as RunJson;
@@ -122,7 +122,7 @@ describe('the real corpus, end to end', () => {
 
   it('does no work on a second run and leaves byte-identical shards', async () => {
     const before = shardHashes(out);
-    const res = await cli(['run', '--manifest', manifestFile, '--out', out, '--json']);
+    const res = await cli(['run', '--manifest', manifestFile, '--out', out, '--stages', 'clone,build,validate,trace,shard', '--json']);
     expect(res.code).toBe(0);
     const again = JSON.parse(res.stdout) as RunJson;
     expect(again.units.map((u) => u.ran)).toEqual(CORPUS_NAMES.map(() => []));
@@ -154,7 +154,7 @@ describe('hostile and broken input', () => {
       ...examples.slice(3),
     ];
     writeFileSync(manifestFile, lines.join('\n') + '\n');
-    const res = await cli(['run', '--manifest', manifestFile, '--out', out, '--json', '--suite-timeout', '15', '--test-timeout', '0']);
+    const res = await cli(['run', '--manifest', manifestFile, '--out', out, '--stages', 'clone,build,validate,trace,shard', '--json', '--suite-timeout', '15', '--test-timeout', '0']);
     expect(res.code).toBe(1);
     run = JSON.parse(res.stdout) as RunJson;
   }, 900_000);
@@ -202,7 +202,7 @@ describe('hostile and broken input', () => {
 
   it('--retry-failed retries only the failed units and loses nothing already written', async () => {
     const before = await sql<{ n: bigint }>(`select count(*) as n from '${out}/dataset/tests/data/*.parquet'`);
-    const res = await cli(['run', '--manifest', manifestFile, '--out', out, '--json', '--suite-timeout', '15', '--test-timeout', '0', '--retry-failed']);
+    const res = await cli(['run', '--manifest', manifestFile, '--out', out, '--stages', 'clone,build,validate,trace,shard', '--json', '--suite-timeout', '15', '--test-timeout', '0', '--retry-failed']);
     expect(res.code).toBe(1);
     const retry = JSON.parse(res.stdout) as RunJson;
     for (const u of retry.units) {
@@ -222,7 +222,7 @@ describe('the real corpus on Python 3.13 (trixie base)', () => {
     const manifestFile = join(dir, 'manifest.jsonl');
     const corpusRoot = inject('corpusRoot');
     writeFileSync(manifestFile, CORPUS_NAMES.map((name) => JSON.stringify({ repo: join(corpusRoot, name), python: '3.13', env: { apt: CORPUS[name].apt, pytest_args: CORPUS[name].pytestArgs } })).join('\n') + '\n');
-    const res = await cli(['run', '--manifest', manifestFile, '--out', out, '--json', '--validate-runs', '1']);
+    const res = await cli(['run', '--manifest', manifestFile, '--out', out, '--stages', 'clone,build,validate,trace,shard', '--json', '--validate-runs', '1']);
     expect(res.code, res.stderr).toBe(0);
     const units = (JSON.parse(res.stdout) as RunJson).units;
     const rows = await sql<{ repo: string; python_version: string; pytest_version: string; passed: bigint; image: string }>(
