@@ -98,22 +98,27 @@ def find_function(tree, qualname, line=None):
     return found[-1]
 
 
+def _children(node):
+    """Child nodes in ``_fields`` order, skipping annotations/decorators."""
+    children = []
+    for field in node._fields:
+        if field in SKIP_FIELDS:
+            continue
+        value = getattr(node, field, None)
+        if isinstance(value, ast.AST):
+            children.append(value)
+        elif isinstance(value, list):
+            children.extend(v for v in value if isinstance(v, ast.AST))
+    return children
+
+
 def preorder(node):
     """Depth-first pre-order walk in ``_fields`` order, skipping annotations/decorators."""
     stack = [node]
     while stack:
         cur = stack.pop()
         yield cur
-        children = []
-        for field in cur._fields:
-            if field in SKIP_FIELDS:
-                continue
-            value = getattr(cur, field, None)
-            if isinstance(value, ast.AST):
-                children.append(value)
-            elif isinstance(value, list):
-                children.extend(v for v in value if isinstance(v, ast.AST))
-        stack.extend(reversed(children))
+        stack.extend(reversed(_children(cur)))
 
 
 def function_roots(func):
@@ -139,16 +144,7 @@ def walk_own_scope(func):
         yield cur
         if isinstance(cur, SCOPE_TYPES):
             continue
-        children = []
-        for field in cur._fields:
-            if field in SKIP_FIELDS:
-                continue
-            value = getattr(cur, field, None)
-            if isinstance(value, ast.AST):
-                children.append(value)
-            elif isinstance(value, list):
-                children.extend(v for v in value if isinstance(v, ast.AST))
-        stack.extend(reversed(children))
+        stack.extend(reversed(_children(cur)))
 
 
 def parent_map(func):
