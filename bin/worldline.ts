@@ -2,11 +2,12 @@
 /** The `worldline` command line: argument parsing only; the work lives in pipeline/. */
 import yargs, { type Argv } from 'yargs';
 import { hideBin } from 'yargs/helpers';
-import { ALL_STAGES, formatRun, runPipeline, UsageError } from '../pipeline/commands.js';
+import { mixSummary } from '../datasets/mix.js';
+import { ALL_STAGES, formatRun, mixLine, runPipeline, UsageError } from '../pipeline/commands.js';
 import type { UnitSummary } from '../pipeline/executor.js';
 import { DEFAULTS, type PipelineOptions } from '../pipeline/options.js';
 import { formatStatus, readStatus } from '../pipeline/status.js';
-import { shardOutput, type DatasetLayout } from '../pipeline/shard.js';
+import { DEFAULT_ISSUE_FIX_SHARE, shardOutput, type DatasetLayout } from '../pipeline/shard.js';
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { readIssueExport } from '../pipeline/issue_tasks.js';
@@ -41,9 +42,15 @@ const withLayout = <T>(y: Argv<T>) =>
     .option('row-group-bytes', { type: 'number', describe: 'shard: at most about this many uncompressed bytes per row group' })
     .option('shuffle', { type: 'boolean', default: true, describe: 'shard: seeded global shuffle across repositories (--no-shuffle keeps order)' })
     .option('shuffle-seed', { type: 'number', default: 0, describe: 'shard: the shuffle seed' })
-    .option('max-row-bytes', { type: 'number', describe: 'shard: rows larger than this are rejected and counted (default 2 MB)' });
+    .option('max-row-bytes', { type: 'number', describe: 'shard: rows larger than this are rejected and counted (default 2 MB)' })
+    .option('issue-fix-share', { type: 'number', default: DEFAULT_ISSUE_FIX_SHARE, describe: 'shard: share of issue-fix tasks in the run; tasks of the over-represented kind are dropped (never invented)' });
 
-type LayoutArgs = { 'shard-bytes': number; 'num-shards'?: number; 'shard-multiple'?: number; 'row-group-rows': number; 'row-group-bytes'?: number; shuffle: boolean; 'shuffle-seed': number; 'max-row-bytes'?: number };
+type LayoutArgs = { 'shard-bytes': number; 'num-shards'?: number; 'shard-multiple'?: number; 'row-group-rows': number; 'row-group-bytes'?: number; shuffle: boolean; 'shuffle-seed': number; 'max-row-bytes'?: number; 'issue-fix-share': number };
+
+function issueFixShare(v: number): number {
+  if (!(v >= 0 && v <= 1)) throw new UsageError(`--issue-fix-share must be between 0 and 1 (got ${v})`);
+  return v;
+}
 
 function layout(a: LayoutArgs): DatasetLayout {
   const count = (name: string, v: number | undefined) => {
@@ -118,6 +125,7 @@ function options(a: PipelineArgs): PipelineOptions {
   return {
     out: resolve(a.out),
     layout: layout(a),
+    issueFixShare: issueFixShare(a['issue-fix-share']),
     concurrency: positive('concurrency', a.concurrency),
     retryFailed: a['retry-failed'],
     baseImage: a['base-image'],
@@ -201,7 +209,7 @@ async function pipelineCommand(a: PipelineArgs, stages: string[]): Promise<void>
   const run = await runPipeline(a.manifest, stages, options(a), log);
   if (a.json) {
     process.stdout.write(
-      JSON.stringify({ exit_code: run.exitCode, manifest_errors: run.manifestErrors, dataset: run.dataset, units: run.units.map(unitJson), history: run.history.map(unitJson) }, null, 2) + '\n',
+      JSON.stringify({ exit_code: run.exitCode, manifest_errors: run.manifestErrors, dataset: run.dataset, mix: run.mix && mixSummary(run.mix), units: run.units.map(unitJson), history: run.history.map(unitJson) }, null, 2) + '\n',
     );
   } else process.stdout.write(formatRun(run) + '\n');
   process.exitCode = run.exitCode;
@@ -232,9 +240,13 @@ await yargs(hideBin(process.argv))
     describe: 'Write the dataset (Parquet shards, manifest.json, card) from what the output folder holds',
     builder: (y) => withLayout(withOut(y)),
     handler: async (a) => {
-      const manifest = await shardOutput(resolve(a.out), {}, layout(a as unknown as LayoutArgs));
+      const { mix, ...manifest } = await shardOutput(resolve(a.out), {}, layout(a as unknown as LayoutArgs), issueFixShare(a['issue-fix-share'] as number));
+      if (mix.warning) process.stderr.write(`warning: ${mix.warning}\n`);
       if (a.json) process.stdout.write(JSON.stringify(manifest, null, 2) + '\n');
-      else for (const [c, v] of Object.entries(manifest.configs)) process.stdout.write(`${c}: ${v.rows} rows in ${v.shards} shard(s)\n`);
+      else {
+        for (const [c, v] of Object.entries(manifest.configs)) process.stdout.write(`${c}: ${v.rows} rows in ${v.shards} shard(s)\n`);
+        process.stdout.write(mixLine(mix) + '\n');
+      }
     },
   })
   .command({

@@ -8,6 +8,7 @@ import { ManifestUnreadable, readManifest } from './manifest.js';
 import type { PipelineOptions } from './options.js';
 import { shardOutput } from './shard.js';
 import type { DatasetManifest } from '../datasets/dataset_writer.js';
+import type { MixPlan } from '../datasets/mix.js';
 import type { Stage } from './stage.js';
 import { recordManifestErrors, table } from './status.js';
 import { validateStage } from './validate.js';
@@ -32,6 +33,7 @@ export interface PipelineRun {
   manifestErrors: number;
   dataset: string | null;
   configs: DatasetManifest['configs'] | null;
+  mix: MixPlan | null;
   exitCode: 0 | 1;
 }
 
@@ -61,12 +63,23 @@ export async function runPipeline(manifestFile: string, stageNames: string[], op
   const history = options.historyCommits > 0 ? await runHistory(units, stages, options, log) : [];
   let dataset: string | null = null;
   let configs: DatasetManifest['configs'] | null = null;
+  let mix: MixPlan | null = null;
   if (stageNames.includes('shard')) {
-    ({ configs } = await shardOutput(options.out, { manifest: resolve(manifestFile), manifest_sha256: sha256(readFileSync(manifestFile)) }, options.layout));
+    let plan;
+    ({ configs, mix: plan } = await shardOutput(options.out, { manifest: resolve(manifestFile), manifest_sha256: sha256(readFileSync(manifestFile)) }, options.layout, options.issueFixShare));
+    mix = plan;
+    if (plan.warning) log(`warning: ${plan.warning}`);
     dataset = join(options.out, 'dataset');
   }
   const failed = units.some((u) => u.status === 'failed') || manifest.errors.length > 0;
-  return { units, history, manifestErrors: manifest.errors.length, dataset, configs, exitCode: failed ? 1 : 0 };
+  return { units, history, manifestErrors: manifest.errors.length, dataset, configs, mix, exitCode: failed ? 1 : 0 };
+}
+
+/** One line on the task mix a shard kept, for run and shard output. */
+export function mixLine(mix: MixPlan): string {
+  const pct = (s: number | null) => (s === null ? 'n/a' : `${(s * 100).toFixed(1)}%`);
+  const { after, before } = mix;
+  return `tasks: ${after.issue_fix} issue-fix + ${after.mutation_fix} mutation-fix = ${pct(after.share)} issue-fix (target ${pct(mix.target)}${mix.dropped.length ? `; dropped ${mix.dropped.length} of ${before.issue_fix + before.mutation_fix}` : ''})${mix.reached ? '' : ' [target not reached]'}`;
 }
 
 export function formatRun(run: PipelineRun): string {
@@ -86,6 +99,7 @@ export function formatRun(run: PipelineRun): string {
   if (run.configs) {
     parts.push('', table([['config', 'rows', 'shards'], ...Object.entries(run.configs).map(([c, v]) => [c, v.rows, v.shards])]));
   }
+  if (run.mix && run.mix.before.issue_fix + run.mix.before.mutation_fix > 0) parts.push(mixLine(run.mix));
   if (run.dataset) parts.push(`dataset: ${run.dataset}`);
   return parts.join('\n');
 }

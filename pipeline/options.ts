@@ -5,6 +5,8 @@ export interface PipelineOptions {
   out: string;
   /** How `shard` lays the dataset out. */
   layout?: DatasetLayout;
+  /** The run's issue-fix share of tasks, applied when sharding (datasets/mix.ts). */
+  issueFixShare?: number;
   concurrency: number;
   retryFailed: boolean;
   /** A user-named base image instead of our debootstrap ones. */

@@ -18,6 +18,10 @@ import { tracesPartPath, type TraceStageRecord } from './trace.js';
 import { tasksPartPath, trajectoriesPartPath } from './forage.js';
 import { taskTracesPartPath } from './task_traces.js';
 import { testsPartPath, type ValidateRecord } from './validate.js';
+import { mixSummary, planMix, type MixPlan, type TaskRef } from '../datasets/mix.js';
+
+/** CWM's split: 55% of the agent tasks fix real issues, 45% injected mutations. */
+export const DEFAULT_ISSUE_FIX_SHARE = 0.55;
 
 export function toolVersion(): string {
   return (JSON.parse(readFileSync(join(packageRoot, 'package.json'), 'utf8')) as { version: string }).version;
@@ -90,22 +94,35 @@ function* concat<T>(...parts: Iterable<T>[]): Generator<T> {
   for (const p of parts) yield* p;
 }
 
+function* keepOnly<T>(rows: Iterable<T>, keep: (row: T) => boolean): Generator<T> {
+  for (const r of rows) if (keep(r)) yield r;
+}
+
 /** The dataset layout knobs the CLI exposes. */
 export type DatasetLayout = Pick<DatasetOptions, 'shardBytes' | 'numShards' | 'shardMultiple' | 'rowGroupRows' | 'rowGroupBytes' | 'shuffle' | 'shuffleSeed' | 'maxRowBytes'>;
 
-export async function shardOutput(out: string, provenance: Record<string, unknown> = {}, layout: DatasetLayout = {}): Promise<DatasetManifest> {
+/**
+ * The run's task mix is settled here, the one place that sees every unit's tasks: tasks beyond the
+ * issue-fix share are dropped with their trajectories and before/after traces (see datasets/mix.ts).
+ */
+export async function shardOutput(out: string, provenance: Record<string, unknown> = {}, layout: DatasetLayout = {}, issueFixShare = DEFAULT_ISSUE_FIX_SHARE): Promise<DatasetManifest & { mix: MixPlan }> {
   const ledger = new Ledger(out);
   const clones = ledger.all<CloneRecord>('clone');
   const repos = clones.map((c) => repoRow(c, ledger));
   const done = (stage: 'validate' | 'trace' | 'forage') => ledger.all(stage).filter((e) => e.status === 'ok');
   const licenses: Record<string, number> = {};
   for (const r of repos) licenses[r.license] = (licenses[r.license] ?? 0) + 1;
-  return writeDataset(join(out, 'dataset'), [
+  const tasks = () => partRows<TaskRecord>(done('forage'), (id) => tasksPartPath(out, id));
+  const refs: TaskRef[] = [];
+  for (const t of tasks()) refs.push({ id: t.instance_id, kind: t.kind, repo: t.repo });
+  const mix = planMix(refs, issueFixShare, { seed: 'worldline-mix' });
+  const kept = (id: string | null) => id === null || mix.keep.has(id);
+  const manifest = await writeDataset(join(out, 'dataset'), [
     { schema: reposSchema, rows: repos },
     { schema: testsSchema, rows: partRows<TestRecord>(done('validate'), (id) => testsPartPath(out, id)) },
-    { schema: tracesSchema, rows: concat(partRows<TraceRecord>(done('trace'), (id) => tracesPartPath(out, id)), partRows<TraceRecord>(done('forage'), (id) => taskTracesPartPath(out, id))) },
-    { schema: tasksSchema, rows: partRows<TaskRecord>(done('forage'), (id) => tasksPartPath(out, id)) },
-    { schema: trajectoriesSchema, rows: partRows<TrajectoryRecord>(done('forage'), (id) => trajectoriesPartPath(out, id)) },
+    { schema: tracesSchema, rows: concat(partRows<TraceRecord>(done('trace'), (id) => tracesPartPath(out, id)), keepOnly(partRows<TraceRecord>(done('forage'), (id) => taskTracesPartPath(out, id)), (r) => kept(r.task_id))) },
+    { schema: tasksSchema, rows: keepOnly(tasks(), (t) => kept(t.instance_id)) },
+    { schema: trajectoriesSchema, rows: keepOnly(partRows<TrajectoryRecord>(done('forage'), (id) => trajectoriesPartPath(out, id)), (t) => kept(t.task_id)) },
   ], {
     ...layout,
     licenses,
@@ -115,7 +132,9 @@ export async function shardOutput(out: string, provenance: Record<string, unknow
       units: repos.length,
       units_hash: sha256(repos.map((r) => `${r.unit_id}:${r.commit}`).join('\n')).slice(0, 16),
       created_at: new Date().toISOString(),
+      mix: mixSummary(mix),
       ...provenance,
     },
   });
+  return { ...manifest, mix };
 }
