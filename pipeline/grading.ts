@@ -3,7 +3,15 @@
  * bring /repo to the task state (base + bug patch + test patch), apply the submission, put every
  * test file back to the task's version, run FAIL_TO_PASS and PASS_TO_PASS with our reporting
  * plugin, and count a test missing from the report as failed. Resolved = every one passed.
+ *
+ * The submission is hostile until proven otherwise. Printed "PASSED" lines mean nothing (outcomes
+ * come from the plugin's hooks); test files, conftests and pytest's configuration files go back to
+ * the task's version and new ones are deleted, as are interpreter start-up hooks (sitecustomize,
+ * .pth) that would run before the plugin; the report is signed with a key that reaches the plugin
+ * on an inherited descriptor, so a rewritten or injected report is caught. Code that deliberately
+ * introspects the plugin inside the same interpreter could still forge lines: the residual risk.
  */
+import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { TaskRecord } from '../schemas/tasks.js';
@@ -36,6 +44,9 @@ export interface GradeEnv {
   work: string;
 }
 
+/** Files the submission may not change or add: tests, and whatever decides how pytest or Python starts. */
+const PROTECTED = String.raw`(^|/)(tests?/|test_[^/]*\.py$|[^/]*_test\.py$|conftest\.py$|pytest\.ini$|tox\.ini$|setup\.cfg$|pyproject\.toml$|sitecustomize\.py$|usercustomize\.py$|[^/]*\.pth$)`;
+
 const APPLY = (file: string) => `git apply --whitespace=nowarn ${file} 2>/dev/null || patch -p1 --batch --forward --silent < ${file} >/dev/null 2>&1`;
 
 export async function gradeSubmission(task: TaskRecord, submission: string | null, env: GradeEnv): Promise<Grade> {
@@ -46,6 +57,8 @@ export async function gradeSubmission(task: TaskRecord, submission: string | nul
     writeFileSync(join(work, 'bug.patch'), task.bug_patch ?? '');
     writeFileSync(join(work, 'test.patch'), task.test_patch);
     writeFileSync(join(work, 'submission.patch'), submission ?? '');
+    const key = randomBytes(32).toString('hex');
+    writeFileSync(join(work, 'key'), key);
     const tests = [...task.FAIL_TO_PASS, ...task.PASS_TO_PASS];
     const pytest = pytestCommand(env.pytestArgs, env.options.testTimeoutS, env.hasTimeoutPlugin).map(shQuote).join(' ');
     // A random report name the submission cannot know in advance.
@@ -60,10 +73,12 @@ export async function gradeSubmission(task: TaskRecord, submission: string | nul
       'applied=1',
       `if [ -s /worldline/out/submission.patch ]; then ${APPLY('/worldline/out/submission.patch')} || applied=0; fi`,
       'echo $applied > /worldline/out/applied',
-      // Test files go back to the task's version, whatever the submission did to them.
-      "git diff --name-only HEAD | grep -E '(^|/)(tests?/|test_[^/]*\\.py$|[^/]*_test\\.py$|conftest\\.py$)' | xargs -r git checkout HEAD -- 2>/dev/null",
-      "git ls-files --others --exclude-standard | grep -E '(^|/)conftest\\.py$' | xargs -r rm -f",
-      `WORLDLINE_REPORT=${report} timeout -k 10 ${env.options.suiteTimeoutS} ${pytest} ${tests.map(shQuote).join(' ')} > /worldline/out/output.log 2>&1`,
+      // Protected files go back to the task's version, whatever the submission did to them.
+      `git diff --name-only HEAD | grep -E '${PROTECTED}' | xargs -r git checkout HEAD -- 2>/dev/null`,
+      `git ls-files --others | grep -E '${PROTECTED}' | xargs -r rm -rf`,
+      // The key leaves the file system before any submitted code runs.
+      'exec 3< /worldline/out/key; rm -f /worldline/out/key',
+      `WORLDLINE_REPORT=${report} WORLDLINE_REPORT_KEY_FD=3 timeout -k 10 ${env.options.suiteTimeoutS} ${pytest} ${tests.map(shQuote).join(' ')} > /worldline/out/output.log 2>&1`,
       'echo $? > /worldline/out/exit',
       `cp ${report} /worldline/out/report.jsonl 2>/dev/null || true`,
       '',
@@ -87,7 +102,7 @@ export async function gradeSubmission(task: TaskRecord, submission: string | nul
     };
     const exitText = read('exit').trim();
     const exitCode = exitText ? Number(exitText) : null;
-    const run = foldReport(read('report.jsonl'), exitCode, exitCode === null || exitCode === 124);
+    const run = foldReport(read('report.jsonl'), exitCode, exitCode === null || exitCode === 124, key);
     const outcomes = Object.fromEntries(run.tests.map((t) => [t.nodeid, t.outcome])) as Record<string, Outcome>;
     const split = (ids: string[]) => ({ passed: ids.filter((id) => outcomes[id] === 'passed'), failed: ids.filter((id) => outcomes[id] !== 'passed') });
     const fail_to_pass = split(task.FAIL_TO_PASS);

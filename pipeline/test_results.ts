@@ -3,6 +3,7 @@
  * pytest's exit code: a suite can print anything, but it cannot make the plugin's hooks lie
  * and the exit code agree at the same time without being caught.
  */
+import { createHmac, timingSafeEqual } from 'node:crypto';
 
 export type Outcome = 'passed' | 'failed' | 'error' | 'skipped' | 'xfailed' | 'xpassed' | 'missing';
 
@@ -63,17 +64,46 @@ function phaseOutcome(phases: PhaseReport[]): { outcome: Outcome; message: strin
 
 const FAILING: ReadonlySet<Outcome> = new Set(['failed', 'error']);
 
-/** Parses one run's report. `exitCode` is what the container says pytest returned. */
-export function foldReport(reportText: string, exitCode: number | null, timedOut: boolean): SuiteRun {
+/**
+ * Lines of a report signed with `key` (see tracers/worldline_report.py): each must carry a valid
+ * HMAC and the next sequence number. Returns the lines, or why the report was tampered with.
+ */
+function signedLines(reportText: string, key: string): { lines: ReportLine[]; tampered: string | null } {
+  const raws = reportText.split('\n');
+  // A torn last line from a killed run is expected, and is not ours to trust.
+  if (!reportText.endsWith('\n')) raws.pop();
   const lines: ReportLine[] = [];
-  for (const raw of reportText.split('\n')) {
-    if (!raw.trim()) continue;
-    try {
-      lines.push(JSON.parse(raw) as ReportLine);
-    } catch {
-      // A torn last line from a killed run is expected; anything else is not ours to trust.
-    }
+  for (const [i, raw] of raws.entries()) {
+    if (!raw) continue;
+    const space = raw.indexOf(' ');
+    const body = raw.slice(space + 1);
+    const mac = createHmac('sha256', key).update(body, 'utf8').digest('hex');
+    const given = raw.slice(0, space);
+    if (space !== 64 || !timingSafeEqual(Buffer.from(given), Buffer.from(mac))) return { lines, tampered: `line ${i + 1} of the report is not signed by the reporting plugin` };
+    const line = JSON.parse(body) as ReportLine & { seq: number };
+    if (line.seq !== lines.length) return { lines, tampered: `line ${i + 1} of the report is out of sequence (lines were removed, repeated or reordered)` };
+    lines.push(line);
   }
+  return { lines, tampered: null };
+}
+
+/**
+ * Parses one run's report. `exitCode` is what the container says pytest returned. With `key`,
+ * the report must be signed with it (grading, where the code under test is untrusted).
+ */
+export function foldReport(reportText: string, exitCode: number | null, timedOut: boolean, key?: string): SuiteRun {
+  let lines: ReportLine[] = [];
+  let tampered: string | null = null;
+  if (key === undefined) {
+    for (const raw of reportText.split('\n')) {
+      if (!raw.trim()) continue;
+      try {
+        lines.push(JSON.parse(raw) as ReportLine);
+      } catch {
+        // A torn last line from a killed run is expected; anything else is not ours to trust.
+      }
+    }
+  } else ({ lines, tampered } = signedLines(reportText, key));
   const collected: string[] = [];
   const phases = new Map<string, PhaseReport[]>();
   const collectErrors: SuiteRun['collectErrors'] = [];
@@ -97,8 +127,22 @@ export function foldReport(reportText: string, exitCode: number | null, timedOut
     return { nodeid, outcome, message, duration: Math.round(duration * 1e6) / 1e6 };
   });
   const run: SuiteRun = { exitCode, timedOut, tests, collectErrors, finished, problem: null };
-  run.problem = crossCheck(run, lines.length > 0);
+  run.problem = tampered !== null ? `the report was tampered with: ${tampered}` : key !== undefined ? (signedCheck(lines, exitCode) ?? crossCheck(run, lines.length > 0)) : crossCheck(run, lines.length > 0);
   return run;
+}
+
+/** What only a signed report lets us check: no test phase reported twice, and pytest's own exit status. */
+function signedCheck(lines: ReportLine[], exitCode: number | null): string | null {
+  const seen = new Set<string>();
+  for (const line of lines) {
+    if (line.event !== 'test') continue;
+    const k = `${line.when} ${line.nodeid}`;
+    if (seen.has(k)) return `the report was tampered with: ${line.nodeid} reported its ${line.when} phase twice`;
+    seen.add(k);
+  }
+  const finish = lines.find((l) => l.event === 'finish') as { exitstatus: number } | undefined;
+  if (finish && exitCode !== null && finish.exitstatus !== exitCode) return `pytest finished with status ${finish.exitstatus} but the process exited ${exitCode}: something ran after the session`;
+  return null;
 }
 
 function crossCheck(run: SuiteRun, anyReport: boolean): string | null {

@@ -1,5 +1,10 @@
-import { describe, expect, it } from 'vitest';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, inject, it } from 'vitest';
+import { runContainer } from '../pipeline/docker.js';
+import { tracersDir } from '../pipeline/paths.js';
 import { countVerdicts, foldReport, mergeRuns } from '../pipeline/test_results.js';
+import { tempDir } from './helpers.js';
 
 const line = (o: object) => JSON.stringify(o);
 const phase = (nodeid: string, when: string, outcome: string, extra: object = {}) => line({ event: 'test', nodeid, when, outcome, duration: 0.1, ...extra });
@@ -56,4 +61,60 @@ describe('folding the reporting plugin output', () => {
     ]);
     expect(countVerdicts(verdicts)).toMatchObject({ collected: 2, passed: 2, flaky: 1, stable_passed: 1 });
   });
+});
+
+describe('signed reports (grading)', () => {
+  const key = 'k'.repeat(64);
+
+  /** Runs the real plugin on `tests` in the bookworm base image with a key on fd 3, as grading does. */
+  async function signedRun(tests: string): Promise<{ report: string; exit: number }> {
+    const dir = tempDir('signed');
+    writeFileSync(join(dir, 'test_x.py'), tests);
+    writeFileSync(join(dir, 'key'), key);
+    const script = 'cd /w && exec 3< key && WORLDLINE_REPORT_KEY_FD=3 WORLDLINE_REPORT=/w/report.jsonl python3 -m pytest -q -p worldline_report -p no:cacheprovider test_x.py; echo $? > /w/exit';
+    await runContainer({ image: inject('base311'), cmd: ['sh', '-c', script], env: { PYTHONPATH: '/worldline/lib' }, binds: [`${tracersDir}:/worldline/lib:ro`, `${dir}:/w`], limits: { memoryBytes: 512 << 20, pids: 128, cpus: 1 }, timeoutMs: 60_000 });
+    return { report: readFileSync(join(dir, 'report.jsonl'), 'utf8'), exit: Number(readFileSync(join(dir, 'exit'), 'utf8')) };
+  }
+
+  it('accepts what the plugin signed and catches rewritten, cut, injected and post-session tampering', async () => {
+    const { report, exit } = await signedRun('def test_ok():\n    pass\n\ndef test_bad():\n    assert 1 == 2\n');
+    expect(exit).toBe(1);
+    const honest = foldReport(report, exit, false, key);
+    expect(honest.problem).toBeNull();
+    expect(honest.tests.map((t) => [t.nodeid, t.outcome])).toEqual([['test_x.py::test_ok', 'passed'], ['test_x.py::test_bad', 'failed']]);
+    // Unsigned, the same report reads as plain JSON Lines would not: every line carries a MAC.
+    expect(report.split('\n')[0]).toMatch(/^[0-9a-f]{64} \{/);
+    expect(foldReport(report, exit, false, 'x'.repeat(64)).problem).toMatch(/not signed by the reporting plugin/);
+    const forged = report.replace('"outcome": "failed"', '"outcome": "passed"');
+    expect(foldReport(forged, 0, false, key).problem).toMatch(/line \d+ of the report is not signed/);
+    const lines = report.trim().split('\n');
+    const cut = lines.filter((l) => !(l.includes('test_bad') && l.includes('"when": "call"'))).join('\n') + '\n';
+    expect(foldReport(cut, 0, false, key).problem).toMatch(/out of sequence/);
+    expect(foldReport(lines.slice(0, -1).join('\n') + '\n', 1, false, key).problem).toMatch(/never finished/);
+    // pytest said 1; a process that exits 0 anyway had something run after the session.
+    expect(foldReport(report, 0, false, key).problem).toMatch(/finished with status 1 but the process exited 0/);
+  }, 120_000);
+
+  it('code under test can neither read the key nor reroute the hooks', async () => {
+    const { report, exit } = await signedRun(
+      [
+        'import os, sys',
+        'def test_key_is_gone():',
+        '    assert "WORLDLINE_REPORT_KEY_FD" not in os.environ and "WORLDLINE_REPORT" not in os.environ',
+        '    for fd in os.listdir("/proc/self/fd"):',
+        '        try:',
+        '            assert not os.readlink("/proc/self/fd/" + fd).endswith("/key"), "the key file is still open"',
+        '        except FileNotFoundError:',
+        '            pass',
+        'def test_reroute():',
+        '    sys.modules["worldline_report"]._emit = lambda record: None',
+        '    assert False',
+        '',
+      ].join('\n'),
+    );
+    const run = foldReport(report, exit, false, key);
+    expect(run.problem).toBeNull();
+    expect(run.tests[0].message).toBeNull();
+    expect(run.tests.map((t) => [t.nodeid, t.outcome])).toEqual([['test_x.py::test_key_is_gone', 'passed'], ['test_x.py::test_reroute', 'failed']]);
+  }, 120_000);
 });

@@ -3,18 +3,54 @@
 Loaded with `-p worldline_report`; writes JSON Lines to the file named by WORLDLINE_REPORT
 (outside /repo). Each line is flushed as it is written so a run killed by a timeout still
 leaves the outcomes of the tests that finished. Standard library only; Python 3.8+.
+
+When grading, the code under test is untrusted and runs in this very process, so it could
+overwrite the report. The grader then hands us a key on an inherited file descriptor
+(WORLDLINE_REPORT_KEY_FD), never in the environment or a file: we read it at import, before
+any conftest or repository code runs, close the descriptor, and sign every line
+(`<hmac-sha256 hex> <json>`, with a sequence number) so that a rewritten, reordered, cut or
+injected line is detected (pipeline/test_results.ts).
 """
+import hashlib
+import hmac
 import json
 import os
 
-_fd = None
+
+def _read_key():
+    fd = os.environ.pop("WORLDLINE_REPORT_KEY_FD", None)
+    if fd is None:
+        return None
+    fd = int(fd)
+    chunks = []
+    while True:
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(fd)
+    return b"".join(chunks).strip()
 
 
-def _emit(record):
-    if _fd is None:
-        return
-    data = (json.dumps(record, sort_keys=True) + "\n").encode("utf-8", "replace")
-    os.write(_fd, data)
+def _emitter(key):
+    state = {"fd": None, "seq": 0}
+
+    def emit(record):
+        if state["fd"] is None:
+            return
+        body = json.dumps(record, sort_keys=True)
+        if key is not None:
+            body = json.dumps(dict(record, seq=state["seq"]), sort_keys=True)
+            state["seq"] += 1
+            body = hmac.new(key, body.encode("utf-8"), hashlib.sha256).hexdigest() + " " + body
+        os.write(state["fd"], (body + "\n").encode("utf-8", "replace"))
+
+    return emit, state
+
+
+# Hooks take these as default arguments (which pluggy does not pass), so code under test that
+# reassigns module attributes cannot reroute what the hooks write.
+_emit, _state = _emitter(_read_key())
 
 
 def _message(report):
@@ -31,24 +67,23 @@ def _message(report):
     return text.strip().splitlines()[0][:500] if text.strip() else None
 
 
-def pytest_configure(config):
-    global _fd
-    path = os.environ.get("WORLDLINE_REPORT")
-    if path and _fd is None:
-        _fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+def pytest_configure(config, _emit=_emit, _state=_state):
+    path = os.environ.pop("WORLDLINE_REPORT", None)
+    if path and _state["fd"] is None:
+        _state["fd"] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         _emit({"event": "start"})
 
 
-def pytest_collectreport(report):
+def pytest_collectreport(report, _emit=_emit):
     if report.failed:
         _emit({"event": "collect_error", "nodeid": report.nodeid, "message": _message(report)})
 
 
-def pytest_collection_finish(session):
+def pytest_collection_finish(session, _emit=_emit):
     _emit({"event": "collected", "nodeids": [item.nodeid for item in session.items]})
 
 
-def pytest_runtest_logreport(report):
+def pytest_runtest_logreport(report, _emit=_emit):
     record = {
         "event": "test",
         "nodeid": report.nodeid,
@@ -64,12 +99,11 @@ def pytest_runtest_logreport(report):
     _emit(record)
 
 
-def pytest_sessionfinish(session, exitstatus):
+def pytest_sessionfinish(session, exitstatus, _emit=_emit):
     _emit({"event": "finish", "exitstatus": int(exitstatus)})
 
 
-def pytest_unconfigure(config):
-    global _fd
-    if _fd is not None:
-        os.close(_fd)
-        _fd = None
+def pytest_unconfigure(config, _state=_state):
+    if _state["fd"] is not None:
+        os.close(_state["fd"])
+        _state["fd"] = None
