@@ -8,7 +8,7 @@ import type { UnitSummary } from '../pipeline/executor.js';
 import { DEFAULTS, type PipelineOptions } from '../pipeline/options.js';
 import { formatStatus, readStatus } from '../pipeline/status.js';
 import { DEFAULT_ISSUE_FIX_SHARE, shardOutput, type DatasetLayout } from '../pipeline/shard.js';
-import { existsSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { readIssueExport } from '../pipeline/issue_tasks.js';
 import { exportSwebench } from '../pipeline/swebench.js';
@@ -22,6 +22,10 @@ import { renderEpisode, type CwmFrame } from '../datasets/cwm_format.js';
 import { messagesView, transitionsView } from '../datasets/trajectory_views.js';
 import type { TrajectoryRecord } from '../schemas/trajectories.js';
 import { verifyDataset } from '../datasets/verify.js';
+import { auditDataset, DEFAULT_TARGET, DEFAULT_TOP_K } from '../datasets/audit.js';
+import { formatAudit } from '../datasets/audit_text.js';
+import { auditHtml } from '../datasets/audit_html.js';
+import { MIX_TOLERANCE } from '../datasets/mix.js';
 
 const envInt = (...names: string[]) => {
   for (const n of names) if (process.env[n] !== undefined && process.env[n] !== '') return Number(process.env[n]);
@@ -195,6 +199,16 @@ function options(a: PipelineArgs): PipelineOptions {
   };
 }
 
+const share = (name: string, v: number) => {
+  if (!(v >= 0 && v <= 1)) throw new UsageError(`${name} must be a share between 0 and 1 (got ${v})`);
+  return v;
+};
+
+const count = (name: string, v: number) => {
+  if (!(Number.isInteger(v) && v > 0)) throw new UsageError(`${name} must be a positive integer (got ${v})`);
+  return v;
+};
+
 const log = (m: string) => process.stderr.write(`${m}\n`);
 
 // A reader that stops early (`| head`) closes the pipe; that ends our output, not in an error.
@@ -270,6 +284,24 @@ await yargs(hideBin(process.argv))
         process.stdout.write(`${report.ok ? 'OK' : 'FAILED'}: ${report.shards} shard(s), ${report.rows} row(s) verified, ${report.problems.length} problem(s)\n`);
       }
       process.exitCode = report.ok ? 0 : 1;
+    },
+  })
+  .command({
+    command: 'audit <dir>',
+    describe: 'Is the dataset fit for training? Task mix against its target, outcomes, traces, repository dominance, run health (DuckDB over the shards)',
+    builder: (y) =>
+      y
+        .positional('dir', { type: 'string', demandOption: true, describe: 'The dataset folder (OUT/dataset)' })
+        .option('target', { type: 'number', default: DEFAULT_TARGET, describe: 'Issue-fix share the task mix is judged against' })
+        .option('tolerance', { type: 'number', default: MIX_TOLERANCE, describe: 'Distance from the target (a share: 0.005 is half a point) still judged OK' })
+        .option('top', { type: 'number', default: DEFAULT_TOP_K, describe: 'How many of the largest repositories the dominance figures count' })
+        .option('json', { type: 'boolean', default: false, describe: 'Print every figure as one JSON object' })
+        .option('html', { type: 'string', describe: 'Also write a self-contained HTML report with charts to this file' }),
+    handler: async (a) => {
+      const report = await auditDataset(resolve(a.dir as string), { target: share('--target', a.target), tolerance: share('--tolerance', a.tolerance), topK: count('--top', a.top) });
+      if (a.html) writeFileSync(resolve(a.html), auditHtml(report));
+      process.stdout.write((a.json ? JSON.stringify(report, null, 2) : formatAudit(report)) + '\n');
+      if (a.html && !a.json) process.stdout.write(`report: ${resolve(a.html)}\n`);
     },
   })
   .command({

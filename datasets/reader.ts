@@ -31,7 +31,7 @@ export function shardsForRank(shards: ShardEntry[], rank: number, worldSize: num
 }
 
 /** DuckDB hands INT64 back as bigint; our values are safe integers, so give plain numbers. */
-function plain(v: unknown): unknown {
+export function plain(v: unknown): unknown {
   if (typeof v === 'bigint') return Number(v);
   if (Array.isArray(v)) return v.map(plain);
   if (v && typeof v === 'object') {

@@ -1,0 +1,120 @@
+/** The audit as aligned terminal tables, section by section. */
+import { table } from '../pipeline/status.js';
+import { STAGES } from '../pipeline/ledger.js';
+import type { AuditReport, Distribution, KindSplit, ResolvedRate } from './audit.js';
+
+const pct = (s: number | null) => (s === null ? 'n/a' : `${(s * 100).toFixed(1)}%`);
+const num = (n: number | null) => (n === null ? 'n/a' : Number.isInteger(n) ? String(n) : n.toFixed(1));
+
+function section(title: string, ...body: string[]): string {
+  return [`== ${title} ==`, ...body].join('\n');
+}
+
+/** A table, or a line saying there is nothing to show. */
+function rowsOr(header: (string | number)[], rows: (string | number)[][], empty: string): string {
+  return rows.length ? table([header, ...rows]) : empty;
+}
+
+const splitCells = (s: KindSplit) => [s.issue_fix, s.mutation_fix, s.total, pct(s.share)];
+const rateCells = (r: ResolvedRate) => [r.trajectories, r.resolved, pct(r.rate)];
+const model = (m: string | null) => m ?? '-';
+
+function distribution(name: string, d: Distribution): string {
+  if (!d.count) return `${name}: none`;
+  const widest = Math.max(...d.histogram.map((b) => b.count));
+  const bar = (n: number) => '#'.repeat(Math.round((n / widest) * 40)) || (n ? '.' : '');
+  return [
+    `${name}: n=${d.count} min=${num(d.min)} median=${num(d.median)} p90=${num(d.p90)} max=${num(d.max)} mean=${num(d.mean)}`,
+    table(d.histogram.map((b) => [`  ${b.lo === b.hi ? b.lo : `${b.lo}-${b.hi}`}`, b.count, bar(b.count)])),
+  ].join('\n');
+}
+
+export function formatAudit(r: AuditReport): string {
+  const m = r.mix;
+  const o = r.outcomes;
+  const t = r.traces;
+  const parts = [
+    `dataset: ${r.dataset}`,
+    table([['config', 'rows'], ...Object.entries(r.configs).map(([c, n]) => [c, n])]),
+    '',
+    section(
+      'task mix',
+      m.verdict,
+      '',
+      table([['', 'issue_fix', 'mutation_fix', 'total', 'issue-fix share'], ['tasks', ...splitCells(m.tasks)], ['trajectories', ...splitCells(m.trajectories)]]),
+      '',
+      rowsOr(['repo', 'issue_fix', 'mutation_fix', 'total', 'issue-fix share', 'share of tasks'], m.by_repo.map((x) => [x.repo, ...splitCells(x), pct(x.share_of_tasks)]), 'no tasks'),
+      '',
+      rowsOr(['operator', 'tasks', 'share of mutations'], m.by_operator.map((x) => [x.operator, x.tasks, pct(x.share_of_mutations)]), 'no mutation-fix tasks'),
+      '',
+      rowsOr(['policy', 'model', 'issue_fix', 'mutation_fix', 'trajectories', 'issue-fix share'], m.by_policy.map((x) => [x.policy, model(x.model), ...splitCells(x)]), 'no trajectories'),
+    ),
+    '',
+    section(
+      'outcomes',
+      `resolved: ${o.resolved} of ${o.trajectories} trajectories (${pct(o.rate)})`,
+      '',
+      rowsOr(['kind', 'trajectories', 'resolved', 'rate'], o.by_kind.map((x) => [x.kind, ...rateCells(x)]), 'no trajectories'),
+      '',
+      rowsOr(['operator', 'trajectories', 'resolved', 'rate'], o.by_operator.map((x) => [x.operator, ...rateCells(x)]), 'no mutation-fix trajectories'),
+      '',
+      rowsOr(['repo', 'trajectories', 'resolved', 'rate'], o.by_repo.map((x) => [x.repo, ...rateCells(x)]), 'no trajectories'),
+      '',
+      rowsOr(['policy', 'model', 'trajectories', 'resolved', 'rate'], o.by_policy.map((x) => [x.policy, model(x.model), ...rateCells(x)]), 'no trajectories'),
+      '',
+      rowsOr(['exit status', 'trajectories'], o.exit_status.map((x) => [x.exit_status, x.count]), 'no exit statuses'),
+      '',
+      distribution('turns', o.turns),
+      '',
+      distribution('tokens (prompt + completion)', o.tokens),
+    ),
+    '',
+    section(
+      'traces',
+      `${t.episodes} episodes over ${t.tests} tests; truncated: ${t.truncated} episodes (${pct(t.truncation_rate)}), ${t.truncated_tests} tests`,
+      '',
+      rowsOr(['repo', 'episodes', 'tests', 'truncated', 'truncation rate', 'fix episodes'], t.by_repo.map((x) => [x.repo, x.episodes, x.tests, x.truncated, pct(x.truncation_rate), x.fix_episodes]), 'no traces'),
+      '',
+      rowsOr(['python', 'episodes'], t.python_versions.map((x) => [x.python_version, x.episodes]), 'no python versions'),
+      '',
+      `before/after-fix traces: ${t.fix_pairs.pairs} tasks with both, ${t.fix_pairs.before_only} before only, ${t.fix_pairs.after_only} after only (${t.fix_pairs.before_episodes} + ${t.fix_pairs.after_episodes} episodes); ${t.fix_pairs.tasks_without_traces} tasks without traces`,
+      '',
+      distribution('frames per episode', t.frame_count),
+    ),
+    '',
+    section(
+      'tests',
+      `${r.tests.tests} tests, ${r.tests.flaky} flaky (${pct(r.tests.flaky_rate)})`,
+      '',
+      rowsOr(['repo', 'tests', 'flaky', 'flaky rate'], r.tests.by_repo.map((x) => [x.repo, x.tests, x.flaky, pct(x.flaky_rate)]), 'no tests'),
+      '',
+      rowsOr(['outcome (first run)', 'tests'], r.tests.outcomes.map((x) => [x.outcome, x.count]), 'no outcomes'),
+      ...(r.tests.flaky_tests.length ? ['', 'flaky:', ...r.tests.flaky_tests.map((f) => `  ${f.repo}  ${f.node_id}  ${f.run_outcomes.join(',')}`)] : []),
+    ),
+    '',
+    section(
+      `dominance (top ${r.dominance.top_k} repositories)`,
+      table([
+        ['config', 'rows', 'repos', `top-${r.dominance.top_k} share`, 'gini', 'largest'],
+        ...r.dominance.configs.map((c) => [c.config, c.rows, c.repos, pct(c.top_k_share), c.gini === null ? 'n/a' : c.gini.toFixed(3), c.top.map((x) => `${x.repo} ${pct(x.share)}`).join(', ')]),
+      ]),
+      '',
+      rowsOr(['license', 'units', 'repos'], r.dominance.licenses.map((x) => [x.license, x.units, x.repos]), 'no repositories'),
+    ),
+    '',
+    section(
+      'run health',
+      `units: ${r.units.units} (${r.units.status.map((s) => `${s.count} ${s.status}`).join(', ') || 'none'})`,
+      ...(r.units.failures.length ? ['', table([['failed stage', 'units', 'reason'], ...r.units.failures.map((f) => [f.stage, f.units, f.reason.slice(0, 120)])])] : []),
+      '',
+      r.run
+        ? [
+            `ledger: ${r.run.out}${r.run.manifest_errors ? ` (${r.run.manifest_errors} manifest line(s) rejected)` : ''}`,
+            table([['stage', 'ok', 'failed'], ...STAGES.map((st) => [st, r.run!.stages[st].ok, r.run!.stages[st].failed])]),
+            ...(r.run.failures.length ? ['', table([['stage', 'units', 'reason'], ...r.run.failures.map((f) => [f.stage, f.units, f.reason.slice(0, 120)])])] : []),
+          ].join('\n')
+        : 'no run ledger beside the dataset',
+    ),
+  ];
+  return parts.join('\n');
+}
