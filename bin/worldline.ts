@@ -25,7 +25,8 @@ import { verifyDataset } from '../datasets/verify.js';
 import { auditDataset, DEFAULT_TARGET, DEFAULT_TOP_K } from '../datasets/audit.js';
 import { formatAudit } from '../datasets/audit_text.js';
 import { auditHtml } from '../datasets/audit_html.js';
-import { MIX_TOLERANCE } from '../datasets/mix.js';
+import { MIX_TOLERANCE, MixUnreachable } from '../datasets/mix.js';
+import { DEFAULT_MIX_SEED, formatRebalance, rebalanceDataset, RebalanceRefused } from '../datasets/rebalance.js';
 
 const envInt = (...names: string[]) => {
   for (const n of names) if (process.env[n] !== undefined && process.env[n] !== '') return Number(process.env[n]);
@@ -302,6 +303,27 @@ await yargs(hideBin(process.argv))
       if (a.html) writeFileSync(resolve(a.html), auditHtml(report));
       process.stdout.write((a.json ? JSON.stringify(report, null, 2) : formatAudit(report)) + '\n');
       if (a.html && !a.json) process.stdout.write(`report: ${resolve(a.html)}\n`);
+    },
+  })
+  .command({
+    command: 'rebalance <dir>',
+    describe: 'Write a new, verified dataset whose task issue-fix share is within half a point of --target; dropped tasks take their trajectories and before/after traces',
+    builder: (y) =>
+      y
+        .positional('dir', { type: 'string', demandOption: true, describe: 'The dataset folder (OUT/dataset)' })
+        .option('target', { type: 'number', default: DEFAULT_TARGET, describe: 'Issue-fix share of the tasks to reach' })
+        .option('out', { type: 'string', demandOption: true, describe: 'The new dataset folder (a symlink to its version, like OUT/dataset)' })
+        .option('seed', { type: 'string', default: DEFAULT_MIX_SEED, describe: 'Seed of which tasks of a kind are dropped' })
+        .option('json', { type: 'boolean', default: false, describe: 'Print the report as JSON' }),
+    handler: async (a) => {
+      let report;
+      try {
+        report = await rebalanceDataset(resolve(a.dir as string), resolve(a.out), share('--target', a.target), { seed: a.seed });
+      } catch (e) {
+        throw e instanceof MixUnreachable || e instanceof RebalanceRefused ? new UsageError(e.message) : e;
+      }
+      process.stdout.write((a.json ? JSON.stringify(report, null, 2) : formatRebalance(report)) + '\n');
+      process.exitCode = report.verify.ok ? 0 : 1;
     },
   })
   .command({
