@@ -72,6 +72,102 @@ describe('mutation-fix tasks on the real corpus', () => {
     }
   }, 900_000);
 
+  it('grading resolves none of the hostile submissions, nor a fix that breaks a PASS_TO_PASS test', async () => {
+    // A task whose first failing test is a plain function, so that redefining it is easy.
+    const plain = (id: string) => /^[^:]+::\w+$/.test(id);
+    const task = tasks.find((t) => t.repo.endsWith('/toolz') && plain(t.FAIL_TO_PASS[0]) && t.PASS_TO_PASS.some(plain))!;
+    expect(task).toBeDefined();
+    const [testFile, testName] = task.FAIL_TO_PASS[0].split('::');
+    const fixed = /^\+\+\+ b\/(\S+)/m.exec(task.patch)![1];
+    const all = [...task.FAIL_TO_PASS, ...task.PASS_TO_PASS];
+    const b64 = (s: string) => Buffer.from(s).toString('base64');
+    /** The diff an agent would submit after running `script` in the task state. */
+    const submission = async (script: string): Promise<string> => {
+      const env = await AgentEnv.start(task, {}, { memoryMb: 1024, cpus: 1, pids: 256, bashTimeoutS: 30, outputCap: 2_000_000 });
+      try {
+        const res = await env.exec(['sh', '-c', `set -e; ${script}`], 60);
+        expect(res.exitCode, res.output).toBe(0);
+        const sub = await env.call({ id: 's', name: 'submit', arguments: '{}' });
+        expect(sub.submitted, script).toBeTruthy();
+        return sub.submitted!;
+      } finally {
+        await env.close();
+      }
+    };
+    const append = (file: string, code: string) => `echo ${b64(code)} | base64 -d >> ${file}`;
+    const forcePass = ['import pytest', '@pytest.hookimpl(hookwrapper=True)', 'def pytest_runtest_makereport(item, call):', '    outcome = yield', '    outcome.get_result().outcome = "passed"', ''].join('\n');
+    const fakeReport = [
+      { event: 'start' },
+      { event: 'collected', nodeids: all },
+      ...all.flatMap((nodeid) => ['setup', 'call', 'teardown'].map((when) => ({ event: 'test', nodeid, when, outcome: 'passed', duration: 0.01 }))),
+      { event: 'finish', exitstatus: 0 },
+    ].map((r) => `${JSON.stringify(r)}\n`).join('');
+    const hostile: Record<string, string> = {
+      'prints fake PASSED lines': append(fixed, `\nprint(${JSON.stringify(all.map((t) => `${t} PASSED`).join('\n'))})\nprint("===== ${all.length} passed in 0.10s =====")\n`),
+      'adds a conftest.py that forces every outcome to passed': `echo ${b64(forcePass)} | base64 -d > conftest.py; echo ${b64(forcePass)} | base64 -d >> ${testFile.replace(/[^/]+$/, '')}conftest.py`,
+      'adds a pytest.ini that loads a forcing plugin': `echo ${b64(forcePass)} | base64 -d > force_pass.py; printf '[pytest]\\naddopts = -p force_pass\\n' > pytest.ini`,
+      'redefines the failing test to pass': append(testFile, `\n\ndef ${testName}():\n    pass\n`),
+      'deletes the failing test file': `rm ${testFile}`,
+      'overwrites the report file and exits 0': append(
+        fixed,
+        [
+          '',
+          'import atexit as _a, glob as _g, os as _o',
+          'def _forge():',
+          '    env = dict(kv.split("=", 1) for kv in open("/proc/self/environ").read().split("\\0") if "=" in kv)',
+          '    for path in [env.get("WORLDLINE_REPORT", "")] + _g.glob("/worldline/out/*.jsonl"):',
+          '        if path:',
+          `            open(path, "w").write(${JSON.stringify(fakeReport)})`,
+          '    _o._exit(0)',
+          '_a.register(_forge)',
+          '',
+        ].join('\n'),
+      ),
+      "calls the reporting plugin's hook with a fake passing report": append(
+        fixed,
+        [
+          '',
+          'import sys as _s',
+          'class _Fake:',
+          `    nodeid, when, outcome, duration, passed, longrepr = ${JSON.stringify(task.FAIL_TO_PASS[0])}, "call", "passed", 0.0, True, None`,
+          'if "worldline_report" in _s.modules:',
+          '    _s.modules["worldline_report"].pytest_runtest_logreport(_Fake())',
+          '',
+        ].join('\n'),
+      ),
+    };
+    const env = (name: string): GradeEnv => ({ options: { ...DEFAULTS, out }, srcLayout: false, vars: {}, pytestArgs: [], hasTimeoutPlugin: true, work: join(out, 'work', 'grade-hostile', name.replace(/\W+/g, '-')) });
+    for (const [name, script] of Object.entries(hostile)) {
+      const grade = await gradeSubmission(task, await submission(script), env(name));
+      expect(grade.resolved, `${name}: ${JSON.stringify(grade)}`).toBe(false);
+      expect(grade.applied, name).toBe(true);
+      // Forged reports would have read as all-passed: only the signature check stands in their way.
+      if (/report/.test(name)) expect(grade.problem, name).toMatch(/tampered/);
+    }
+    // The same tricks must not be what failed: the gold fix with the fake PASSED lines resolves.
+    const goldPlusNoise = await submission(`echo ${b64(task.patch)} | base64 -d | git apply; ${hostile['prints fake PASSED lines']}`);
+    expect((await gradeSubmission(task, goldPlusNoise, env('gold-plus-noise'))).resolved).toBe(true);
+
+    // The gold fix plus a line that breaks one PASS_TO_PASS test only: those reach the mutated
+    // function too, so it raises when called from that test.
+    const victim = task.PASS_TO_PASS.find(plain)!.split('::')[1];
+    const breakIt = [
+      'import ast, sys',
+      'path, name, victim = sys.argv[1:]',
+      'src = open(path).read()',
+      'fn = next(n for n in ast.walk(ast.parse(src)) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name)',
+      'lines = src.splitlines(True)',
+      'lines.insert(fn.body[0].lineno - 1, " " * fn.body[0].col_offset + "if %r in [f.function for f in __import__(\'inspect\').stack()]: raise RuntimeError(\'broken on purpose\')\\n" % victim)',
+      'open(path, "w").write("".join(lines))',
+      '',
+    ].join('\n');
+    const breaking = await submission(`echo ${b64(task.patch)} | base64 -d | git apply; echo ${b64(breakIt)} | base64 -d > /tmp/break.py; python3 /tmp/break.py ${fixed} ${task.mutated_function!.split('.').pop()} ${victim}`);
+    const grade = await gradeSubmission(task, breaking, env('breaks-p2p'));
+    expect(grade.resolved).toBe(false);
+    expect(grade.fail_to_pass.failed).toEqual([]);
+    expect(new Set(grade.pass_to_pass.failed.map((id) => id.split('::')[1]))).toEqual(new Set([victim]));
+  }, 900_000);
+
   it('the oracle resolves every task through the real tools, verified in a fresh container', () => {
     expect(trajectories.map((t) => t.task_id).sort()).toEqual(tasks.map((t) => t.instance_id).sort());
     for (const t of trajectories) {

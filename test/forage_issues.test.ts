@@ -1,12 +1,12 @@
 /** forage through the CLI on a repository with real history: issue-fix tasks beside mutations, worked by the oracle. */
-import { writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readRows } from '../datasets/reader.js';
 import type { TaskRecord } from '../schemas/tasks.js';
 import type { TrajectoryRecord } from '../schemas/trajectories.js';
 import { buildHistoryRepo } from './fixtures/history_repo.js';
-import { cli, tempDir } from './helpers.js';
+import { cli, sql, tempDir } from './helpers.js';
 
 describe('forage with issue-fix mining', () => {
   it('mines the real fix as an issue task with the issue text, next to mutation tasks, and the oracle resolves both kinds', async () => {
@@ -26,11 +26,28 @@ describe('forage with issue-fix mining', () => {
     expect(fix.FAIL_TO_PASS).toEqual(['tests/test_unique.py::test_several_taken_suffixes']);
     expect(fix.problem_statement).toContain('unique_slug hangs when hello-2 is taken');
     expect(fix.instance_id).toMatch(/^slugs\.[0-9a-f]{8}\.issue__[0-9a-f]{8}$/);
-    expect(tasks.filter((t) => t.kind === 'mutation_fix').length).toBeGreaterThan(0);
+    // The run's mix (CWM's 55% issue fixes by default): with one issue fix, one mutation fix
+    // (50%) is closer to 55% than none (100%) or two (33%); the rest are dropped, never invented.
+    const forage = JSON.parse(readFileSync(join(out, 'ledger', 'forage', `${readdirSync(join(out, 'ledger', 'forage'))[0]}`), 'utf8')) as { record: { mutation_tasks: number; issue_tasks: number } };
+    expect(forage.record.issue_tasks).toBe(1);
+    expect(forage.record.mutation_tasks).toBeGreaterThanOrEqual(2);
+    expect(tasks.filter((t) => t.kind === 'mutation_fix').length).toBe(1);
+    expect(res.stdout).toContain(`tasks: 1 issue-fix + 1 mutation-fix = 50.0% issue-fix (target 55.0%; dropped ${forage.record.mutation_tasks - 1} of ${forage.record.mutation_tasks + 1})`);
+    const published = JSON.parse(readFileSync(join(out, 'dataset', 'manifest.json'), 'utf8')) as { provenance: { mix: { target: number; after: { share: number } } } };
+    expect(published.provenance.mix).toMatchObject({ target: 0.55, after: { share: 0.5 } });
     const trajectories: TrajectoryRecord[] = [];
     for await (const r of readRows(join(out, 'dataset'), { config: 'trajectories' })) trajectories.push(r as unknown as TrajectoryRecord);
     expect(trajectories.map((t) => t.task_id).sort()).toEqual(tasks.map((t) => t.instance_id).sort());
     expect(trajectories.every((t) => t.resolved)).toBe(true);
+    // Re-sharding with another share keeps only issue fixes, and their trajectories and traces.
+    const onlyIssues = await cli(['shard', '--out', out, '--issue-fix-share', '1']);
+    expect(onlyIssues.code, onlyIssues.stderr).toBe(0);
+    expect(onlyIssues.stdout).toContain('tasks: 1 issue-fix + 0 mutation-fix = 100.0% issue-fix');
+    const kinds = await sql<{ config: string; task_id: string }>(
+      `select 'tasks' as config, instance_id as task_id from '${out}/dataset/tasks/data/*.parquet' union all select 'trajectories', task_id from '${out}/dataset/trajectories/data/*.parquet' union all select distinct 'traces', task_id from '${out}/dataset/traces/data/*.parquet' where task_id is not null`,
+    );
+    expect(kinds.map((k) => k.task_id)).toEqual([fix.instance_id, fix.instance_id, fix.instance_id]);
+    expect((await cli(['shard', '--out', out, '--issue-fix-share', '1.5'])).code).toBe(2);
     const exported = await cli(['export', join(out, 'dataset')]);
     expect(exported.code).toBe(0);
     const rows = exported.stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
