@@ -2,46 +2,12 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import type { AuditReport, Distribution } from '../datasets/audit.js';
+import type { AuditReport } from '../datasets/audit.js';
 import { writeDataset } from '../datasets/dataset_writer.js';
 import { reposSchema, tasksSchema, testsSchema, tracesSchema, trajectoriesSchema } from '../schemas/index.js';
+import { expectDistribution, gini } from './fixtures/audit_checks.js';
 import { knownRows, writeKnownDataset, type KnownRows } from './fixtures/known_dataset.js';
 import { cli, tempDir } from './helpers.js';
-
-/** The nearest-rank percentile: the smallest value with at least q of the values at or below it. */
-function nearestRank(values: number[], q: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.ceil(q * sorted.length) - 1];
-}
-
-/** Gini from its definition: the mean absolute difference over all pairs, over twice the mean. */
-function gini(values: number[]): number {
-  const n = values.length;
-  const mean = values.reduce((a, b) => a + b, 0) / n;
-  let diff = 0;
-  for (const a of values) for (const b of values) diff += Math.abs(a - b);
-  return diff / (2 * n * n * mean);
-}
-
-function expectDistribution(d: Distribution, values: number[]): void {
-  expect(d.count).toBe(values.length);
-  expect(d.min).toBe(Math.min(...values));
-  expect(d.max).toBe(Math.max(...values));
-  expect(d.median).toBe(nearestRank(values, 0.5));
-  expect(d.p90).toBe(nearestRank(values, 0.9));
-  expect(d.mean).toBeCloseTo(values.reduce((a, b) => a + b, 0) / values.length, 9);
-  // Bins are contiguous, cover min..max, and each counts exactly the values inside it.
-  expect(d.histogram.length).toBeLessThanOrEqual(20);
-  const width = d.histogram[0].hi - d.histogram[0].lo + 1;
-  expect(d.histogram[0].lo).toBeLessThanOrEqual(d.min!);
-  expect(d.histogram[0].lo).toBeGreaterThan(d.min! - width);
-  expect(d.histogram.at(-1)!.hi).toBeGreaterThanOrEqual(d.max!);
-  expect(d.histogram.at(-1)!.lo).toBeLessThanOrEqual(d.max!);
-  d.histogram.forEach((b, i) => {
-    if (i) expect(b.lo).toBe(d.histogram[i - 1].hi + 1);
-    expect(b.count).toBe(values.filter((v) => v >= b.lo && v <= b.hi).length);
-  });
-}
 
 async function auditJson(dir: string, ...args: string[]): Promise<AuditReport> {
   const res = await cli(['audit', dir, '--json', ...args]);

@@ -4,14 +4,9 @@ import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { RebalanceReport } from '../datasets/rebalance.js';
 import { readManifestJson } from '../datasets/reader.js';
+import { shards } from './fixtures/audit_checks.js';
 import { writeKnownDataset } from './fixtures/known_dataset.js';
 import { cli, sql, tempDir } from './helpers.js';
-
-/** A config's shards, as the manifest lists them, for SQL. */
-function shards(dataset: string, config: string): string {
-  const files = readManifestJson(dataset).shards.filter((s) => s.config === config).map((s) => `'${join(dataset, s.path)}'`);
-  return `read_parquet([${files.join(', ')}])`;
-}
 
 const n = async (q: string) => Number((await sql<{ n: bigint }>(q))[0].n);
 
