@@ -26,28 +26,24 @@ describe('forage with issue-fix mining', () => {
     expect(fix.FAIL_TO_PASS).toEqual(['tests/test_unique.py::test_several_taken_suffixes']);
     expect(fix.problem_statement).toContain('unique_slug hangs when hello-2 is taken');
     expect(fix.instance_id).toMatch(/^slugs\.[0-9a-f]{8}\.issue__[0-9a-f]{8}$/);
-    // The run's mix (CWM's 55% issue fixes by default): with one issue fix, one mutation fix
-    // (50%) is closer to 55% than none (100%) or two (33%); the rest are dropped, never invented.
+    // The run's mix (CWM's 55% issue fixes by default): of all ways to shrink one kind, the
+    // share closest to 55%, then the most tasks; the rest are dropped, never invented.
     const forage = JSON.parse(readFileSync(join(out, 'ledger', 'forage', `${readdirSync(join(out, 'ledger', 'forage'))[0]}`), 'utf8')) as { record: { mutation_tasks: number; issue_tasks: number } };
-    expect(forage.record.issue_tasks).toBe(1);
-    expect(forage.record.mutation_tasks).toBeGreaterThanOrEqual(2);
-    expect(tasks.filter((t) => t.kind === 'mutation_fix').length).toBe(1);
-    expect(res.stdout).toContain(`tasks: 1 issue-fix + 1 mutation-fix = 50.0% issue-fix (target 55.0%; dropped ${forage.record.mutation_tasks - 1} of ${forage.record.mutation_tasks + 1})`);
+    const I = forage.record.issue_tasks;
+    const M = forage.record.mutation_tasks;
+    expect(I).toBeGreaterThan(0);
+    const options = [...Array.from({ length: M + 1 }, (_, m) => [I, m]), ...Array.from({ length: I + 1 }, (_, i) => [i, M])].filter(([i, m]) => i + m > 0);
+    const [keepI, keepM] = options.sort((x, y) => Math.abs(x[0] / (x[0] + x[1]) - 0.55) - Math.abs(y[0] / (y[0] + y[1]) - 0.55) || y[0] + y[1] - (x[0] + x[1]))[0];
+    expect(tasks.filter((t) => t.kind === 'issue_fix').length).toBe(keepI);
+    expect(tasks.filter((t) => t.kind === 'mutation_fix').length).toBe(keepM);
+    const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
+    expect(res.stdout).toContain(`tasks: ${keepI} issue-fix + ${keepM} mutation-fix = ${pct(keepI / (keepI + keepM))} issue-fix (target 55.0%`);
     const published = JSON.parse(readFileSync(join(out, 'dataset', 'manifest.json'), 'utf8')) as { provenance: { mix: { target: number; after: { share: number } } } };
-    expect(published.provenance.mix).toMatchObject({ target: 0.55, after: { share: 0.5 } });
+    expect(published.provenance.mix).toMatchObject({ target: 0.55, after: { share: keepI / (keepI + keepM) } });
     const trajectories: TrajectoryRecord[] = [];
     for await (const r of readRows(join(out, 'dataset'), { config: 'trajectories' })) trajectories.push(r as unknown as TrajectoryRecord);
     expect(trajectories.map((t) => t.task_id).sort()).toEqual(tasks.map((t) => t.instance_id).sort());
     expect(trajectories.every((t) => t.resolved)).toBe(true);
-    // Re-sharding with another share keeps only issue fixes, and their trajectories and traces.
-    const onlyIssues = await cli(['shard', '--out', out, '--issue-fix-share', '1']);
-    expect(onlyIssues.code, onlyIssues.stderr).toBe(0);
-    expect(onlyIssues.stdout).toContain('tasks: 1 issue-fix + 0 mutation-fix = 100.0% issue-fix');
-    const kinds = await sql<{ config: string; task_id: string }>(
-      `select 'tasks' as config, instance_id as task_id from '${out}/dataset/tasks/data/*.parquet' union all select 'trajectories', task_id from '${out}/dataset/trajectories/data/*.parquet' union all select distinct 'traces', task_id from '${out}/dataset/traces/data/*.parquet' where task_id is not null`,
-    );
-    expect(kinds.map((k) => k.task_id)).toEqual([fix.instance_id, fix.instance_id, fix.instance_id]);
-    expect((await cli(['shard', '--out', out, '--issue-fix-share', '1.5'])).code).toBe(2);
     const exported = await cli(['export', join(out, 'dataset')]);
     expect(exported.code).toBe(0);
     const rows = exported.stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
@@ -62,5 +58,19 @@ describe('forage with issue-fix mining', () => {
     const usage = await cli(['forage', '--manifest', manifest, '--out', out, '--issues', bad]);
     expect(usage.code).toBe(2);
     expect(usage.stderr).toMatch(/bad-issues\.jsonl:2/);
+    // Re-sharding with another share keeps only issue fixes, and their trajectories and traces.
+    const mutationTraces = await sql<{ n: bigint }>(`select count(*) as n from '${out}/dataset/traces/data/*.parquet' t join '${out}/dataset/tasks/data/*.parquet' k on t.task_id = k.instance_id where k.kind = 'mutation_fix'`);
+    expect(Number(mutationTraces[0].n)).toBeGreaterThan(0);
+    const onlyIssues = await cli(['shard', '--out', out, '--issue-fix-share', '1']);
+    expect(onlyIssues.code, onlyIssues.stderr).toBe(0);
+    expect(onlyIssues.stdout).toContain(`tasks: ${I} issue-fix + 0 mutation-fix = 100.0% issue-fix`);
+    const ids = async (q: string) => (await sql<{ id: string }>(q)).map((r) => r.id).sort();
+    const kept = await ids(`select instance_id as id from '${out}/dataset/tasks/data/*.parquet'`);
+    expect(await ids(`select instance_id as id from '${out}/dataset/tasks/data/*.parquet' where kind = 'issue_fix'`)).toEqual(kept);
+    expect(kept).toHaveLength(I);
+    expect(await ids(`select task_id as id from '${out}/dataset/trajectories/data/*.parquet'`)).toEqual(kept);
+    const traced = await ids(`select distinct task_id as id from '${out}/dataset/traces/data/*.parquet' where task_id is not null`);
+    expect(traced.filter((id) => !kept.includes(id))).toEqual([]);
+    expect((await cli(['shard', '--out', out, '--issue-fix-share', '1.5'])).code).toBe(2);
   }, 600_000);
 });
