@@ -203,7 +203,7 @@ function verdict(share: number | null, target: number, tolerance: number, runTar
 }
 
 /** The run's output folder when `datasetDir` is its `dataset` (or one of its versions) and its ledger is there. */
-export function runBeside(datasetDir: string): string | null {
+function runBeside(datasetDir: string): string | null {
   const parent = dirname(datasetDir);
   const candidates = [parent, ...(basename(parent).endsWith('-versions') ? [dirname(parent)] : [])];
   return candidates.find((d) => existsSync(join(d, 'ledger'))) ?? null;

@@ -18,6 +18,7 @@ const WIDTH = 720;
 const LABEL = 190;
 const BAR = 18;
 const GAP = 6;
+const MAX_BARS = 30;
 const COLORS = { issue: '#2f6fb0', mutation: '#e08a2c', bar: '#4a8f5c', target: '#c0392b', hist: '#6a5acd', other: '#b8b8b8' };
 
 interface Mark {
@@ -50,9 +51,14 @@ interface BarRow {
   mark: Mark;
 }
 
-/** Horizontal bars scaled to `max` (1 for rates and shares, the largest value for counts). */
-function barChart(title: string, rows: BarRow[], max: number, opts: { target?: Mark; emptyText?: string } = {}): string {
-  if (!rows.length) return empty(title, opts.emptyText ?? 'nothing to show');
+/**
+ * Horizontal bars scaled to `max` (1 for rates and shares, the largest value for counts); the
+ * first MAX_BARS rows (lists come largest first), the rest being in the tables and the JSON.
+ */
+function barChart(title: string, allRows: BarRow[], max: number, opts: { target?: Mark; emptyText?: string } = {}): string {
+  if (!allRows.length) return empty(title, opts.emptyText ?? 'nothing to show');
+  const rows = allRows.slice(0, MAX_BARS);
+  const note = allRows.length > rows.length ? `The first ${rows.length} of ${allRows.length} shown.` : '';
   const span = WIDTH - LABEL - 70;
   const x = (v: number) => LABEL + (max > 0 ? (v / max) * span : 0);
   const height = rows.length * (BAR + GAP) + GAP + (opts.target ? 14 : 0);
@@ -68,7 +74,7 @@ function barChart(title: string, rows: BarRow[], max: number, opts: { target?: M
     target = `<line ${markAttrs(opts.target)} x1="${tx}" x2="${tx}" y1="0" y2="${height - 12}" stroke="${COLORS.target}" stroke-width="2" stroke-dasharray="4 3"><title>target ${esc(pct(opts.target.value))}</title></line>` +
       `<text x="${tx}" y="${height - 2}" text-anchor="middle" class="value">target ${esc(pct(opts.target.value))}</text>`;
   }
-  return figure(title, svg(height, bars.join('') + target, title));
+  return figure(title, svg(height, bars.join('') + target, title), note);
 }
 
 /** One stacked bar per row: issue-fix then mutation-fix, with the target share marked. */

@@ -9,6 +9,7 @@ import { pathToFileURL } from 'node:url';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AuditReport } from '../datasets/audit.js';
+import { auditHtml } from '../datasets/audit_html.js';
 import { writeDataset } from '../datasets/dataset_writer.js';
 import { reposSchema } from '../schemas/index.js';
 import { knownRows, writeKnownDataset } from './fixtures/known_dataset.js';
@@ -164,6 +165,17 @@ describe('the audit --html report in headless Chromium', () => {
     expect(page.svgs).toBeGreaterThanOrEqual(15);
     expect(readFileSync(html, 'utf8')).not.toMatch(/(src|href)=["']?(https?:)?\/\//);
   }, 120_000);
+
+  it('draws the first 30 rows of a long list and says how many there are', async () => {
+    const out = join(dir, 'long');
+    await writeKnownDataset(out);
+    const report = JSON.parse((await cli(['audit', join(out, 'dataset'), '--json'])).stdout) as AuditReport;
+    const repos = Array.from({ length: 45 }, (_, i) => ({ ...report.mix.by_repo[0], repo: `repo${String(i).padStart(2, '0')}` }));
+    const html = auditHtml({ ...report, mix: { ...report.mix, by_repo: repos } });
+    const drawn = [...html.matchAll(/data-series="mix\.by_repo" data-key="repo=(repo\d+)" data-field="share"/g)].map((m) => m[1]);
+    expect(drawn).toEqual(repos.slice(0, 30).map((r) => r.repo));
+    expect(html).toContain('The first 30 of 45 shown.');
+  });
 
   it('renders a dataset without tasks, traces or trajectories without errors', async () => {
     const out = join(dir, 'empty');
