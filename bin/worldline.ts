@@ -2,12 +2,12 @@
 /** The `worldline` command line: argument parsing only; the work lives in pipeline/. */
 import yargs, { type Argv } from 'yargs';
 import { hideBin } from 'yargs/helpers';
-import { mixSummary } from '../datasets/mix.js';
+import { DEFAULT_ISSUE_FIX_SHARE, DEFAULT_MIX_SEED, mixSummary } from '../datasets/mix.js';
 import { ALL_STAGES, formatRun, mixLine, runPipeline, UsageError } from '../pipeline/commands.js';
 import type { UnitSummary } from '../pipeline/executor.js';
 import { DEFAULTS, type PipelineOptions } from '../pipeline/options.js';
 import { formatStatus, readStatus } from '../pipeline/status.js';
-import { DEFAULT_ISSUE_FIX_SHARE, shardOutput, type DatasetLayout } from '../pipeline/shard.js';
+import { shardOutput, type DatasetLayout } from '../pipeline/shard.js';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { readIssueExport } from '../pipeline/issue_tasks.js';
@@ -22,11 +22,11 @@ import { renderEpisode, type CwmFrame } from '../datasets/cwm_format.js';
 import { messagesView, transitionsView } from '../datasets/trajectory_views.js';
 import type { TrajectoryRecord } from '../schemas/trajectories.js';
 import { verifyDataset } from '../datasets/verify.js';
-import { auditDataset, DEFAULT_TARGET, DEFAULT_TOP_K } from '../datasets/audit.js';
+import { auditDataset, DEFAULT_TOP_K } from '../datasets/audit.js';
 import { formatAudit } from '../datasets/audit_text.js';
 import { auditHtml } from '../datasets/audit_html.js';
 import { MIX_TOLERANCE, MixUnreachable } from '../datasets/mix.js';
-import { DEFAULT_MIX_SEED, formatRebalance, rebalanceDataset, RebalanceRefused } from '../datasets/rebalance.js';
+import { formatRebalance, rebalanceDataset, RebalanceRefused } from '../datasets/rebalance.js';
 
 const envInt = (...names: string[]) => {
   for (const n of names) if (process.env[n] !== undefined && process.env[n] !== '') return Number(process.env[n]);
@@ -52,25 +52,27 @@ const withLayout = <T>(y: Argv<T>) =>
 
 type LayoutArgs = { 'shard-bytes': number; 'num-shards'?: number; 'shard-multiple'?: number; 'row-group-rows': number; 'row-group-bytes'?: number; shuffle: boolean; 'shuffle-seed': number; 'max-row-bytes'?: number; 'issue-fix-share': number };
 
-function issueFixShare(v: number): number {
-  if (!(v >= 0 && v <= 1)) throw new UsageError(`--issue-fix-share must be between 0 and 1 (got ${v})`);
+const share = (name: string, v: number) => {
+  if (!(v >= 0 && v <= 1)) throw new UsageError(`${name} must be a share between 0 and 1 (got ${v})`);
   return v;
-}
+};
+
+/** A positive integer option; an option left out stays undefined. */
+const count = <T extends number | undefined>(name: string, v: T): T => {
+  if (v !== undefined && !(Number.isInteger(v) && v > 0)) throw new UsageError(`${name} must be a positive integer (got ${v})`);
+  return v;
+};
 
 function layout(a: LayoutArgs): DatasetLayout {
-  const count = (name: string, v: number | undefined) => {
-    if (v !== undefined && !(Number.isInteger(v) && v > 0)) throw new UsageError(`--${name} must be a positive integer (got ${v})`);
-    return v;
-  };
-  const numShards = count('num-shards', a['num-shards']);
-  const shardMultiple = count('shard-multiple', a['shard-multiple']);
+  const numShards = count('--num-shards', a['num-shards']);
+  const shardMultiple = count('--shard-multiple', a['shard-multiple']);
   if (numShards && shardMultiple && numShards % shardMultiple) throw new UsageError(`--num-shards ${numShards} is not a multiple of --shard-multiple ${shardMultiple}`);
   return {
-    shardBytes: count('shard-bytes', a['shard-bytes']),
+    shardBytes: count('--shard-bytes', a['shard-bytes']),
     numShards,
     shardMultiple,
-    rowGroupRows: count('row-group-rows', a['row-group-rows']),
-    rowGroupBytes: count('row-group-bytes', a['row-group-bytes']),
+    rowGroupRows: count('--row-group-rows', a['row-group-rows']),
+    rowGroupBytes: count('--row-group-bytes', a['row-group-bytes']),
     shuffle: a.shuffle,
     shuffleSeed: a['shuffle-seed'],
     maxRowBytes: count('max-row-bytes', a['max-row-bytes']),
@@ -130,7 +132,7 @@ function options(a: PipelineArgs): PipelineOptions {
   return {
     out: resolve(a.out),
     layout: layout(a),
-    issueFixShare: issueFixShare(a['issue-fix-share']),
+    issueFixShare: share('--issue-fix-share', a['issue-fix-share']),
     concurrency: positive('concurrency', a.concurrency),
     retryFailed: a['retry-failed'],
     baseImage: a['base-image'],
@@ -200,16 +202,6 @@ function options(a: PipelineArgs): PipelineOptions {
   };
 }
 
-const share = (name: string, v: number) => {
-  if (!(v >= 0 && v <= 1)) throw new UsageError(`${name} must be a share between 0 and 1 (got ${v})`);
-  return v;
-};
-
-const count = (name: string, v: number) => {
-  if (!(Number.isInteger(v) && v > 0)) throw new UsageError(`${name} must be a positive integer (got ${v})`);
-  return v;
-};
-
 const log = (m: string) => process.stderr.write(`${m}\n`);
 
 // A reader that stops early (`| head`) closes the pipe; that ends our output, not in an error.
@@ -255,7 +247,7 @@ await yargs(hideBin(process.argv))
     describe: 'Write the dataset (Parquet shards, manifest.json, card) from what the output folder holds',
     builder: (y) => withLayout(withOut(y)),
     handler: async (a) => {
-      const { mix, ...manifest } = await shardOutput(resolve(a.out), {}, layout(a as unknown as LayoutArgs), issueFixShare(a['issue-fix-share'] as number));
+      const { mix, ...manifest } = await shardOutput(resolve(a.out), {}, layout(a as unknown as LayoutArgs), share('--issue-fix-share', a['issue-fix-share'] as number));
       if (mix.warning) process.stderr.write(`warning: ${mix.warning}\n`);
       if (a.json) process.stdout.write(JSON.stringify(manifest, null, 2) + '\n');
       else {
@@ -293,7 +285,7 @@ await yargs(hideBin(process.argv))
     builder: (y) =>
       y
         .positional('dir', { type: 'string', demandOption: true, describe: 'The dataset folder (OUT/dataset)' })
-        .option('target', { type: 'number', default: DEFAULT_TARGET, describe: 'Issue-fix share the task mix is judged against' })
+        .option('target', { type: 'number', default: DEFAULT_ISSUE_FIX_SHARE, describe: 'Issue-fix share the task mix is judged against' })
         .option('tolerance', { type: 'number', default: MIX_TOLERANCE, describe: 'Distance from the target (a share: 0.005 is half a point) still judged OK' })
         .option('top', { type: 'number', default: DEFAULT_TOP_K, describe: 'How many of the largest repositories the dominance figures count' })
         .option('json', { type: 'boolean', default: false, describe: 'Print every figure as one JSON object' })
@@ -311,7 +303,7 @@ await yargs(hideBin(process.argv))
     builder: (y) =>
       y
         .positional('dir', { type: 'string', demandOption: true, describe: 'The dataset folder (OUT/dataset)' })
-        .option('target', { type: 'number', default: DEFAULT_TARGET, describe: 'Issue-fix share of the tasks to reach' })
+        .option('target', { type: 'number', default: DEFAULT_ISSUE_FIX_SHARE, describe: 'Issue-fix share of the tasks to reach' })
         .option('out', { type: 'string', demandOption: true, describe: 'The new dataset folder (a symlink to its version, like OUT/dataset)' })
         .option('seed', { type: 'string', default: DEFAULT_MIX_SEED, describe: 'Seed of which tasks of a kind are dropped' })
         .option('json', { type: 'boolean', default: false, describe: 'Print the report as JSON' }),

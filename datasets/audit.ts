@@ -13,10 +13,9 @@ import type { Field } from '../schemas/schema.js';
 import { readStatus } from '../pipeline/status.js';
 import type { StageName } from '../pipeline/ledger.js';
 import { sqlString, withDuckDB } from './duckdb.js';
-import { MIX_TOLERANCE } from './mix.js';
+import { DEFAULT_ISSUE_FIX_SHARE, MIX_TOLERANCE } from './mix.js';
 import { plain, readManifestJson } from './reader.js';
 
-export const DEFAULT_TARGET = 0.55;
 export const DEFAULT_TOP_K = 5;
 /** Histograms have at most this many bins. */
 const MAX_BINS = 20;
@@ -224,7 +223,7 @@ function runHealth(out: string): AuditReport['run'] {
 
 export async function auditDataset(datasetDirArg: string, opts: AuditOptions = {}): Promise<AuditReport> {
   const datasetDir = resolve(datasetDirArg);
-  const target = opts.target ?? DEFAULT_TARGET;
+  const target = opts.target ?? DEFAULT_ISSUE_FIX_SHARE;
   const tolerance = opts.tolerance ?? MIX_TOLERANCE;
   const topK = opts.topK ?? DEFAULT_TOP_K;
   if (!(target >= 0 && target <= 1)) throw new RangeError(`the target issue-fix share must be between 0 and 1 (got ${target})`);

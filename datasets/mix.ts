@@ -42,6 +42,12 @@ export interface MixPlan {
 
 export class MixUnreachable extends Error {}
 
+/** CWM's split: 55% of the agent tasks fix real issues, 45% injected mutations. */
+export const DEFAULT_ISSUE_FIX_SHARE = 0.55;
+
+/** The seed of which tasks of a kind are dropped, shared by the run's shard step and rebalance. */
+export const DEFAULT_MIX_SEED = 'worldline-mix';
+
 /** Half a percentage point: what `rebalance` promises. */
 export const MIX_TOLERANCE = 0.005;
 

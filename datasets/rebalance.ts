@@ -10,13 +10,10 @@ import { join, resolve } from 'node:path';
 import { SCHEMAS } from '../schemas/index.js';
 import { versionsDir, writeDataset, type ConfigSource } from './dataset_writer.js';
 import { query, sqlString } from './duckdb.js';
-import { mixSummary, planMix, type KindCounts, type MixPlan, type TaskRef } from './mix.js';
+import { DEFAULT_MIX_SEED, mixSummary, planMix, type KindCounts, type MixPlan, type TaskRef } from './mix.js';
 import { readManifestJson, readRows } from './reader.js';
 import { verifyDataset, type VerifyReport } from './verify.js';
 import { table } from '../pipeline/status.js';
-
-/** The seed the run's shard stage plans its mix with, so both drop the same tasks from the same set. */
-export const DEFAULT_MIX_SEED = 'worldline-mix';
 
 /** An output folder rebalance will not write (the dataset it reads, or something that is not a dataset). */
 export class RebalanceRefused extends Error {}

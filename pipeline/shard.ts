@@ -18,10 +18,7 @@ import { tracesPartPath, type TraceStageRecord } from './trace.js';
 import { tasksPartPath, trajectoriesPartPath } from './forage.js';
 import { taskTracesPartPath } from './task_traces.js';
 import { testsPartPath, type ValidateRecord } from './validate.js';
-import { mixSummary, planMix, type MixPlan, type TaskRef } from '../datasets/mix.js';
-
-/** CWM's split: 55% of the agent tasks fix real issues, 45% injected mutations. */
-export const DEFAULT_ISSUE_FIX_SHARE = 0.55;
+import { DEFAULT_ISSUE_FIX_SHARE, DEFAULT_MIX_SEED, mixSummary, planMix, type MixPlan, type TaskRef } from '../datasets/mix.js';
 
 export function toolVersion(): string {
   return (JSON.parse(readFileSync(join(packageRoot, 'package.json'), 'utf8')) as { version: string }).version;
@@ -115,7 +112,7 @@ export async function shardOutput(out: string, provenance: Record<string, unknow
   const tasks = () => partRows<TaskRecord>(done('forage'), (id) => tasksPartPath(out, id));
   const refs: TaskRef[] = [];
   for (const t of tasks()) refs.push({ id: t.instance_id, kind: t.kind, repo: t.repo });
-  const mix = planMix(refs, issueFixShare, { seed: 'worldline-mix' });
+  const mix = planMix(refs, issueFixShare, { seed: DEFAULT_MIX_SEED });
   const kept = (id: string | null) => id === null || mix.keep.has(id);
   const manifest = await writeDataset(join(out, 'dataset'), [
     { schema: reposSchema, rows: repos },
