@@ -6,7 +6,7 @@ import { cli, tempDir } from './helpers.js';
 describe('the worldline command line', () => {
   it('has --help on every command', async () => {
     const help: Record<string, string> = {};
-    for (const cmd of ['run', 'clone', 'build', 'validate', 'trace', 'shard', 'status', 'verify', 'cat', 'render', 'trace-script']) {
+    for (const cmd of ['run', 'clone', 'build', 'validate', 'trace', 'shard', 'forage', 'status', 'verify', 'cat', 'render', 'trace-script', 'export', 'audit', 'rebalance']) {
       const res = await cli([cmd, '--help']);
       expect(res.code).toBe(0);
       expect(res.stdout).toContain(`worldline ${cmd}`);
@@ -17,6 +17,10 @@ describe('the worldline command line', () => {
     expect(help.run).toContain('--num-shards');
     expect(help.cat).not.toContain('--step-in');
     expect(help.status).not.toContain('--manifest');
+    expect(help.run).toContain('--issue-fix-share');
+    expect(help.shard).toContain('--issue-fix-share');
+    expect(help.audit).toContain('--html');
+    expect(help.rebalance).toContain('--target');
   });
 
   it('exits 2 on usage errors, with the reason', async () => {
