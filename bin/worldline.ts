@@ -289,12 +289,14 @@ await yargs(hideBin(process.argv))
         .option('tolerance', { type: 'number', default: MIX_TOLERANCE, describe: 'Distance from the target (a share: 0.005 is half a point) still judged OK' })
         .option('top', { type: 'number', default: DEFAULT_TOP_K, describe: 'How many of the largest repositories the dominance figures count' })
         .option('json', { type: 'boolean', default: false, describe: 'Print every figure as one JSON object' })
-        .option('html', { type: 'string', describe: 'Also write a self-contained HTML report with charts to this file' }),
+        .option('html', { type: 'string', describe: 'Also write a self-contained HTML report with charts to this file' })
+        .option('fail-on-drift', { type: 'boolean', default: false, describe: 'Exit 1 when the task mix is off its target (for CI gates)' }),
     handler: async (a) => {
       const report = await auditDataset(resolve(a.dir as string), { target: share('--target', a.target), tolerance: share('--tolerance', a.tolerance), topK: count('--top', a.top) });
       if (a.html) writeFileSync(resolve(a.html), auditHtml(report));
       process.stdout.write((a.json ? JSON.stringify(report, null, 2) : formatAudit(report)) + '\n');
       if (a.html && !a.json) process.stdout.write(`report: ${resolve(a.html)}\n`);
+      if (a['fail-on-drift'] && report.mix.status === 'DRIFT') process.exitCode = 1;
     },
   })
   .command({

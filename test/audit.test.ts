@@ -63,6 +63,10 @@ describe('worldline audit on a generated dataset with known counts', () => {
     const bad = await cli(['audit', join(out, 'dataset'), '--target', '1.5']);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/--target must be a share between 0 and 1/);
+    // A CI gate: drift fails the command only when asked to.
+    expect((await cli(['audit', join(out, 'dataset'), '--fail-on-drift'])).code).toBe(1);
+    expect((await cli(['audit', join(out, 'dataset')])).code).toBe(0);
+    expect((await cli(['audit', join(out, 'dataset'), '--fail-on-drift', '--target', '0.41', '--tolerance', '0.02'])).code).toBe(0);
   });
 
   it('reports outcomes by kind, operator, repository and policy, exit statuses, turns and tokens', () => {
