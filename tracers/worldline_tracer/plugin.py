@@ -28,9 +28,11 @@ import pytest
 
 from . import __version__
 from .episodes import EpisodeBuilder
+from .source import SourceIndex
 from .tracer import Tracer, make_scope
 
-_state = {"fd": None, "scope": None, "opts": None}
+# one SourceIndex for the whole run: each file is parsed once, not once per test
+_state = {"fd": None, "scope": None, "opts": None, "sources": None}
 _KEY = "_worldline_trace"
 
 
@@ -65,6 +67,7 @@ def pytest_configure(config):
     root = os.environ.get("WORLDLINE_TRACE_ROOT") or os.getcwd()
     include_tests = os.environ.get("WORLDLINE_TRACE_INCLUDE_TESTS", "1").strip() not in ("0", "false", "no")
     _state["scope"] = make_scope(root, include_tests=include_tests)
+    _state["sources"] = SourceIndex()
 
 
 def pytest_unconfigure(config):
@@ -95,7 +98,7 @@ def _traced(item, phase):
         if not rec["truncated"]:
             budget = opts["max_events"] - len(rec["events"])
             tracer = Tracer(scope=_state["scope"], backend=opts["backend"], max_events=max(budget, 1),
-                            max_lines_per_call=opts["max_lines_per_call"])
+                            max_lines_per_call=opts["max_lines_per_call"], sources=_state["sources"])
             tracer.start()
     except Exception as e:  # the tracer could not start: the test runs untraced
         tracer = None
@@ -146,7 +149,7 @@ def _write(item):
                 builder = EpisodeBuilder(step_in=opts["step_in"], max_depth=opts["max_depth"],
                                          max_step_depth=opts["max_step_depth"],
                                          seed="%s|%s" % (opts["seed"], item.nodeid),
-                                         max_frames=opts["max_frames"])
+                                         max_frames=opts["max_frames"], sources=_state["sources"])
                 out["episodes"] = builder.build(events)
                 out["episodes_dropped"] = builder.dropped
             except Exception as e:

@@ -168,7 +168,8 @@ class Tracer(object):
     building the event dicts when ``.events`` is first read."""
 
     def __init__(self, scope=None, root=None, backend="auto", max_events=DEFAULT_MAX_EVENTS,
-                 max_lines_per_call=DEFAULT_MAX_LINES_PER_CALL, serializer=None, tool_ids=(4, 3)):
+                 max_lines_per_call=DEFAULT_MAX_LINES_PER_CALL, serializer=None, tool_ids=(4, 3),
+                 sources=None):
         self.scope = scope if scope is not None else make_scope(root)
         if backend == "auto":
             backend = "monitoring" if HAS_MONITORING else "settrace"
@@ -181,7 +182,7 @@ class Tracer(object):
         self.max_lines_per_call = int(max_lines_per_call)
         self.ser = serializer if serializer is not None else Serializer()
         self.tool_ids = tuple(tool_ids)
-        self.sources = SourceIndex()
+        self.sources = sources if sources is not None else SourceIndex()
         self._value = _value_repr(self.ser)
         # a custom serializer may be stateful: then every value is serialized at every event
         if isinstance(self.ser, Serializer):
