@@ -10,8 +10,8 @@ into, each once, in order of first call, separated by blank lines.
 """
 import random
 
-from .render import diff_locals, has_special_token, mark_entry, render
-from .source import SourceIndex, source_line, source_lines
+from .render import diff_frames, has_special_token, mark_entry, render, tokens_only_as_separators
+from .source import SourceIndex, source_lines
 
 
 class _Act(object):
@@ -100,14 +100,15 @@ class EpisodeBuilder(object):
         return episodes
 
     def _episode(self, act, info, rng):
-        raw = []
+        frames = []
         callees = []  # (file, FuncInfo) in order of first step-in
         seen = {(act.call["file"], info.start_line)}
+        line_of = self.sources.line
 
         def emit(act, info, rel):
             call = act.call
-            raw.append({"kind": "call", "line": info.def_line, "depth": rel, "function": call["function"],
-                        "file": call["file"], "locals": call["locals"]})
+            frames.append({"kind": "call", "line": info.def_line, "depth": rel, "function": call["function"],
+                           "locals": call["locals"], "source": line_of(call["file"], info.def_line)})
             for item in act.items:
                 if isinstance(item, _Act):
                     if rel + 1 > self.max_step_depth:
@@ -122,21 +123,20 @@ class EpisodeBuilder(object):
                             callees.append((item.call["file"], sub))
                         emit(item, sub, rel + 1)
                     continue
-                fr = {"kind": item["kind"], "line": item["line"], "depth": rel,
-                      "function": item["function"], "file": item["file"]}
-                if item["kind"] == "line":
+                kind = item["kind"]
+                fr = {"kind": kind, "line": item["line"], "depth": rel, "function": item["function"]}
+                if kind == "line":
                     fr["locals"] = item["locals"]
                 else:
                     fr["value"] = item["value"]
-                raw.append(fr)
+                fr["source"] = line_of(item["file"], item["line"])
+                frames.append(fr)
             ret = act.ret
-            raw.append({"kind": "return", "line": ret["line"], "depth": rel, "function": ret["function"],
-                        "file": ret["file"], "value": ret["value"]})
+            frames.append({"kind": "return", "line": ret["line"], "depth": rel, "function": ret["function"],
+                           "value": ret["value"], "source": line_of(ret["file"], ret["line"])})
 
         emit(act, info, 0)
-        for fr in raw:
-            fr["source"] = source_line(fr.pop("file"), fr["line"])
-        frames = diff_locals(raw)
+        diff_frames(frames)
         entry_file = act.call["file"]
         entry_src = source_lines(entry_file, info.start_line, info.end_line)
         parts = [mark_entry(entry_src, info.def_line - info.start_line)]
@@ -150,10 +150,11 @@ class EpisodeBuilder(object):
             self._drop("too_many_frames")
             return None
         text = render(context, frames)
-        if has_special_token(context) or any(has_special_token(fr["source"]) or
-                                             has_special_token(fr.get("value", "")) or
-                                             any(has_special_token(n + v) for n, v in fr.get("locals", ()))
-                                             for fr in frames):
+        if not tokens_only_as_separators(text, frames) and (
+                has_special_token(context) or any(has_special_token(fr["source"]) or
+                                                  has_special_token(fr.get("value", "")) or
+                                                  any(has_special_token(n + v) for n, v in fr.get("locals", ()))
+                                                  for fr in frames)):
             self._drop("special_token_in_text")
             return None
         return {

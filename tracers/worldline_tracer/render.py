@@ -31,35 +31,48 @@ START_MARKER = "  # << START_OF_TRACE"
 def diff_locals(frames):
     """Given frames with full locals (lists of [name, repr]), return new frame dicts whose call/line
     locals are diff-based as CWM writes them. Frames need "kind"; other keys are copied."""
-    out = []
-    stack = []  # previous full locals (dict) per open activation
+    out = [dict(fr) for fr in frames]
+    diff_frames(out)
+    return out
+
+
+def diff_frames(frames):
+    """``diff_locals`` in place: each call/line frame's "locals" is replaced by a new list."""
+    stack = []  # per open activation: [previous frame's locals list, the same as a dict]
     for fr in frames:
         kind = fr["kind"]
-        new = dict(fr)
         if kind == "call":
-            stack.append({})
-            prev = stack[-1]
-            new["locals"] = [[n, v] for n, v in fr["locals"]]
-            prev.clear()
-            prev.update((n, v) for n, v in fr["locals"])
+            pairs = fr["locals"]
+            stack.append([pairs, dict(pairs)])
+            fr["locals"] = [[n, v] for n, v in pairs]
         elif kind == "line":
             if not stack:
-                stack.append({})
-            prev = stack[-1]
-            new["locals"] = [[n, UNCHANGED if prev.get(n, None) == v else v] for n, v in fr["locals"]]
-            prev.clear()
-            prev.update((n, v) for n, v in fr["locals"])
+                stack.append([None, {}])
+            top = stack[-1]
+            pairs = fr["locals"]
+            if pairs is top[0]:  # the tracer shares an unchanged snapshot's list between events
+                fr["locals"] = [[n, UNCHANGED] for n, v in pairs]
+            else:
+                get = top[1].get
+                fr["locals"] = [[n, UNCHANGED if get(n, None) == v else v] for n, v in pairs]
+                top[0] = pairs
+                top[1] = dict(pairs)
         elif kind == "return":
             if stack:
                 stack.pop()
             if stack:
-                stack[-1].clear()  # back in the caller: a context change
-        out.append(new)
-    return out
+                stack[-1] = [None, {}]  # back in the caller: a context change
+
+
+_encode_str = json.encoder.encode_basestring_ascii  # exactly json.dumps(str) with the defaults
 
 
 def locals_json(pairs):
-    return json.dumps(dict((n, v) for n, v in pairs))
+    d = dict(pairs)
+    try:
+        return "{" + ", ".join([_encode_str(n) + ": " + _encode_str(v) for n, v in d.items()]) + "}"
+    except TypeError:  # a name or value that is not a str: json's own conversions
+        return json.dumps(d)
 
 
 def render_frame(frame):
@@ -67,7 +80,9 @@ def render_frame(frame):
     sep = KIND_SEP[kind]
     if kind in ("call", "line"):
         return sep + locals_json(frame["locals"]) + ACTION_SEP + frame["source"] + FRAME_SEP
-    return sep + ACTION_SEP + frame["source"] + ARG_SEP + json.dumps(frame["value"]) + FRAME_SEP
+    value = frame["value"]
+    return (sep + ACTION_SEP + frame["source"] + ARG_SEP
+            + (_encode_str(value) if type(value) is str else json.dumps(value)) + FRAME_SEP)
 
 
 def render(context, frames):
@@ -79,10 +94,26 @@ def render(context, frames):
 
 
 def has_special_token(text):
+    if "<|" not in text:
+        return False
     for tok in SPECIAL_TOKENS:
         if tok in text:
             return True
     return False
+
+
+def tokens_only_as_separators(text, frames):
+    """True when ``text`` (``render``'s output for ``frames``) holds "<|" only in its separators, so
+    no context, source line, value or name+value pair of a frame holds a special token. Each
+    separator has one "<|"; JSON escaping neither makes nor hides one, and the text around a
+    JSON string or source line (quotes, a newline) cannot complete one. A pair's name + value can
+    hold a token that neither holds alone only when the name ends in "<", which shows as '<":'."""
+    if '<":' in text:
+        return False
+    seps = 2
+    for fr in frames:
+        seps += 3 if "locals" in fr else 4
+    return text.count("<|") == seps
 
 
 def mark_entry(source, def_offset):

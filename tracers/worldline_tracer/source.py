@@ -118,6 +118,7 @@ class SourceIndex(object):
     def __init__(self):
         self._files = {}
         self._codes = {}
+        self._lines = {}
 
     def _index(self, filename):
         idx = self._files.get(filename)
@@ -147,20 +148,20 @@ class SourceIndex(object):
         """FuncInfo of the function called ``name`` whose code starts at ``start_line``."""
         return self._index(filename).get((start_line, name))
 
+    def line(self, filename, lineno):
+        """The source line with its trailing newline ('' when unknown)."""
+        lines = self._lines.get(filename)
+        if lines is None:
+            lines = self._lines[filename] = [
+                line if line.endswith("\n") else line + "\n" for line in linecache.getlines(filename)]
+        return lines[lineno - 1] if 0 < lineno <= len(lines) else ""
+
     def qualname(self, code):
         q = getattr(code, "co_qualname", None)
         if q is not None:
             return q
         info = self.lookup(code)
         return info.qualname if info is not None else code.co_name
-
-
-def source_line(filename, lineno):
-    """The source line with its trailing newline ('' when unknown)."""
-    line = linecache.getline(filename, lineno)
-    if line and not line.endswith("\n"):
-        line += "\n"
-    return line
 
 
 def source_lines(filename, start, end):
