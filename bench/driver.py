@@ -1,5 +1,6 @@
 """Runs a test suite under several tracer variants, interleaved over rounds, inside one container,
-and prints the wall times as JSON. Usage: python3 driver.py ROUNDS [pytest args...]"""
+and prints as JSON the wall times of whole pytest runs ("times") and of the tests alone
+("in_test", from bench_timer). Usage: python3 driver.py ROUNDS [pytest args...]"""
 import json
 import os
 import subprocess
@@ -18,17 +19,21 @@ def main():
     rounds = int(sys.argv[1])
     extra = sys.argv[2:]
     times = {name: [] for name in VARIANTS}
+    in_test = {name: [] for name in VARIANTS}
     codes = {}
     for _ in range(rounds):
         for name, (plugins, env) in VARIANTS.items():
-            if os.path.exists("/tmp/ours.jsonl"):
-                os.remove("/tmp/ours.jsonl")
-            cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:timeout"] + plugins + extra
+            for stale in ("/tmp/ours.jsonl", "/tmp/in_test"):
+                if os.path.exists(stale):
+                    os.remove(stale)
+            cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:timeout", "-p", "bench_timer"] + plugins + extra
             start = time.perf_counter()
-            proc = subprocess.run(cmd, cwd="/repo", env=dict(os.environ, **env), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            proc = subprocess.run(cmd, cwd="/repo", env=dict(os.environ, BENCH_TIMER_OUT="/tmp/in_test", **env), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             times[name].append(time.perf_counter() - start)
+            with open("/tmp/in_test") as f:
+                in_test[name].append(float(f.read()))
             codes.setdefault(name, proc.returncode)
-    json.dump({"times": times, "exit_codes": codes, "python": sys.version.split()[0]}, sys.stdout)
+    json.dump({"times": times, "in_test": in_test, "exit_codes": codes, "python": sys.version.split()[0]}, sys.stdout)
 
 
 main()
