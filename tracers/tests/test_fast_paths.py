@@ -16,8 +16,8 @@ CAPS = [{}, dict(max_str=5, max_items=3, max_depth=2), dict(max_items=1), dict(m
 def slow(**caps):
     """A Serializer with its fast paths switched off."""
     s = Serializer(**caps)
-    s._seq_render = lambda v, depth: (None, 0)
-    s._dict_render = lambda v, depth: (None, 0)
+    s._seq_render = lambda v, depth: None
+    s._dict_render = lambda v, depth: None
     s._scalars_ok = lambda items, types, pure: False
     return s
 
@@ -87,7 +87,76 @@ def test_unchanged_notices_changes():
     text, key = s.keyed(d)
     d["k"] = 2
     assert not s.unchanged(d, key)
-    assert s.keyed([[1]])[1] is None and s.keyed({"k": [1]})[1] is None  # mutable items
+    nested = {"k": [1, [2]]}
+    text, key = s.keyed(nested)
+    assert key is not None and s.unchanged(nested, key)
+    nested["k"][1].append(3)  # a change two levels down
+    assert not s.unchanged(nested, key)
+
+    class Obj(object):
+        pass
+
+    assert s.keyed([Obj()])[1] is None  # its repr may change while it stays the same object
+
+
+def mutate(rng, value):
+    """Change one container inside ``value`` in place (or nothing, when none is mutable)."""
+    found = []
+
+    def walk(v, depth):
+        if type(v) in (list, dict, set):
+            found.append(v)
+        if depth < 6 and type(v) in (list, tuple, set, frozenset):
+            for x in list(v)[:30]:
+                walk(x, depth + 1)
+        elif depth < 6 and type(v) is dict:
+            for x in list(v.values())[:30]:
+                walk(x, depth + 1)
+
+    walk(value, 0)
+    if not found:
+        return
+    c = rng.choice(found)
+    new = rng.choice([1, True, 1.0, "x", (1,), [1], ()])
+    if type(c) is list:
+        op = rng.randrange(4)
+        if op == 0 or not c:
+            c.append(new)
+        elif op == 1:
+            c[rng.randrange(len(c))] = new
+        elif op == 2:
+            c.pop(rng.randrange(len(c)))
+        else:
+            c.insert(0, new)
+    elif type(c) is dict:
+        if c and rng.random() < 0.5:
+            c[rng.choice(list(c))] = new
+        elif c and rng.random() < 0.5:
+            c.pop(rng.choice(list(c)))
+        else:
+            c[rng.random()] = new
+    else:
+        if c and rng.random() < 0.5:
+            c.pop()
+        else:
+            c.add(rng.random())
+
+
+@pytest.mark.parametrize("caps", CAPS, ids=[str(sorted(c.items())) for c in CAPS])
+def test_unchanged_only_when_the_text_is_the_same(caps):
+    s = Serializer(**caps)
+    rng = random.Random(5)
+    kept = 0
+    for v in values(len(str(caps)) + 1, 300):
+        for _ in range(4):
+            text, key = s.keyed(v)
+            if key is None:
+                break
+            mutate(rng, v)
+            if s.unchanged(v, key):
+                kept += 1
+                assert s(v) == text
+    assert kept > 0
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -11,7 +11,7 @@ form, cycles render as ``[...]`` / ``{...}`` / ``(...)``. Standard library only;
 import re
 import sys
 import time
-from itertools import islice
+from itertools import chain, islice, repeat
 from operator import is_
 
 _ADDR = re.compile(r" at 0x[0-9a-fA-F]+")
@@ -24,6 +24,7 @@ _INTS = frozenset({int, bool})
 _is_int = int.__instancecheck__  # in C; bools pass too (harmless for the magnitude check)
 _SIZED = ((str, str.__instancecheck__), (bytes, bytes.__instancecheck__))
 _SEQS = frozenset({list, tuple})
+_CONTAINERS = frozenset({list, tuple, dict, set, frozenset})
 _FAST_MIN = 6  # smaller containers: the fast path's fixed cost is more than the slow path's
 
 DEFAULTS = {
@@ -79,6 +80,8 @@ class Serializer(object):
         self.bad_classes = set()      # types whose repr is no longer called
         self._array_like = {}         # type -> bool
         self._active = set()          # ids of containers on the current path (cycles)
+        self._rec = None              # containers rendered, while ``keyed`` records them
+        self._keyable = True          # False once ``keyed`` rendered a non-leaf, non-container
         self._dispatch = {
             int: self._int,
             float: repr,
@@ -186,76 +189,112 @@ class Serializer(object):
         return 0
 
     def _seq_render(self, v, depth):
-        """(text, scan) by builtin repr for a non-empty list/tuple, or (None, 0)."""
+        """The text by builtin repr of a non-empty list/tuple, or None."""
         n = self.max_items
         if n < 2:
-            return None, 0
+            return None
         s = v if len(v) <= n else v[:n]
         scan = self._seq_scan(s, depth)
         if not scan:
-            return None, 0
+            return None
+        if scan == 1 and self._rec is not None:
+            self._rec.extend(s)  # rows that are lists: containers the text shows
         text = repr(s)
         if s is not v:
             text = text[:-1] + (", ...]" if type(s) is list else ", ...)")
-        return text, scan
+        return text
 
     def _dict_render(self, v, depth):
-        """(text, 2) by builtin repr for a non-empty dict of leaf scalars, or (None, 0)."""
+        """The text by builtin repr of a non-empty dict of leaf scalars, or None."""
         n = self.max_items
         if n < 1:
-            return None, 0
+            return None
         vtypes = set(map(type, islice(v.values(), n)))  # values fail most often: check first
         if not vtypes <= _LEAVES:
-            return None, 0
+            return None
         sub = v if len(v) <= n else dict(islice(v.items(), n))
         ktypes = set(map(type, sub))
         if not (ktypes <= _LEAVES and self._scalars_ok(sub, ktypes, True)
                 and self._scalars_ok(sub.values(), vtypes, True)):
-            return None, 0
+            return None
         text = repr(sub)
-        return (text if sub is v else text[:-1] + ", ...}"), 2
+        return text if sub is v else text[:-1] + ", ...}"
 
     def keyed(self, value):
         """``(text, key)`` for a local's value: text is ``self(value)``; key, when not None, lets
-        a caller that keeps it tell in C that the text still holds (see ``unchanged``): the value
-        is a list, tuple or dict whose shown items are deep-immutable, so its text depends only
-        on the identity of those items and on whether its length is over max_items."""
+        a caller that keeps it tell in C that the text still holds (``unchanged``). The text of a
+        list, tuple, dict, set or frozenset is a function of the containers it shows (the value
+        and those nested in it, recorded while it is rendered): their identities, their lengths
+        (or, past max_items, that they are past it) and the identities of their shown items, as
+        long as every other item is of an immutable leaf type (no key when any is not)."""
+        if type(value) not in _CONTAINERS:
+            return self(value), None
         t = type(value)
+        rec = self._rec = []
+        self._keyable = True
         try:
-            if t is not list and t is not tuple and t is not dict:
-                pass
-            elif not value:
-                return self._dispatch[t](value, 0), (value, 0, (), None if t is not dict else ())
-            elif self.max_depth > 0:
-                if t is list or t is tuple:
-                    text, scan = self._seq_render(value, 0)
-                    if scan == 2:
-                        n = len(value)
-                        items = value if t is tuple and n <= self.max_items else tuple(value[:self.max_items])
-                        return text, (value, n if n <= self.max_items else -1, items, None)
-                    if text is not None:
-                        return text, None
-                elif t is dict:
-                    text, scan = self._dict_render(value, 0)
-                    if scan == 2:
-                        n = len(value)
-                        k = self.max_items
-                        return text, (value, n if n <= k else -1, tuple(islice(value, k)),
-                                      tuple(islice(value.values(), k)))
-                    if text is not None:
-                        return text, None
-        except Exception:
-            pass
-        return self(value), None
+            text = None
+            if value and self.max_depth > 0:  # the builtin-repr paths, small containers too
+                if t is dict:
+                    text = self._dict_render(value, 0)
+                else:
+                    text = self._seq_render(value, 0) if t is list or t is tuple else None
+            if text is None:
+                text = self._ser(value, 0)
+            else:
+                rec.append(value)
+        except Exception:  # the guarded call gives the marker (or re-raises a deep overflow)
+            self._active.clear()
+            self._rec = None
+            return self(value), None
+        self._rec = None
+        if not self._keyable:
+            return text, None
+        k = self.max_items
+        if len(rec) == 1 and t is not set and t is not frozenset:  # one flat list/tuple/dict
+            n = len(value)
+            return text, (value, n if n <= k else -1, tuple(islice(value, k)),
+                          tuple(islice(value.values(), k)) if t is dict else None)
+        small = []
+        capped = []
+        for c in rec:
+            if len(c) <= k or type(c) is set or type(c) is frozenset:
+                if len(c) > self.max_set_sort:
+                    return text, None
+                small.append(c)
+            else:
+                capped.append(c)
+        sdicts = [c for c in small if type(c) is dict]
+        cdicts = [c for c in capped if type(c) is dict]
+        return text, (value, tuple(small), list(map(len, small)), tuple(chain.from_iterable(small)),
+                      tuple(sdicts), tuple(chain.from_iterable(map(dict.values, sdicts))),
+                      tuple(capped), tuple(chain.from_iterable(map(islice, capped, repeat(k)))),
+                      tuple(cdicts), tuple(chain.from_iterable(map(islice, map(dict.values, cdicts), repeat(k)))))
 
     def unchanged(self, value, key):
         """True when ``keyed(value)`` would give the same text as when it returned ``key``."""
         if key[0] is not value:
             return False
-        n = len(value)
-        if (n if n <= self.max_items else -1) != key[1] or not all(map(is_, value, key[2])):
+        k = self.max_items
+        if len(key) == 4:
+            n = len(value)
+            if (n if n <= k else -1) != key[1] or not all(map(is_, value, key[2])):
+                return False
+            return key[3] is None or all(map(is_, value.values(), key[3]))
+        small = key[1]
+        if list(map(len, small)) != key[2] or not all(map(is_, chain.from_iterable(small), key[3])):
             return False
-        return key[3] is None or all(map(is_, value.values(), key[3]))
+        if key[4] and not all(map(is_, chain.from_iterable(map(dict.values, key[4])), key[5])):
+            return False
+        capped = key[6]
+        if capped:
+            if min(map(len, capped)) <= k or not all(map(
+                    is_, chain.from_iterable(map(islice, capped, repeat(k))), key[7])):
+                return False
+            if key[8] and not all(map(is_, chain.from_iterable(
+                    map(islice, map(dict.values, key[8]), repeat(k))), key[9])):
+                return False
+        return True
 
     def _dict_items(self, v, depth):
         """The texts of a dict's items (capped), with ``v`` on the current path."""
@@ -278,23 +317,27 @@ class Serializer(object):
     # _FAST_MIN items, the fast path's text when it applies; else the items, rendered with the
     # container on the current path (_items, _dict_items). Kept inline: it runs per container.
     def _list(self, v, depth):
+        if self._rec is not None:
+            self._rec.append(v)
         if not v:
             return "[]"
         if id(v) in self._active or depth >= self.max_depth:
             return "[...]"
         if len(v) >= _FAST_MIN:
-            text = self._seq_render(v, depth)[0]
+            text = self._seq_render(v, depth)
             if text is not None:
                 return text
         return "[" + ", ".join(self._items(v, depth)) + "]"
 
     def _tuple(self, v, depth):
+        if self._rec is not None:
+            self._rec.append(v)
         if not v:
             return "()"
         if id(v) in self._active or depth >= self.max_depth:
             return "(...)"
         if len(v) >= _FAST_MIN:
-            text = self._seq_render(v, depth)[0]
+            text = self._seq_render(v, depth)
             if text is not None:
                 return text
         parts = self._items(v, depth)
@@ -303,12 +346,14 @@ class Serializer(object):
         return "(" + ", ".join(parts) + ")"
 
     def _dict(self, v, depth):
+        if self._rec is not None:
+            self._rec.append(v)
         if not v:
             return "{}"
         if id(v) in self._active or depth >= self.max_depth:
             return "{...}"
         if len(v) >= _FAST_MIN:
-            text = self._dict_render(v, depth)[0]
+            text = self._dict_render(v, depth)
             if text is not None:
                 return text
         return "{" + ", ".join(self._dict_items(v, depth)) + "}"
@@ -332,6 +377,8 @@ class Serializer(object):
         return parts
 
     def _set(self, v, depth):
+        if self._rec is not None:
+            self._rec.append(v)
         if not v:
             return "set()"
         if depth >= self.max_depth:
@@ -339,6 +386,8 @@ class Serializer(object):
         return "{" + ", ".join(self._set_items(v, depth)) + "}"
 
     def _frozenset(self, v, depth):
+        if self._rec is not None:
+            self._rec.append(v)
         if not v:
             return "frozenset()"
         if depth >= self.max_depth:
@@ -372,6 +421,7 @@ class Serializer(object):
             return _marker(value)
 
     def _other(self, value):
+        self._keyable = False  # its text may change while it stays the same object
         cls = type(value)
         if cls in self.bad_classes:
             return _marker(value)

@@ -110,8 +110,9 @@ _HEAD, _NLINES, _CAPPED, _KEYS, _VALS, _OUT, _MUT, _CACHE, _FILT = range(9)
 _CALL, _LINE, _RETURN, _EXCEPTION = "call", "line", "return", "exception"
 # Exact types whose repr cannot change while the object stays the same (the snapshot skips them).
 _IMMUTABLE = frozenset({int, str, float, bool, type(None), bytes})
-# Exact types whose text the snapshot can keep while their items stay the same (Serializer.keyed).
-_KEYED = frozenset({list, tuple, dict})
+# Exact types whose text the snapshot can keep while the containers it shows stay the same
+# (Serializer.keyed).
+_KEYED = frozenset({list, tuple, dict, set, frozenset})
 
 
 def _as_dict(rec):
