@@ -6,7 +6,7 @@
 import { existsSync, lstatSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { archiveTo, FIXED_COMMIT_ENV, git, GitError } from './git.js';
-import { hashOf } from './hashing.js';
+import { hashOf, hashTree } from './hashing.js';
 import { detectLicense } from './license.js';
 import { withLock } from './lock.js';
 import type { Unit } from './manifest.js';
@@ -122,9 +122,24 @@ async function resolveSource(unit: Unit, mirror: string): Promise<string> {
   return syncMirror(unit, mirror);
 }
 
+/**
+ * What an unpinned local source holds now, so that editing a folder or committing to a local
+ * repository between runs clones again instead of reusing the ledger. Remote URLs without a
+ * commit are keyed by location only: asking the remote would cost a network round trip per unit.
+ */
+async function localFingerprint(unit: Unit): Promise<string | null> {
+  if (unit.sourceKind !== 'local' || unit.commit || !existsSync(unit.location)) return null;
+  if (!existsSync(join(unit.location, '.git'))) return hashTree(unit.location, '');
+  try {
+    return (await git(['rev-parse', 'HEAD'], { cwd: unit.location })).trim();
+  } catch {
+    return null;
+  }
+}
+
 export const cloneStage: Stage<CloneRecord> = {
   name: 'clone',
-  key: (ctx) => ({ location: ctx.unit.location, commit: ctx.unit.commit ?? null }),
+  key: async (ctx) => ({ location: ctx.unit.location, commit: ctx.unit.commit ?? null, now: await localFingerprint(ctx.unit) }),
   async run(ctx: StageContext) {
     const { unit, options } = ctx;
     const mirror = mirrorPath(unit);

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 
 /** JSON with object keys sorted at every depth, so equal values always hash equally. */
@@ -31,7 +31,9 @@ export function hashTree(dir: string, suffix: string): string {
       const path = rel ? `${rel}/${entry.name}` : entry.name;
       if (entry.isDirectory()) {
         if (entry.name !== '__pycache__') walk(path);
-      } else if (entry.name.endsWith(suffix)) hash.update(path).update('\0').update(readFileSync(join(dir, path))).update('\0');
+      } else if (!entry.name.endsWith(suffix)) continue;
+      else if (entry.isSymbolicLink()) hash.update(path).update('\0->').update(readlinkSync(join(dir, path))).update('\0');
+      else if (entry.isFile()) hash.update(path).update('\0').update(readFileSync(join(dir, path))).update('\0');
     }
   };
   walk('');

@@ -1,0 +1,42 @@
+/** The clone stage's key: unpinned local sources are cloned again when their content changes. */
+import { execFileSync } from 'node:child_process';
+import { cpSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { packageRoot } from '../pipeline/paths.js';
+import { cli, tempDir } from './helpers.js';
+
+interface CloneRun {
+  units: { ran: string[] }[];
+}
+
+describe('clone', () => {
+  it('clones a local folder or repository again after it changed, and only then', async () => {
+    const dir = tempDir('clone-key');
+    const folder = join(dir, 'textstats');
+    cpSync(join(packageRoot, 'examples', 'repos', 'textstats'), folder, { recursive: true });
+    const repo = join(dir, 'repo');
+    cpSync(folder, repo, { recursive: true });
+    const gitIn = (...args: string[]) => execFileSync('git', ['-C', repo, '-c', 'user.name=t', '-c', 'user.email=t@localhost', ...args]);
+    gitIn('init', '-q');
+    gitIn('add', '-A');
+    gitIn('commit', '-qm', 'first');
+    const manifest = join(dir, 'manifest.jsonl');
+    writeFileSync(manifest, [folder, repo].map((r) => JSON.stringify({ repo: r })).join('\n') + '\n');
+    const out = join(dir, 'out');
+    const clone = async () => {
+      const res = await cli(['clone', '--manifest', manifest, '--out', out, '--json']);
+      expect(res.code, res.stderr).toBe(0);
+      return (JSON.parse(res.stdout) as CloneRun).units.map((u) => u.ran.includes('clone'));
+    };
+    expect(await clone()).toEqual([true, true]);
+    expect(await clone()).toEqual([false, false]);
+    writeFileSync(join(folder, 'NOTES.txt'), 'edited between runs\n');
+    expect(await clone()).toEqual([true, false]);
+    writeFileSync(join(repo, 'NOTES.txt'), 'committed between runs\n');
+    gitIn('add', '-A');
+    gitIn('commit', '-qm', 'second');
+    expect(await clone()).toEqual([false, true]);
+    expect(await clone()).toEqual([false, false]);
+  }, 120_000);
+});
