@@ -147,11 +147,16 @@ export function planMix(tasks: TaskRef[], target: number, opts: { tolerance?: nu
     const available = new Map<string, number>();
     for (const t of ofKind) available.set(t.repo, (available.get(t.repo) ?? 0) + 1);
     const perRepo = apportion(drop, sizes, available);
-    const byRepo = new Map<string, TaskRef[]>();
-    for (const t of ofKind) byRepo.set(t.repo, [...(byRepo.get(t.repo) ?? []), t]);
+    const byRepo = new Map<string, { t: TaskRef; rank: string }[]>();
+    for (const t of ofKind) {
+      const list = byRepo.get(t.repo) ?? [];
+      if (!list.length) byRepo.set(t.repo, list);
+      list.push({ t, rank: rank(seed, t.id) });
+    }
     for (const [repo, n] of perRepo) {
-      const ranked = byRepo.get(repo)!.sort((a, b) => (rank(seed, a.id) < rank(seed, b.id) ? -1 : 1));
-      dropped.push(...ranked.slice(0, n));
+      if (!n) continue;
+      const ranked = byRepo.get(repo)!.sort((a, b) => (a.rank < b.rank ? -1 : a.rank > b.rank ? 1 : 0));
+      for (const { t } of ranked.slice(0, n)) dropped.push(t);
       sizes.set(repo, sizes.get(repo)! - n);
     }
   }

@@ -55,12 +55,18 @@ async function* keepOnly(rows: AsyncIterable<Record<string, unknown>>, keep: (ro
   for await (const r of rows) if (keep(r)) yield r;
 }
 
+/** One pass over the tasks: a corpus has thousands of repositories and millions of tasks. */
 function repoShares(refs: TaskRef[], plan: MixPlan): RebalanceReport['repos'] {
-  const kept = refs.filter((t) => plan.keep.has(t.id)).length;
-  const repos = [...new Set(refs.map((t) => t.repo))].sort();
-  return repos.map((repo) => {
-    const before = refs.filter((t) => t.repo === repo).length;
-    const after = refs.filter((t) => t.repo === repo && plan.keep.has(t.id)).length;
+  const counts = new Map<string, { before: number; after: number }>();
+  for (const t of refs) {
+    const c = counts.get(t.repo) ?? { before: 0, after: 0 };
+    c.before += 1;
+    if (plan.keep.has(t.id)) c.after += 1;
+    counts.set(t.repo, c);
+  }
+  const kept = plan.keep.size;
+  return [...counts.keys()].sort().map((repo) => {
+    const { before, after } = counts.get(repo)!;
     const dropped = plan.droppedByRepo[repo] ?? { issue_fix: 0, mutation_fix: 0 };
     return { repo, tasks_before: before, tasks_after: after, share_before: before / refs.length, share_after: kept ? after / kept : null, dropped_issue_fix: dropped.issue_fix, dropped_mutation_fix: dropped.mutation_fix };
   });
