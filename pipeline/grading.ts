@@ -19,6 +19,7 @@ import { runContainer } from './docker.js';
 import type { PipelineOptions } from './options.js';
 import { tracersDir } from './paths.js';
 import { shQuote } from './shell.js';
+import { hunksOf } from './policies.js';
 import { pytestCommand } from './suite_run.js';
 import { foldReport, type Outcome } from './test_results.js';
 
@@ -44,8 +45,13 @@ export interface GradeEnv {
   work: string;
 }
 
-/** Files the submission may not change or add: tests, and whatever decides how pytest or Python starts. */
-const PROTECTED = String.raw`(^|/)(tests?/|test_[^/]*\.py$|[^/]*_test\.py$|conftest\.py$|pytest\.ini$|tox\.ini$|setup\.cfg$|pyproject\.toml$|sitecustomize\.py$|usercustomize\.py$|[^/]*\.pth$)`;
+/** Test files: the submission may never change or add them. */
+const TEST_FILES = String.raw`(^|/)(tests?/|test_[^/]*\.py$|[^/]*_test\.py$|conftest\.py$)`;
+/**
+ * What decides how pytest or Python starts: protected too, except a file the gold fix itself
+ * changes (a real fix may touch pyproject.toml or setup.cfg; reverting it would fail the fix).
+ */
+const STARTUP_FILES = String.raw`(^|/)(pytest\.ini|tox\.ini|setup\.cfg|pyproject\.toml|sitecustomize\.py|usercustomize\.py|[^/]*\.pth)$`;
 
 const APPLY = (file: string) => `git apply --whitespace=nowarn ${file} 2>/dev/null || patch -p1 --batch --forward --silent < ${file} >/dev/null 2>&1`;
 
@@ -57,6 +63,7 @@ export async function gradeSubmission(task: TaskRecord, submission: string | nul
     writeFileSync(join(work, 'bug.patch'), task.bug_patch ?? '');
     writeFileSync(join(work, 'test.patch'), task.test_patch);
     writeFileSync(join(work, 'submission.patch'), submission ?? '');
+    writeFileSync(join(work, 'gold-paths'), [...new Set(hunksOf(task.patch).map((h) => `${h.path}\n`))].join(''));
     const key = randomBytes(32).toString('hex');
     writeFileSync(join(work, 'key'), key);
     const tests = [...task.FAIL_TO_PASS, ...task.PASS_TO_PASS];
@@ -74,8 +81,8 @@ export async function gradeSubmission(task: TaskRecord, submission: string | nul
       `if [ -s /worldline/out/submission.patch ]; then ${APPLY('/worldline/out/submission.patch')} || applied=0; fi`,
       'echo $applied > /worldline/out/applied',
       // Protected files go back to the task's version, whatever the submission did to them.
-      `git diff --name-only HEAD | grep -E '${PROTECTED}' | xargs -r git checkout HEAD -- 2>/dev/null`,
-      `git ls-files --others | grep -E '${PROTECTED}' | xargs -r rm -rf`,
+      `{ git diff --name-only HEAD | grep -E '${TEST_FILES}'; git diff --name-only HEAD | grep -E '${STARTUP_FILES}' | grep -vxF -f /worldline/out/gold-paths; } | xargs -r git checkout HEAD -- 2>/dev/null`,
+      `{ git ls-files --others | grep -E '${TEST_FILES}'; git ls-files --others | grep -E '${STARTUP_FILES}' | grep -vxF -f /worldline/out/gold-paths; } | xargs -r rm -rf`,
       // The key leaves the file system before any submitted code runs.
       'exec 3< /worldline/out/key; rm -f /worldline/out/key',
       `WORLDLINE_REPORT=${report} WORLDLINE_REPORT_KEY_FD=3 timeout -k 10 ${env.options.suiteTimeoutS} ${pytest} ${tests.map(shQuote).join(' ')} > /worldline/out/output.log 2>&1`,
