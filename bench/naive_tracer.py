@@ -1,6 +1,8 @@
 """The naive tracer the benchmark compares against, the way PySnooper works: sys.settrace on every
 file, and on every event every local repr'd with the builtin repr and written out. A pytest
-plugin (-p naive_tracer) tracing each test's call phase into /tmp/naive-trace.txt."""
+plugin (-p naive_tracer) tracing each test's call phase into /tmp/naive-trace.txt. Like
+PySnooper, a repr that raises becomes a marker: unguarded, networkx's lazy views raise from
+inside the trace function and the suite fails instead of being measured."""
 import sys
 
 import pytest
@@ -8,8 +10,15 @@ import pytest
 _out = None
 
 
+def _repr(value):
+    try:
+        return repr(value)
+    except Exception:
+        return "REPR FAILED"
+
+
 def _trace(frame, event, arg):
-    _out.write("%s:%d %s %r\n" % (frame.f_code.co_filename, frame.f_lineno, event, {k: repr(v) for k, v in frame.f_locals.items()}))
+    _out.write("%s:%d %s %r\n" % (frame.f_code.co_filename, frame.f_lineno, event, {k: _repr(v) for k, v in frame.f_locals.items()}))
     return _trace
 
 
