@@ -19,3 +19,18 @@ export function* readLines(path: string): Generator<string> {
     closeSync(fd);
   }
 }
+
+/** A problem with one line of a JSON Lines input; the caller adds the file and line number. */
+export class LineError extends Error {}
+
+/** One JSON Lines line that must hold a JSON object (manifests, task imports). */
+export function jsonObjectLine(text: string): Record<string, unknown> {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (e) {
+    throw new LineError(`not valid JSON: ${(e as Error).message}`);
+  }
+  if (!raw || typeof raw !== 'object' || Array.isArray(raw)) throw new LineError('each line must be a JSON object');
+  return raw as Record<string, unknown>;
+}

@@ -1,3 +1,4 @@
+import { jsonObjectLine, LineError } from '../datasets/lines.js';
 import { readFileSync } from 'node:fs';
 import { basename, dirname, isAbsolute, resolve } from 'node:path';
 import { hashOf } from './hashing.js';
@@ -51,8 +52,6 @@ export interface Manifest {
 
 const TOP_KEYS = new Set(['repo', 'commit', 'env', 'python']);
 const ENV_KEYS = new Set(['apt', 'pip', 'setup', 'vars', 'pytest_args']);
-
-class LineError extends Error {}
 
 function stringList(value: unknown, where: string): string[] {
   if (value === undefined) return [];
@@ -114,14 +113,7 @@ export function slugFor(location: string, kind: SourceKind): string {
 }
 
 function parseLine(text: string, line: number, baseDir: string): Unit {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(text);
-  } catch (e) {
-    throw new LineError(`not valid JSON: ${(e as Error).message}`);
-  }
-  if (!raw || typeof raw !== 'object' || Array.isArray(raw)) throw new LineError('each line must be a JSON object');
-  const obj = raw as Record<string, unknown>;
+  const obj = jsonObjectLine(text);
   const unknown = Object.keys(obj).filter((k) => !TOP_KEYS.has(k));
   if (unknown.length) {
     throw new LineError(`unknown key${unknown.length > 1 ? 's' : ''}: ${unknown.join(', ')} (allowed: ${[...TOP_KEYS].join(', ')})`);

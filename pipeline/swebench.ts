@@ -5,6 +5,7 @@
  * which make the round trip exact. Import reads SWE-bench files (F2P/P2P as JSON strings or
  * arrays) into task records; each bad line is an error naming its line, the others are kept.
  */
+import { jsonObjectLine, LineError } from '../datasets/lines.js';
 import type { TaskRecord } from '../schemas/tasks.js';
 
 /** The fields of a SWE-bench instance (SWE-bench, Lite, Verified), in the harness's order. */
@@ -78,8 +79,6 @@ export interface ImportError {
   message: string;
 }
 
-class LineError extends Error {}
-
 function stringField(o: Record<string, unknown>, name: string, required: boolean): string | null {
   const v = o[name];
   if (v === undefined || v === null) {
@@ -105,14 +104,7 @@ function nodeIdList(o: Record<string, unknown>, name: string): string[] {
 }
 
 function parseLine(text: string, line: number): ImportedTask {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(text);
-  } catch (e) {
-    throw new LineError(`not valid JSON: ${(e as Error).message}`);
-  }
-  if (!raw || typeof raw !== 'object' || Array.isArray(raw)) throw new LineError('each line must be a JSON object');
-  const o = raw as Record<string, unknown>;
+  const o = jsonObjectLine(text);
   const unknown = Object.keys(o).filter((k) => !KNOWN.has(k));
   if (unknown.length) throw new LineError(`unknown field${unknown.length > 1 ? 's' : ''}: ${unknown.join(', ')}`);
   const missing = REQUIRED.filter((k) => o[k] === undefined || o[k] === null);
