@@ -8,7 +8,7 @@
  * `data-field` and `data-value` (the exact number), and a `<title>` tooltip with the value as shown;
  * a bar's printed value is the text whose `data-value-label` is `series|key|field`.
  */
-import { STAGES } from '../pipeline/ledger.js';
+import { STAGES } from '../pipeline/runtime/ledger.js';
 import type { AuditReport, Distribution } from './audit.js';
 
 const esc = (s: unknown) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);

@@ -1,6 +1,6 @@
 /** The audit as aligned terminal tables, section by section. */
-import { table } from '../pipeline/status.js';
-import { STAGES } from '../pipeline/ledger.js';
+import { table } from '../pipeline/runtime/status.js';
+import { STAGES } from '../pipeline/runtime/ledger.js';
 import type { AuditReport, Distribution, KindSplit, ResolvedRate } from './audit.js';
 
 const pct = (s: number | null) => (s === null ? 'n/a' : `${(s * 100).toFixed(1)}%`);

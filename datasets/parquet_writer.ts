@@ -17,7 +17,7 @@ import type { ColumnChunk, Encoding, OffsetIndex, SchemaElement } from 'hyparque
 import { ParquetWriter, fileWriter } from 'hyparquet-writer';
 import { writePageHeader } from 'hyparquet-writer/src/datapage.js';
 import { statSync } from 'node:fs';
-import { sha256 } from '../pipeline/hashing.js';
+import { sha256 } from '../core/hashing.js';
 import { parquetSchema, type Field, type RecordSchema } from '../schemas/schema.js';
 import { compileEstimator, compileValidator } from './fast_validate.js';
 

@@ -28,7 +28,7 @@ import { closeSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeSy
 import { join } from 'node:path';
 import { RecordError, type RecordSchema } from '../schemas/schema.js';
 import { compileEstimator, compileValidator } from './fast_validate.js';
-import { readLines } from './lines.js';
+import { readLines } from '../core/jsonl.js';
 
 export interface SpillSettings {
   shuffle: boolean;

@@ -6,10 +6,10 @@
 import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
-import { resolveBase } from './build.js';
-import { assertDockerUp, runContainer } from './docker.js';
-import type { PythonVersion } from './manifest.js';
-import { tracersDir } from './paths.js';
+import { resolveBase } from './stages/build.js';
+import { assertDockerUp, runContainer } from './sandbox/sandbox.js';
+import type { PythonVersion } from './runtime/manifest.js';
+import { tracersDir } from '../core/package.js';
 
 export interface ScriptEpisode {
   function: string;

@@ -1,8 +1,8 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
-import { BASE_RECIPES, baseTag, userBaseImage } from '../pipeline/base_images.js';
-import { buildImage, docker, inspectImage, tarStream } from '../pipeline/docker.js';
+import { BASE_RECIPES, baseTag, userBaseImage } from '../pipeline/sandbox/base_images.js';
+import { buildImage, docker, inspectImage, tarStream } from '../pipeline/sandbox/sandbox.js';
 import { tempDir } from './helpers.js';
 
 describe('base images', () => {

@@ -3,7 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { cpSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { packageRoot } from '../pipeline/paths.js';
+import { packageRoot } from '../core/package.js';
 import { cli, tempDir } from './helpers.js';
 
 interface CloneRun {

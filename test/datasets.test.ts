@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { readRows, shardsForRank, readManifestJson } from '../datasets/reader.js';
 import { verifyDataset } from '../datasets/verify.js';
-import { packageRoot } from '../pipeline/paths.js';
+import { packageRoot } from '../core/package.js';
 import { CORPUS } from './corpus.js';
 import { cli, sql, tempDir } from './helpers.js';
 

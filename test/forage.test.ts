@@ -7,10 +7,10 @@ import { join } from 'node:path';
 import { writeFileSync } from 'node:fs';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { readRows } from '../datasets/reader.js';
-import { gradeSubmission, type GradeEnv } from '../pipeline/grading.js';
-import { AgentEnv } from '../pipeline/agent_env.js';
+import { gradeSubmission, type GradeEnv } from '../pipeline/agent/grading.js';
+import { AgentEnv } from '../pipeline/agent/agent_env.js';
 import type { TrajectoryRecord } from '../schemas/trajectories.js';
-import { DEFAULTS } from '../pipeline/options.js';
+import { DEFAULTS } from '../pipeline/runtime/options.js';
 import type { TaskRecord } from '../schemas/tasks.js';
 import { cli, sql, tempDir } from './helpers.js';
 

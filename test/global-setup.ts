@@ -7,8 +7,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
-import { ensureBaseImage } from '../pipeline/base_images.js';
-import { assertDockerUp, docker } from '../pipeline/docker.js';
+import { ensureBaseImage } from '../pipeline/sandbox/base_images.js';
+import { assertDockerUp, docker } from '../pipeline/sandbox/sandbox.js';
 import { materializeCorpus } from './corpus.js';
 
 export const CORPUS_NAMES = ['toolz', 'h11', 'isodate', 'hyperlink', 'simplejson'];

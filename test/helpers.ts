@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { join } from 'node:path';
 import { inject } from 'vitest';
-import { packageRoot } from '../pipeline/paths.js';
+import { packageRoot } from '../core/package.js';
 export { query as sql } from '../datasets/duckdb.js';
 
 export interface CliResult {

@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { evenSample } from '../pipeline/history.js';
+import { evenSample } from '../pipeline/runtime/history.js';
 import { buildHistoryRepo } from './fixtures/history_repo.js';
 import { cli, sql, tempDir } from './helpers.js';
 

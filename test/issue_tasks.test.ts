@@ -9,13 +9,13 @@ import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { gradeSubmission, type GradeEnv } from '../pipeline/grading.js';
-import { Ledger } from '../pipeline/ledger.js';
-import { readManifest } from '../pipeline/manifest.js';
-import type { BuildRecord } from '../pipeline/build.js';
-import type { CloneRecord } from '../pipeline/clone.js';
-import { DEFAULTS, type PipelineOptions } from '../pipeline/options.js';
-import type { StageContext } from '../pipeline/stage.js';
+import { gradeSubmission, type GradeEnv } from '../pipeline/agent/grading.js';
+import { Ledger } from '../pipeline/runtime/ledger.js';
+import { readManifest } from '../pipeline/runtime/manifest.js';
+import type { BuildRecord } from '../pipeline/stages/build.js';
+import type { CloneRecord } from '../pipeline/stages/clone.js';
+import { DEFAULTS, type PipelineOptions } from '../pipeline/runtime/options.js';
+import type { StageContext } from '../pipeline/runtime/stage.js';
 import {
   candidatePatches,
   findIssueCandidates,
@@ -27,7 +27,7 @@ import {
   parseIssueExport,
   readIssueExport,
   type IssueMiningOutcome,
-} from '../pipeline/issue_tasks.js';
+} from '../pipeline/tasks/issue_tasks.js';
 import type { TaskRecord } from '../schemas/tasks.js';
 import { buildHistoryRepo } from './fixtures/history_repo.js';
 import { cli, tempDir } from './helpers.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseManifest, slugFor } from '../pipeline/manifest.js';
+import { parseManifest, slugFor } from '../pipeline/runtime/manifest.js';
 
 describe('manifest', () => {
   it('parses good lines and reports each bad line with its number while the others go on', () => {

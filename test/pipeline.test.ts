@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
-import { packageRoot } from '../pipeline/paths.js';
+import { packageRoot } from '../core/package.js';
 import { parseEpisode, renderEpisode, type CwmFrame } from '../datasets/cwm_format.js';
 import { readRows } from '../datasets/reader.js';
 import { CORPUS } from './corpus.js';

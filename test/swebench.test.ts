@@ -1,6 +1,6 @@
 /** SWE-bench JSON Lines: export and import round trip, SWE-bench's own rows, and bad input named by line. */
 import { describe, expect, it } from 'vitest';
-import { exportSwebench, formatImportErrors, importSwebench, SWEBENCH_FIELDS } from '../pipeline/swebench.js';
+import { exportSwebench, formatImportErrors, importSwebench, SWEBENCH_FIELDS } from '../datasets/swebench.js';
 import type { TaskRecord } from '../schemas/tasks.js';
 
 const issueTask: TaskRecord = {

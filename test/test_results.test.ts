@@ -1,9 +1,9 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
-import { runContainer } from '../pipeline/docker.js';
-import { tracersDir } from '../pipeline/paths.js';
-import { countVerdicts, foldReport, mergeRuns } from '../pipeline/test_results.js';
+import { runContainer } from '../pipeline/sandbox/sandbox.js';
+import { tracersDir } from '../core/package.js';
+import { countVerdicts, foldReport, mergeRuns } from '../pipeline/sandbox/pytest_report.js';
 import { tempDir } from './helpers.js';
 
 const line = (o: object) => JSON.stringify(o);

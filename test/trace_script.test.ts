@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseEpisode, renderEpisode } from '../datasets/cwm_format.js';
-import { packageRoot } from '../pipeline/paths.js';
+import { packageRoot } from '../core/package.js';
 import { cli } from './helpers.js';
 
 const dir = join(packageRoot, 'examples', 'scripts');

@@ -9,7 +9,7 @@ overwrite the report. The grader then hands us a key on an inherited file descri
 (WORLDLINE_REPORT_KEY_FD), never in the environment or a file: we read it at import, before
 any conftest or repository code runs, close the descriptor, and sign every line
 (`<hmac-sha256 hex> <json>`, with a sequence number) so that a rewritten, reordered, cut or
-injected line is detected (pipeline/test_results.ts).
+injected line is detected (pipeline/sandbox/pytest_report.ts).
 """
 import hashlib
 import hmac

@@ -1,7 +1,7 @@
-import { jsonObjectLine, LineError } from '../datasets/lines.js';
+import { jsonObjectLine, LineError } from '../../core/jsonl.js';
 import { readFileSync } from 'node:fs';
 import { basename, dirname, isAbsolute, resolve } from 'node:path';
-import { hashOf } from './hashing.js';
+import { hashOf } from '../../core/hashing.js';
 
 /** Python versions we have an offline base recipe for; `--base-image` lifts the restriction. */
 export const PYTHON_VERSIONS = ['3.11', '3.13'] as const;

@@ -12,8 +12,8 @@
  * date) is honoured when present. Anything else (400, 401, 404, ...) fails the turn at once.
  */
 import OpenAI, { APIConnectionError, APIError, APIUserAbortError } from 'openai';
-import { TOOL_SPECS, type ToolCall } from './agent_env.js';
-import type { ChatMessage, Policy, PolicyTurn } from './policies.js';
+import { TOOL_SPECS, type ToolCall } from '../agent_env.js';
+import type { ChatMessage, Policy, PolicyTurn } from './oracle.js';
 
 export interface OpenAIPolicyConfig {
   /** e.g. http://127.0.0.1:8000/v1 */

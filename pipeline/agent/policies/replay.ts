@@ -12,9 +12,9 @@
  * and memory addresses are masked, since they change from run to run); differences report the
  * raw texts.
  */
-import type { TrajectoryRecord } from '../schemas/trajectories.js';
-import type { Budgets } from './rollout.js';
-import type { ChatMessage, Policy, PolicyTurn } from './policies.js';
+import type { TrajectoryRecord } from '../../../schemas/trajectories.js';
+import type { Budgets } from '../rollout.js';
+import type { ChatMessage, Policy, PolicyTurn } from './oracle.js';
 
 export interface ReplayDifference {
   /** Index of the tool step (0-based, across the whole conversation). */

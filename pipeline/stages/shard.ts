@@ -6,19 +6,19 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { readLines } from '../datasets/lines.js';
-import { writeDataset, type DatasetManifest, type DatasetOptions } from '../datasets/dataset_writer.js';
-import { reposSchema, tasksSchema, testsSchema, tracesSchema, trajectoriesSchema, type RepoRecord, type TaskRecord, type TestRecord, type TraceRecord, type TrajectoryRecord } from '../schemas/index.js';
+import { readLines } from '../../core/jsonl.js';
+import { writeDataset, type DatasetManifest, type DatasetOptions } from '../../datasets/dataset_writer.js';
+import { reposSchema, tasksSchema, testsSchema, tracesSchema, trajectoriesSchema, type RepoRecord, type TaskRecord, type TestRecord, type TraceRecord, type TrajectoryRecord } from '../../schemas/index.js';
 import type { BuildRecord } from './build.js';
 import type { CloneRecord } from './clone.js';
-import { sha256 } from './hashing.js';
-import { Ledger, type LedgerEntry } from './ledger.js';
-import { packageRoot } from './paths.js';
+import { sha256 } from '../../core/hashing.js';
+import { Ledger, type LedgerEntry } from '../runtime/ledger.js';
+import { packageRoot } from '../../core/package.js';
 import { tracesPartPath, type TraceStageRecord } from './trace.js';
 import { tasksPartPath, trajectoriesPartPath } from './forage.js';
-import { taskTracesPartPath } from './task_traces.js';
+import { taskTracesPartPath } from '../tasks/fix_traces.js';
 import { testsPartPath, type ValidateRecord } from './validate.js';
-import { DEFAULT_ISSUE_FIX_SHARE, DEFAULT_MIX_SEED, mixSummary, planMix, type MixPlan, type TaskRef } from '../datasets/mix.js';
+import { DEFAULT_ISSUE_FIX_SHARE, DEFAULT_MIX_SEED, mixSummary, planMix, type MixPlan, type TaskRef } from '../../datasets/mix.js';
 
 export function toolVersion(): string {
   return (JSON.parse(readFileSync(join(packageRoot, 'package.json'), 'utf8')) as { version: string }).version;

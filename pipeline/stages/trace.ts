@@ -7,14 +7,14 @@
 import { createReadStream, createWriteStream, existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { dirname, join, posix } from 'node:path';
 import { createInterface } from 'node:readline';
-import type { TraceRecord } from '../schemas/traces.js';
+import type { TraceRecord } from '../../schemas/traces.js';
 import type { BuildRecord } from './build.js';
 import type { CloneRecord } from './clone.js';
-import { hashTree } from './hashing.js';
-import { tracersDir } from './paths.js';
-import { failed, ok, requireRecord, type Stage, type StageContext } from './stage.js';
-import { firstProblem, pytestCommand, runSuite } from './suite_run.js';
-import type { TestRecord } from '../schemas/tests.js';
+import { hashTree } from '../../core/hashing.js';
+import { tracersDir } from '../../core/package.js';
+import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
+import { firstProblem, pytestCommand, runSuite } from '../sandbox/suite_run.js';
+import type { TestRecord } from '../../schemas/tests.js';
 import { testsPartPath, type ValidateRecord } from './validate.js';
 
 const TRACE_REVISION = 1;

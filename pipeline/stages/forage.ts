@@ -5,22 +5,22 @@
 import { join } from 'node:path';
 import type { BuildRecord } from './build.js';
 import type { CloneRecord } from './clone.js';
-import { hashTree } from './hashing.js';
-import { writeFileAtomic } from './ledger.js';
-import { mutationTasks } from './mutation_tasks.js';
-import { tracersDir } from './paths.js';
-import { ok, requireRecord, type Stage, type StageContext } from './stage.js';
+import { hashTree } from '../../core/hashing.js';
+import { writeFileAtomic } from '../runtime/ledger.js';
+import { mutationTasks } from '../tasks/mutation_tasks.js';
+import { tracersDir } from '../../core/package.js';
+import { ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
 import type { TraceStageRecord } from './trace.js';
-import type { TaskRecord } from '../schemas/tasks.js';
-import type { TrajectoryRecord } from '../schemas/trajectories.js';
-import { oraclePolicy } from './policies.js';
-import { rollout, type Budgets } from './rollout.js';
-import { readRows } from '../datasets/reader.js';
-import { mineIssueTasks, readIssueExport, type IssueText } from './issue_tasks.js';
-import { openaiPolicy } from './openai_policy.js';
-import { replayBudgets, replayPolicy, type ReplayPolicy } from './replay_policy.js';
-import type { Policy } from './policies.js';
-import { sha256 } from './hashing.js';
+import type { TaskRecord } from '../../schemas/tasks.js';
+import type { TrajectoryRecord } from '../../schemas/trajectories.js';
+import { oraclePolicy } from '../agent/policies/oracle.js';
+import { rollout, type Budgets } from '../agent/rollout.js';
+import { readRows } from '../../datasets/reader.js';
+import { mineIssueTasks, readIssueExport, type IssueText } from '../tasks/issue_tasks.js';
+import { openaiPolicy } from '../agent/policies/openai.js';
+import { replayBudgets, replayPolicy, type ReplayPolicy } from '../agent/policies/replay.js';
+import type { Policy } from '../agent/policies/oracle.js';
+import { sha256 } from '../../core/hashing.js';
 import { readFileSync } from 'node:fs';
 
 const issueExports = new Map<string, Map<number, IssueText>>();
@@ -29,7 +29,7 @@ function issueExport(file: string | undefined): Map<number, IssueText> | undefin
   if (!issueExports.has(file)) issueExports.set(file, readIssueExport(file));
   return issueExports.get(file);
 }
-import { traceAroundFixes } from './task_traces.js';
+import { traceAroundFixes } from '../tasks/fix_traces.js';
 
 const jsonl = (rows: object[]) => rows.map((r) => JSON.stringify(r)).join('\n') + (rows.length ? '\n' : '');
 

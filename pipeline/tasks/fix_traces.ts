@@ -5,16 +5,16 @@
  */
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { TaskRecord } from '../schemas/tasks.js';
-import type { TraceRecord } from '../schemas/traces.js';
-import type { BuildRecord } from './build.js';
-import type { CloneRecord } from './clone.js';
-import { runContainer } from './docker.js';
-import { tracersDir } from './paths.js';
-import { shQuote } from './shell.js';
-import type { StageContext } from './stage.js';
-import { pytestCommand } from './suite_run.js';
-import { traceRows, writeJsonl } from './trace.js';
+import type { TaskRecord } from '../../schemas/tasks.js';
+import type { TraceRecord } from '../../schemas/traces.js';
+import type { BuildRecord } from '../stages/build.js';
+import type { CloneRecord } from '../stages/clone.js';
+import { runContainer } from '../sandbox/sandbox.js';
+import { tracersDir } from '../../core/package.js';
+import { shQuote } from '../../core/shell.js';
+import type { StageContext } from '../runtime/stage.js';
+import { pytestCommand } from '../sandbox/suite_run.js';
+import { traceRows, writeJsonl } from '../stages/trace.js';
 
 /** Per-test timeout under the tracer, as a multiple of --mutant-test-timeout. */
 const TRACED_MUTANT_FACTOR = 5;

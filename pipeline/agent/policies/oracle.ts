@@ -3,8 +3,8 @@
  * message (usually one tool call). `oracle` works a task as an expert would through the real
  * tools: run the failing tests, view the file, apply the gold fix with `edit`, rerun, submit.
  */
-import type { TaskRecord } from '../schemas/tasks.js';
-import type { ToolCall } from './agent_env.js';
+import type { TaskRecord } from '../../../schemas/tasks.js';
+import type { ToolCall } from '../agent_env.js';
 
 export interface ChatMessage {
   role: 'system' | 'user' | 'assistant' | 'tool';

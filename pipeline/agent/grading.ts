@@ -14,14 +14,14 @@
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { TaskRecord } from '../schemas/tasks.js';
-import { runContainer } from './docker.js';
-import type { PipelineOptions } from './options.js';
-import { tracersDir } from './paths.js';
-import { shQuote } from './shell.js';
-import { hunksOf } from './policies.js';
-import { pytestCommand } from './suite_run.js';
-import { foldReport, type Outcome } from './test_results.js';
+import type { TaskRecord } from '../../schemas/tasks.js';
+import { runContainer } from '../sandbox/sandbox.js';
+import type { PipelineOptions } from '../runtime/options.js';
+import { tracersDir } from '../../core/package.js';
+import { shQuote } from '../../core/shell.js';
+import { hunksOf } from './policies/oracle.js';
+import { pytestCommand } from '../sandbox/suite_run.js';
+import { foldReport, type Outcome } from '../sandbox/pytest_report.js';
 
 export interface Grade {
   resolved: boolean;

@@ -4,11 +4,11 @@
  * trajectory is kept, resolved or not.
  */
 import { createHash } from 'node:crypto';
-import type { TaskRecord } from '../schemas/tasks.js';
-import type { TrajectoryRecord } from '../schemas/trajectories.js';
+import type { TaskRecord } from '../../schemas/tasks.js';
+import type { TrajectoryRecord } from '../../schemas/trajectories.js';
 import { AgentEnv, TOOL_SPECS, type EnvLimits } from './agent_env.js';
 import { gradeSubmission, type GradeEnv } from './grading.js';
-import type { ChatMessage, Policy } from './policies.js';
+import type { ChatMessage, Policy } from './policies/oracle.js';
 
 export interface Budgets {
   maxTurns: number;

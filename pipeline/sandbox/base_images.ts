@@ -7,11 +7,11 @@ import { execFile as execFileCb } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { docker, inspectImage, runContainer, tarStream } from './docker.js';
-import { hashOf } from './hashing.js';
-import type { PythonVersion } from './manifest.js';
-import { withLock } from './lock.js';
-import { cacheDir } from './settings.js';
+import { docker, inspectImage, runContainer, tarStream } from './sandbox.js';
+import { hashOf } from '../../core/hashing.js';
+import type { PythonVersion } from '../runtime/manifest.js';
+import { withLock } from '../../core/lock.js';
+import { cacheDir } from '../runtime/layout.js';
 
 const execFile = promisify(execFileCb);
 

@@ -5,13 +5,13 @@
  */
 import { existsSync, lstatSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { archiveTo, FIXED_COMMIT_ENV, git, GitError } from './git.js';
-import { hashOf, hashTree } from './hashing.js';
-import { detectLicense } from './license.js';
-import { withLock } from './lock.js';
-import type { Unit } from './manifest.js';
-import { mirrorsDir } from './settings.js';
-import { failed, ok, type Stage, type StageContext } from './stage.js';
+import { archiveTo, FIXED_COMMIT_ENV, git, GitError } from '../../core/git.js';
+import { hashOf, hashTree } from '../../core/hashing.js';
+import { detectLicense } from '../../core/license.js';
+import { withLock } from '../../core/lock.js';
+import type { Unit } from '../runtime/manifest.js';
+import { mirrorsDir } from '../runtime/layout.js';
+import { failed, ok, type Stage, type StageContext } from '../runtime/stage.js';
 
 export interface CloneRecord {
   commit: string;

@@ -6,14 +6,14 @@
  */
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ensureBaseImage, userBaseImage, type BaseImage } from './base_images.js';
+import { ensureBaseImage, userBaseImage, type BaseImage } from '../sandbox/base_images.js';
 import { checkoutDir, type CloneRecord } from './clone.js';
-import { buildImage, inspectImage, tarStream } from './docker.js';
-import { FIXED_COMMIT_ENV } from './git.js';
-import { hashOf } from './hashing.js';
-import type { PythonVersion, UnitEnv } from './manifest.js';
-import { shQuote } from './shell.js';
-import { failed, ok, requireRecord, type Stage, type StageContext } from './stage.js';
+import { buildImage, inspectImage, tarStream } from '../sandbox/sandbox.js';
+import { FIXED_COMMIT_ENV } from '../../core/git.js';
+import { hashOf } from '../../core/hashing.js';
+import type { PythonVersion, UnitEnv } from '../runtime/manifest.js';
+import { shQuote } from '../../core/shell.js';
+import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
 
 /** Bump when the Dockerfile below changes shape. */
 const BUILD_REVISION = 1;

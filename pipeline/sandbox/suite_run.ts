@@ -5,12 +5,12 @@
  */
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { runContainer } from './docker.js';
-import type { Unit } from './manifest.js';
-import type { PipelineOptions } from './options.js';
-import { tracersDir } from './paths.js';
-import { shQuote } from './shell.js';
-import { foldReport, type SuiteRun } from './test_results.js';
+import { runContainer } from './sandbox.js';
+import type { Unit } from '../runtime/manifest.js';
+import type { PipelineOptions } from '../runtime/options.js';
+import { tracersDir } from '../../core/package.js';
+import { shQuote } from '../../core/shell.js';
+import { foldReport, type SuiteRun } from './pytest_report.js';
 
 /** Exit status `timeout(1)` returns when the time limit hit. */
 export const TIMEOUT_EXIT = 124;

@@ -7,14 +7,14 @@
 import { createHash } from 'node:crypto';
 import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import type { TestRecord } from '../schemas/tests.js';
+import type { TestRecord } from '../../schemas/tests.js';
 import type { BuildRecord } from './build.js';
 import type { CloneRecord } from './clone.js';
-import { writeFileAtomic } from './ledger.js';
-import { tracersDir } from './paths.js';
-import { firstProblem, pytestCommand, runSuite, TIMEOUT_EXIT } from './suite_run.js';
-import { failed, ok, requireRecord, type Stage, type StageContext } from './stage.js';
-import { countVerdicts, mergeRuns, type SuiteCounts, type TestVerdict } from './test_results.js';
+import { writeFileAtomic } from '../runtime/ledger.js';
+import { tracersDir } from '../../core/package.js';
+import { firstProblem, pytestCommand, runSuite, TIMEOUT_EXIT } from '../sandbox/suite_run.js';
+import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
+import { countVerdicts, mergeRuns, type SuiteCounts, type TestVerdict } from '../sandbox/pytest_report.js';
 
 export interface ValidateRecord extends SuiteCounts {
   image_id: string;

@@ -5,7 +5,7 @@
  * which make the round trip exact. Import reads SWE-bench files (F2P/P2P as JSON strings or
  * arrays) into task records; each bad line is an error naming its line, the others are kept.
  */
-import { jsonObjectLine, LineError } from '../datasets/lines.js';
+import { jsonObjectLine, LineError } from '../core/jsonl.js';
 import type { TaskRecord } from '../schemas/tasks.js';
 
 /** The fields of a SWE-bench instance (SWE-bench, Lite, Verified), in the harness's order. */

@@ -8,10 +8,10 @@ import type Docker from 'dockerode';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { TaskRecord } from '../schemas/tasks.js';
-import { docker, tarStream } from './docker.js';
-import { FIXED_COMMIT_ENV } from './git.js';
-import { tracersDir } from './paths.js';
+import type { TaskRecord } from '../../schemas/tasks.js';
+import { docker, tarStream } from '../sandbox/sandbox.js';
+import { FIXED_COMMIT_ENV } from '../../core/git.js';
+import { tracersDir } from '../../core/package.js';
 
 export const TOOL_NAMES = ['bash', 'view', 'edit', 'create', 'submit'] as const;
 

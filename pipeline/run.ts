@@ -1,21 +1,21 @@
 /** What each CLI command does, apart from argument parsing (bin/ stays thin). */
 import { join, resolve } from 'node:path';
-import { buildStage } from './build.js';
-import { cloneStage } from './clone.js';
-import { assertDockerUp } from './docker.js';
-import { runStages, unitsForRank, type UnitSummary } from './executor.js';
-import { ManifestUnreadable, readManifest } from './manifest.js';
-import type { PipelineOptions } from './options.js';
-import { shardOutput } from './shard.js';
+import { buildStage } from './stages/build.js';
+import { cloneStage } from './stages/clone.js';
+import { assertDockerUp } from './sandbox/sandbox.js';
+import { runStages, unitsForRank, type UnitSummary } from './runtime/executor.js';
+import { ManifestUnreadable, readManifest } from './runtime/manifest.js';
+import type { PipelineOptions } from './runtime/options.js';
+import { shardOutput } from './stages/shard.js';
 import type { DatasetManifest } from '../datasets/dataset_writer.js';
 import type { MixPlan } from '../datasets/mix.js';
-import type { Stage } from './stage.js';
-import { recordManifestErrors, table } from './status.js';
-import { validateStage } from './validate.js';
-import { traceStage } from './trace.js';
-import { forageStage } from './forage.js';
-import { runHistory } from './history.js';
-import { sha256 } from './hashing.js';
+import type { Stage } from './runtime/stage.js';
+import { recordManifestErrors, table } from './runtime/status.js';
+import { validateStage } from './stages/validate.js';
+import { traceStage } from './stages/trace.js';
+import { forageStage } from './stages/forage.js';
+import { runHistory } from './runtime/history.js';
+import { sha256 } from '../core/hashing.js';
 import { readFileSync } from 'node:fs';
 
 export const UNIT_STAGES: Record<string, Stage> = {

@@ -6,19 +6,19 @@
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { readLines } from '../datasets/lines.js';
-import type { TaskRecord } from '../schemas/tasks.js';
-import type { TestRecord } from '../schemas/tests.js';
-import type { TraceRecord } from '../schemas/traces.js';
-import type { BuildRecord } from './build.js';
-import type { CloneRecord } from './clone.js';
-import { runContainer } from './docker.js';
-import { tracersDir } from './paths.js';
-import type { StageContext } from './stage.js';
-import { pytestCommand } from './suite_run.js';
-import { foldReport } from './test_results.js';
-import { tracesPartPath } from './trace.js';
-import { testsPartPath } from './validate.js';
+import { readLines } from '../../core/jsonl.js';
+import type { TaskRecord } from '../../schemas/tasks.js';
+import type { TestRecord } from '../../schemas/tests.js';
+import type { TraceRecord } from '../../schemas/traces.js';
+import type { BuildRecord } from '../stages/build.js';
+import type { CloneRecord } from '../stages/clone.js';
+import { runContainer } from '../sandbox/sandbox.js';
+import { tracersDir } from '../../core/package.js';
+import type { StageContext } from '../runtime/stage.js';
+import { pytestCommand } from '../sandbox/suite_run.js';
+import { foldReport } from '../sandbox/pytest_report.js';
+import { tracesPartPath } from '../stages/trace.js';
+import { testsPartPath } from '../stages/validate.js';
 
 /** Must match the operators of tracers/worldline_mutate. */
 export const OPERATORS = [

@@ -4,7 +4,7 @@
  * not run again. A unit's failure is recorded with its reason and never stops the others.
  * `rank`/`worldSize` pick this process's share of the units, for Slurm arrays and the like.
  */
-import { hashOf } from './hashing.js';
+import { hashOf } from '../../core/hashing.js';
 import { Ledger, type StageName } from './ledger.js';
 import type { Unit } from './manifest.js';
 import type { PipelineOptions } from './options.js';

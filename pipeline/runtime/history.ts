@@ -6,11 +6,11 @@
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import type { CloneRecord } from './clone.js';
-import { mirrorPath } from './clone.js';
+import type { CloneRecord } from '../stages/clone.js';
+import { mirrorPath } from '../stages/clone.js';
 import { runStages, type UnitSummary } from './executor.js';
-import { git } from './git.js';
-import { hashOf } from './hashing.js';
+import { git } from '../../core/git.js';
+import { hashOf } from '../../core/hashing.js';
 import { Ledger } from './ledger.js';
 import type { Unit } from './manifest.js';
 import type { PipelineOptions } from './options.js';
