@@ -12,14 +12,14 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { runPipeline } from '../pipeline/run.js';
-import type { BuildRecord } from '../pipeline/stages/build.js';
-import type { CloneRecord } from '../pipeline/stages/clone.js';
 import { runContainer } from '../pipeline/sandbox/sandbox.js';
 import { Ledger } from '../pipeline/runtime/ledger.js';
 import { DEFAULTS } from '../pipeline/runtime/options.js';
 import { packageRoot, tracersDir } from '../core/package.js';
-import { table } from '../pipeline/runtime/status.js';
+import { table } from '../core/table.js';
 import { materializeCorpus } from '../test/corpus.js';
+import type { CloneRecord } from '../pipeline/runtime/records.js';
+import type { BuildRecord } from '../pipeline/runtime/records.js';
 
 const { values } = parseArgs({ options: { python: { type: 'string', default: '3.13' }, rounds: { type: 'string', default: '5' }, budget: { type: 'string', default: '600' }, work: { type: 'string', default: '/tmp/worldline-bench-tracer' } } });
 const rounds = Number(values.rounds);

@@ -6,8 +6,8 @@ import { DEFAULT_ISSUE_FIX_SHARE, DEFAULT_MIX_SEED, mixSummary } from '../datase
 import { ALL_STAGES, formatRun, mixLine, runPipeline, UsageError } from '../pipeline/run.js';
 import type { UnitSummary } from '../pipeline/runtime/executor.js';
 import { DEFAULTS, type PipelineOptions } from '../pipeline/runtime/options.js';
-import { formatStatus, readStatus } from '../pipeline/runtime/status.js';
-import { shardOutput, type DatasetLayout } from '../pipeline/stages/shard.js';
+import { formatStatus, readStatus, statusBeside } from '../pipeline/runtime/status.js';
+import { shardOutput } from '../pipeline/stages/shard.js';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { readIssueExport } from '../pipeline/tasks/issue_tasks.js';
@@ -27,6 +27,7 @@ import { formatAudit } from '../datasets/audit_text.js';
 import { auditHtml } from '../datasets/audit_html.js';
 import { MIX_TOLERANCE, MixUnreachable } from '../datasets/mix.js';
 import { formatRebalance, rebalanceDataset, RebalanceRefused } from '../datasets/rebalance.js';
+import type { DatasetLayout } from '../datasets/dataset_writer.js';
 
 const envInt = (...names: string[]) => {
   for (const n of names) if (process.env[n] !== undefined && process.env[n] !== '') return Number(process.env[n]);
@@ -292,7 +293,7 @@ await yargs(hideBin(process.argv))
         .option('html', { type: 'string', describe: 'Also write a self-contained HTML report with charts to this file' })
         .option('fail-on-drift', { type: 'boolean', default: false, describe: 'Exit 1 when the task mix is off its target (for CI gates)' }),
     handler: async (a) => {
-      const report = await auditDataset(resolve(a.dir as string), { target: share('--target', a.target), tolerance: share('--tolerance', a.tolerance), topK: count('--top', a.top) });
+      const report = await auditDataset(resolve(a.dir as string), { target: share('--target', a.target), tolerance: share('--tolerance', a.tolerance), topK: count('--top', a.top), runStatus: statusBeside(resolve(a.dir as string)) });
       if (a.html) writeFileSync(resolve(a.html), auditHtml(report));
       process.stdout.write((a.json ? JSON.stringify(report, null, 2) : formatAudit(report)) + '\n');
       if (a.html && !a.json) process.stdout.write(`report: ${resolve(a.html)}\n`);

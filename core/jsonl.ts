@@ -1,4 +1,6 @@
-import { closeSync, openSync, readSync } from 'node:fs';
+/** The one JSON Lines reader (bounded memory) and writer (atomic) of the project. */
+import { closeSync, createWriteStream, mkdirSync, openSync, readSync, renameSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
 
 /** Non-empty lines of a file, read in 4 MB chunks so a large file never sits whole in memory. */
@@ -33,4 +35,22 @@ export function jsonObjectLine(text: string): Record<string, unknown> {
   }
   if (!raw || typeof raw !== 'object' || Array.isArray(raw)) throw new LineError('each line must be a JSON object');
   return raw as Record<string, unknown>;
+}
+
+/** Writes rows as JSON Lines to `path` (atomically: a temp file renamed when complete). */
+export async function writeJsonl(path: string, rows: AsyncIterable<object>): Promise<number> {
+  mkdirSync(dirname(path), { recursive: true });
+  const tmp = `${path}.tmp`;
+  const sink = createWriteStream(tmp);
+  let n = 0;
+  for await (const row of rows) {
+    n += 1;
+    if (!sink.write(JSON.stringify(row) + '\n')) await new Promise<void>((r) => sink.once('drain', () => r()));
+  }
+  await new Promise<void>((resolve, reject) => {
+    sink.once('error', reject);
+    sink.end(() => resolve());
+  });
+  renameSync(tmp, path);
+  return n;
 }

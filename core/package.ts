@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -15,3 +15,8 @@ export const packageRoot: string = (() => {
 
 /** Python that runs inside containers ships in tracers/. */
 export const tracersDir = join(packageRoot, 'tracers');
+
+/** This package's version, recorded in every dataset's provenance. */
+export function toolVersion(): string {
+  return (JSON.parse(readFileSync(join(packageRoot, 'package.json'), 'utf8')) as { version: string }).version;
+}

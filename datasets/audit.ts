@@ -5,13 +5,10 @@
  * SQL over the manifest's Parquet files, so it works on a copied dataset and never holds rows in
  * Node: every figure is an aggregate computed inside DuckDB under its memory limit.
  */
-import { existsSync } from 'node:fs';
-import { basename, dirname, join, resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import type { DuckDBConnection } from '@duckdb/node-api';
 import { SCHEMAS } from '../schemas/index.js';
 import type { Field } from '../schemas/schema.js';
-import { readStatus } from '../pipeline/runtime/status.js';
-import type { StageName } from '../pipeline/runtime/ledger.js';
 import { sqlString, withDuckDB } from './duckdb.js';
 import { DEFAULT_ISSUE_FIX_SHARE, MIX_TOLERANCE } from './mix.js';
 import { plain, readManifestJson } from './reader.js';
@@ -27,6 +24,19 @@ export interface AuditOptions {
   tolerance?: number;
   /** How many of the largest repositories the dominance table shows. */
   topK?: number;
+  /**
+   * The run's ledger status when the dataset sits in its output folder (the caller finds it:
+   * datasets/ knows nothing of the pipeline's folders); its failures are grouped by reason.
+   */
+  runStatus?: RunStatus | null;
+}
+
+/** What `worldline status` reports of a run, as far as the audit needs it. */
+export interface RunStatus {
+  out: string;
+  stages: Record<string, { ok: number; failed: number }>;
+  failures: { stage: string; unit_id: string; reason: string | null }[];
+  manifest_errors: unknown[];
 }
 
 /** A distribution of non-negative integers: nearest-rank percentiles and equal-width bins [lo, hi]. */
@@ -117,8 +127,8 @@ export interface AuditReport {
   /** The run's ledger, when the dataset sits in its output folder; null otherwise. */
   run: {
     out: string;
-    stages: Record<StageName, { ok: number; failed: number }>;
-    failures: { stage: StageName; reason: string; units: number; unit_ids: string[] }[];
+    stages: Record<string, { ok: number; failed: number }>;
+    failures: { stage: string; reason: string; units: number; unit_ids: string[] }[];
     manifest_errors: number;
   } | null;
 }
@@ -201,16 +211,8 @@ function verdict(share: number | null, target: number, tolerance: number, runTar
   };
 }
 
-/** The run's output folder when `datasetDir` is its `dataset` (or one of its versions) and its ledger is there. */
-function runBeside(datasetDir: string): string | null {
-  const parent = dirname(datasetDir);
-  const candidates = [parent, ...(basename(parent).endsWith('-versions') ? [dirname(parent)] : [])];
-  return candidates.find((d) => existsSync(join(d, 'ledger'))) ?? null;
-}
-
-function runHealth(out: string): AuditReport['run'] {
-  const status = readStatus(out);
-  const groups = new Map<string, { stage: StageName; reason: string; units: number; unit_ids: string[] }>();
+function runHealth(status: RunStatus): AuditReport['run'] {
+  const groups = new Map<string, { stage: string; reason: string; units: number; unit_ids: string[] }>();
   for (const f of status.failures) {
     const reason = f.reason ?? '(no reason recorded)';
     const g = groups.get(`${f.stage}\0${reason}`) ?? { stage: f.stage, reason, units: 0, unit_ids: [] };
@@ -218,7 +220,7 @@ function runHealth(out: string): AuditReport['run'] {
     g.unit_ids.push(f.unit_id);
     groups.set(`${f.stage}\0${reason}`, g);
   }
-  return { out, stages: status.stages, failures: [...groups.values()].sort((a, b) => b.units - a.units || a.stage.localeCompare(b.stage) || a.reason.localeCompare(b.reason)), manifest_errors: status.manifest_errors.length };
+  return { out: status.out, stages: status.stages, failures: [...groups.values()].sort((a, b) => b.units - a.units || a.stage.localeCompare(b.stage) || a.reason.localeCompare(b.reason)), manifest_errors: status.manifest_errors.length };
 }
 
 export async function auditDataset(datasetDirArg: string, opts: AuditOptions = {}): Promise<AuditReport> {
@@ -230,7 +232,6 @@ export async function auditDataset(datasetDirArg: string, opts: AuditOptions = {
   const manifest = readManifestJson(datasetDir);
   const provenanceMix = manifest.provenance?.mix as { target?: unknown } | undefined;
   const runTarget = typeof provenanceMix?.target === 'number' ? provenanceMix.target : null;
-  const out = runBeside(datasetDir);
   return withDuckDB(async (conn) => {
     await registerConfigs(conn, datasetDir);
     const rows: Rows = async <T>(sql: string) => plain((await conn.runAndReadAll(sql)).getRowObjectsJS()) as T[];
@@ -344,7 +345,7 @@ export async function auditDataset(datasetDirArg: string, opts: AuditOptions = {
       tests: testsReport,
       dominance,
       units,
-      run: out ? runHealth(out) : null,
+      run: opts.runStatus ? runHealth(opts.runStatus) : null,
     };
   });
 }

@@ -8,7 +8,6 @@
  * `data-field` and `data-value` (the exact number), and a `<title>` tooltip with the value as shown;
  * a bar's printed value is the text whose `data-value-label` is `series|key|field`.
  */
-import { STAGES } from '../pipeline/runtime/ledger.js';
 import type { AuditReport, Distribution } from './audit.js';
 
 const esc = (s: unknown) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
@@ -228,7 +227,7 @@ export function auditHtml(r: AuditReport): string {
     htmlTable(['unit status', 'units'], r.units.status.map((x) => [x.status, x.count])),
     htmlTable(['failed stage', 'units', 'reason'], r.units.failures.map((x) => [x.stage, x.units, x.reason])),
     run
-      ? `<p>Ledger: ${esc(run.out)}</p>` + htmlTable(['stage', 'ok', 'failed'], STAGES.map((s) => [s, run.stages[s].ok, run.stages[s].failed])) + htmlTable(['stage', 'units', 'reason'], run.failures.map((f) => [f.stage, f.units, f.reason]))
+      ? `<p>Ledger: ${esc(run.out)}</p>` + htmlTable(['stage', 'ok', 'failed'], Object.entries(run.stages).map(([s, n]) => [s, n.ok, n.failed])) + htmlTable(['stage', 'units', 'reason'], run.failures.map((f) => [f.stage, f.units, f.reason]))
       : '<p class="empty">No run ledger beside the dataset.</p>',
   ];
   return `<!doctype html>

@@ -1,6 +1,5 @@
 /** The audit as aligned terminal tables, section by section. */
-import { table } from '../pipeline/runtime/status.js';
-import { STAGES } from '../pipeline/runtime/ledger.js';
+import { table } from '../core/table.js';
 import type { AuditReport, Distribution, KindSplit, ResolvedRate } from './audit.js';
 
 const pct = (s: number | null) => (s === null ? 'n/a' : `${(s * 100).toFixed(1)}%`);
@@ -110,7 +109,7 @@ export function formatAudit(r: AuditReport): string {
       r.run
         ? [
             `ledger: ${r.run.out}${r.run.manifest_errors ? ` (${r.run.manifest_errors} manifest line(s) rejected)` : ''}`,
-            table([['stage', 'ok', 'failed'], ...STAGES.map((st) => [st, r.run!.stages[st].ok, r.run!.stages[st].failed])]),
+            table([['stage', 'ok', 'failed'], ...Object.entries(r.run.stages).map(([st, n]) => [st, n.ok, n.failed])]),
             ...(r.run.failures.length ? ['', table([['stage', 'units', 'reason'], ...r.run.failures.map((f) => [f.stage, f.units, f.reason.slice(0, 120)])])] : []),
           ].join('\n')
         : 'no run ledger beside the dataset',

@@ -45,6 +45,9 @@ export interface DatasetOptions {
   licenses?: Record<string, number>;
 }
 
+/** The dataset layout knobs the CLI exposes. */
+export type DatasetLayout = Pick<DatasetOptions, 'shardBytes' | 'numShards' | 'shardMultiple' | 'rowGroupRows' | 'rowGroupBytes' | 'shuffle' | 'shuffleSeed' | 'maxRowBytes'>;
+
 export const DEFAULT_SHARD_BYTES = 500_000_000;
 /** What the Hugging Face viewer expects of a row. */
 export const DEFAULT_MAX_ROW_BYTES = 2_000_000;

@@ -13,7 +13,7 @@ import { query, sqlString } from './duckdb.js';
 import { DEFAULT_MIX_SEED, mixSummary, planMix, type KindCounts, type MixPlan, type TaskRef } from './mix.js';
 import { readManifestJson, readRows } from './reader.js';
 import { verifyDataset, type VerifyReport } from './verify.js';
-import { table } from '../pipeline/runtime/status.js';
+import { table } from '../core/table.js';
 
 /** An output folder rebalance will not write (the dataset it reads, or something that is not a dataset). */
 export class RebalanceRefused extends Error {}

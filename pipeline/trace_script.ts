@@ -6,10 +6,10 @@
 import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
-import { resolveBase } from './stages/build.js';
 import { assertDockerUp, runContainer } from './sandbox/sandbox.js';
 import type { PythonVersion } from './runtime/manifest.js';
 import { tracersDir } from '../core/package.js';
+import { resolveBase } from './sandbox/base_images.js';
 
 export interface ScriptEpisode {
   function: string;

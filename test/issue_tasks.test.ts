@@ -12,8 +12,6 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { gradeSubmission, type GradeEnv } from '../pipeline/agent/grading.js';
 import { Ledger } from '../pipeline/runtime/ledger.js';
 import { readManifest } from '../pipeline/runtime/manifest.js';
-import type { BuildRecord } from '../pipeline/stages/build.js';
-import type { CloneRecord } from '../pipeline/stages/clone.js';
 import { DEFAULTS, type PipelineOptions } from '../pipeline/runtime/options.js';
 import type { StageContext } from '../pipeline/runtime/stage.js';
 import {
@@ -32,6 +30,8 @@ import type { TaskRecord } from '../schemas/tasks.js';
 import { buildHistoryRepo } from './fixtures/history_repo.js';
 import { cli, tempDir } from './helpers.js';
 import { inject } from 'vitest';
+import type { CloneRecord } from '../pipeline/runtime/records.js';
+import type { BuildRecord } from '../pipeline/runtime/records.js';
 
 const ISSUE_3 = {
   number: 3,

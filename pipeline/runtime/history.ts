@@ -6,8 +6,6 @@
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import type { CloneRecord } from '../stages/clone.js';
-import { mirrorPath } from '../stages/clone.js';
 import { runStages, type UnitSummary } from './executor.js';
 import { git } from '../../core/git.js';
 import { hashOf } from '../../core/hashing.js';
@@ -15,6 +13,8 @@ import { Ledger } from './ledger.js';
 import type { Unit } from './manifest.js';
 import type { PipelineOptions } from './options.js';
 import type { Stage } from './stage.js';
+import type { CloneRecord } from './records.js';
+import { mirrorPath } from './layout.js';
 
 /** Evenly spaced picks from `items`, newest first, at most `n`. */
 export function evenSample<T>(items: T[], n: number): T[] {

@@ -1,5 +1,12 @@
-/** Machine-wide locations that outlive one output folder. */
+/**
+ * The one owner of every path Worldline writes: the output folder's layout (ledger, checkouts,
+ * per-unit part files, logs, scratch work folders, the dataset) and the machine-wide cache that
+ * outlives one output folder (mirrors, downloaded packages, base image roots). Nothing else spells
+ * a folder name under `out/`, so moving one is a change here alone (datatrove's DataFolder).
+ */
 import { join } from 'node:path';
+import { hashOf } from '../../core/hashing.js';
+import type { Unit } from './manifest.js';
 
 /** Downloaded packages, bare mirrors of repositories, base image work folders. */
 export function cacheDir(): string {
@@ -10,3 +17,32 @@ export function cacheDir(): string {
 export function mirrorsDir(): string {
   return process.env.WORLDLINE_MIRRORS ?? join(cacheDir(), 'mirrors');
 }
+
+/** A repository's bare mirror: named for people, keyed by location so two forks never share one. */
+export function mirrorPath(unit: Unit): string {
+  return join(mirrorsDir(), `${unit.slug}-${hashOf(unit.location, 10)}.git`);
+}
+
+/** Per-unit JSON Lines written by a stage and read by `shard`, one file per unit and kind. */
+export type PartKind = 'tests' | 'traces' | 'tasks' | 'trajectories' | 'task_traces';
+
+/** Scratch folders, one per (purpose, unit): removed by their writers, never read by `shard`. */
+export type WorkKind = 'build' | 'validate' | 'trace' | 'forage' | 'grade' | 'issues' | 'task-traces';
+
+/** Paths under one output folder. */
+export const outLayout = {
+  ledger: (out: string) => join(out, 'ledger'),
+  ledgerDir: (out: string, stage: string) => join(out, 'ledger', stage),
+  ledgerEntry: (out: string, stage: string, unitId: string) => join(out, 'ledger', stage, `${unitId}.json`),
+  manifestErrors: (out: string) => join(out, 'ledger', 'manifest-errors.json'),
+  /** Relative to the output folder, as clone records it. */
+  checkoutRel: (unitId: string) => join('checkouts', unitId),
+  checkout: (out: string, unitId: string) => join(out, 'checkouts', unitId),
+  part: (out: string, kind: PartKind, unitId: string) => join(out, 'parts', kind, `${unitId}.jsonl`),
+  logDir: (out: string, stage: string) => join(out, 'logs', stage),
+  log: (out: string, stage: string, unitId: string) => join(out, 'logs', stage, `${unitId}.log`),
+  work: (out: string, kind: WorkKind, unitId: string, ...sub: string[]) => join(out, 'work', kind, unitId, ...sub),
+  /** The published dataset: a symlink the dataset writer swaps to a complete version beside it. */
+  dataset: (out: string) => join(out, 'dataset'),
+  datasetManifest: (out: string) => join(out, 'dataset', 'manifest.json'),
+};

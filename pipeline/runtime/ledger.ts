@@ -3,8 +3,9 @@
  * other outputs, so a unit whose marker exists with the current config hash is done and a
  * rerun skips it (datatrove's completion markers, keyed by content rather than by rank).
  */
-import { mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { readdirSync, readFileSync } from 'node:fs';
+import { writeFileAtomic } from '../../core/atomic.js';
+import { outLayout } from './layout.js';
 
 export const STAGES = ['clone', 'build', 'validate', 'trace', 'forage'] as const;
 export type StageName = (typeof STAGES)[number];
@@ -33,19 +34,11 @@ export interface LedgerEntry<R = unknown> {
   finished_at: string;
 }
 
-/** Writes a file so that readers see the old content or the new, never a torn one. */
-export function writeFileAtomic(path: string, data: string | Uint8Array): void {
-  mkdirSync(dirname(path), { recursive: true });
-  const tmp = `${path}.tmp-${process.pid}-${Math.random().toString(36).slice(2)}`;
-  writeFileSync(tmp, data);
-  renameSync(tmp, path);
-}
-
 export class Ledger {
   constructor(readonly out: string) {}
 
   private path(stage: StageName, unitId: string): string {
-    return join(this.out, 'ledger', stage, `${unitId}.json`);
+    return outLayout.ledgerEntry(this.out, stage, unitId);
   }
 
   get<R>(stage: StageName, unitId: string): LedgerEntry<R> | null {
@@ -65,7 +58,7 @@ export class Ledger {
   all<R>(stage: StageName): LedgerEntry<R>[] {
     let names: string[];
     try {
-      names = readdirSync(join(this.out, 'ledger', stage));
+      names = readdirSync(outLayout.ledgerDir(this.out, stage));
     } catch {
       return [];
     }

@@ -1,4 +1,4 @@
-import type { DatasetLayout } from '../stages/shard.js';
+import type { DatasetLayout } from '../../datasets/dataset_writer.js';
 
 /** Every knob of a pipeline run, with the defaults the CLI shows. */
 export interface PipelineOptions {

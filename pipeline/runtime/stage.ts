@@ -1,7 +1,13 @@
-/** What every per-unit stage looks like to the executor. */
+/**
+ * The stage contract: what every per-unit stage looks like to the executor. A stage is keyed by
+ * everything its result depends on (the ledger skips it when the key is unchanged), runs for one
+ * unit, and returns its record for the ledger; it reads earlier stages' records through
+ * `requireRecord`, typed by the map in records.ts.
+ */
 import type { Ledger, StageName } from './ledger.js';
 import type { Unit } from './manifest.js';
 import type { PipelineOptions } from './options.js';
+import type { StageRecords } from './records.js';
 
 export interface StageContext {
   unit: Unit;
@@ -16,19 +22,19 @@ export interface StageResult<R> {
   record: R | null;
 }
 
-export interface Stage<R = unknown> {
-  name: StageName;
+export interface Stage<S extends StageName = StageName> {
+  name: S;
   /** Everything this unit's result depends on; its hash keys the ledger entry. */
   key(ctx: StageContext): Promise<unknown> | unknown;
-  run(ctx: StageContext): Promise<StageResult<R>>;
+  run(ctx: StageContext): Promise<StageResult<StageRecords[S]>>;
 }
 
 export const ok = <R>(record: R): StageResult<R> => ({ status: 'ok', reason: null, record });
 export const failed = <R>(reason: string, record: R | null = null): StageResult<R> => ({ status: 'failed', reason, record });
 
 /** A prerequisite stage's record, or a clear error when it has not succeeded. */
-export function requireRecord<R>(ctx: StageContext, stage: StageName): R {
-  const entry = ctx.ledger.get<R>(stage, ctx.unit.id);
+export function requireRecord<S extends StageName>(ctx: StageContext, stage: S): StageRecords[S] {
+  const entry = ctx.ledger.get<StageRecords[S]>(stage, ctx.unit.id);
   if (!entry) throw new PrerequisiteMissing(`${stage} has not run for this unit; run \`worldline ${stage}\` first`);
   if (entry.status !== 'ok' || !entry.record) throw new PrerequisiteMissing(`${stage} failed for this unit: ${entry.reason}`);
   return entry.record;

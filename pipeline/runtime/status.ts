@@ -1,7 +1,10 @@
 /** `worldline status`: what an output folder holds, per stage, with every failure's reason. */
 import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { Ledger, STAGES, type StageName, writeFileAtomic } from './ledger.js';
+import { basename, dirname } from 'node:path';
+import { writeFileAtomic } from '../../core/atomic.js';
+import { table } from '../../core/table.js';
+import { outLayout } from './layout.js';
+import { Ledger, STAGES, type StageName } from './ledger.js';
 import type { ManifestError } from './manifest.js';
 
 export interface StatusReport {
@@ -12,7 +15,7 @@ export interface StatusReport {
   dataset: { configs: Record<string, { rows: number; shards: number }> } | null;
 }
 
-const errorsPath = (out: string) => join(out, 'ledger', 'manifest-errors.json');
+const errorsPath = outLayout.manifestErrors;
 
 export function recordManifestErrors(out: string, errors: ManifestError[]): void {
   writeFileAtomic(errorsPath(out), JSON.stringify(errors, null, 1) + '\n');
@@ -28,15 +31,9 @@ export function readStatus(out: string): StatusReport {
     for (const e of entries) if (e.status === 'failed') failures.push({ stage, unit_id: e.unit_id, repo: e.unit.repo, reason: e.reason });
   }
   const manifest_errors = existsSync(errorsPath(out)) ? (JSON.parse(readFileSync(errorsPath(out), 'utf8')) as ManifestError[]) : [];
-  const manifestFile = join(out, 'dataset', 'manifest.json');
+  const manifestFile = outLayout.datasetManifest(out);
   const dataset = existsSync(manifestFile) ? (JSON.parse(readFileSync(manifestFile, 'utf8')) as StatusReport['dataset']) : null;
   return { out, stages, failures, manifest_errors, dataset };
-}
-
-/** Left-aligned text table; the first row is the header. */
-export function table(rows: (string | number)[][]): string {
-  const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => String(r[c] ?? '').length)));
-  return rows.map((r) => r.map((cell, c) => String(cell ?? '').padEnd(widths[c])).join('  ').trimEnd()).join('\n');
 }
 
 export function formatStatus(s: StatusReport): string {
@@ -51,4 +48,15 @@ export function formatStatus(s: StatusReport): string {
     parts.push('', 'failures:', ...s.failures.map((f) => `  ${f.stage}  ${f.unit_id}  ${f.reason}`));
   }
   return parts.join('\n');
+}
+
+/**
+ * The status of the run whose output folder holds `datasetDir` (as its `dataset`, or one of the
+ * dataset's versions), or null for a dataset copied elsewhere: what `audit` shows as run health.
+ */
+export function statusBeside(datasetDir: string): StatusReport | null {
+  const parent = dirname(datasetDir);
+  const candidates = [parent, ...(basename(parent).endsWith('-versions') ? [dirname(parent)] : [])];
+  const out = candidates.find((d) => existsSync(outLayout.ledger(d)));
+  return out ? readStatus(out) : null;
 }

@@ -173,3 +173,17 @@ export async function userBaseImage(ref: string): Promise<BaseImage> {
     source: 'user',
   };
 }
+
+const baseCache = new Map<string, Promise<BaseImage>>();
+
+/** The base for a unit, resolved once per process (building ours when absent). */
+export function resolveBase(python: PythonVersion, userImage: string | undefined, log: (m: string) => void): Promise<BaseImage> {
+  const key = userImage ?? `debootstrap:${python}`;
+  let p = baseCache.get(key);
+  if (!p) {
+    p = userImage ? userBaseImage(userImage) : ensureBaseImage(python, log);
+    p.catch(() => baseCache.delete(key));
+    baseCache.set(key, p);
+  }
+  return p;
+}

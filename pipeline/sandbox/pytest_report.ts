@@ -3,6 +3,7 @@
  * pytest's exit code: a suite can print anything, but it cannot make the plugin's hooks lie
  * and the exit code agree at the same time without being caught.
  */
+import type { SuiteCounts } from '../runtime/records.js';
 import { createHmac, timingSafeEqual } from 'node:crypto';
 
 export type Outcome = 'passed' | 'failed' | 'error' | 'skipped' | 'xfailed' | 'xpassed' | 'missing';
@@ -203,20 +204,6 @@ export function mergeRuns(runs: SuiteRun[]): TestVerdict[] {
       message: per.find((t) => t && t.outcome !== 'passed')?.message ?? null,
     };
   });
-}
-
-export interface SuiteCounts {
-  collected: number;
-  passed: number;
-  failed: number;
-  error: number;
-  skipped: number;
-  xfailed: number;
-  xpassed: number;
-  missing: number;
-  flaky: number;
-  /** Tests that passed in every run: what later stages may trace and grade with. */
-  stable_passed: number;
 }
 
 export function countVerdicts(verdicts: TestVerdict[]): SuiteCounts {

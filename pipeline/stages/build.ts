@@ -6,40 +6,18 @@
  */
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ensureBaseImage, userBaseImage, type BaseImage } from '../sandbox/base_images.js';
-import { checkoutDir, type CloneRecord } from './clone.js';
+import { resolveBase, type BaseImage } from '../sandbox/base_images.js';
 import { buildImage, inspectImage, tarStream } from '../sandbox/sandbox.js';
 import { FIXED_COMMIT_ENV } from '../../core/git.js';
 import { hashOf } from '../../core/hashing.js';
 import type { PythonVersion, UnitEnv } from '../runtime/manifest.js';
 import { shQuote } from '../../core/shell.js';
 import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
+import type { BuildRecord, CloneRecord } from '../runtime/records.js';
+import { outLayout } from '../runtime/layout.js';
 
 /** Bump when the Dockerfile below changes shape. */
 const BUILD_REVISION = 1;
-
-export interface BuildRecord {
-  image: string;
-  image_id: string;
-  base: string;
-  python_version: string;
-  pytest_version: string;
-  pytest_timeout: boolean;
-}
-
-const baseCache = new Map<string, Promise<BaseImage>>();
-
-/** The base for a unit, resolved once per process (building ours when absent). */
-export function resolveBase(python: PythonVersion, userImage: string | undefined, log: (m: string) => void): Promise<BaseImage> {
-  const key = userImage ?? `debootstrap:${python}`;
-  let p = baseCache.get(key);
-  if (!p) {
-    p = userImage ? userBaseImage(userImage) : ensureBaseImage(python, log);
-    p.catch(() => baseCache.delete(key));
-    baseCache.set(key, p);
-  }
-  return p;
-}
 
 export function dockerfile(base: BaseImage, env: UnitEnv, srcLayout: boolean, labels: Record<string, string>): string {
   const lines = [`FROM ${base.ref}`, 'COPY repo/ /repo/', 'WORKDIR /repo'];
@@ -77,17 +55,17 @@ export function envTag(slug: string, hash: string): string {
   return `worldline/env:${slug.slice(0, 80)}-${hash}`;
 }
 
-export const buildStage: Stage<BuildRecord> = {
+export const buildStage: Stage<'build'> = {
   name: 'build',
   async key(ctx) {
-    const clone = requireRecord<CloneRecord>(ctx, 'clone');
+    const clone = requireRecord(ctx, 'clone');
     const base = await resolveBase(ctx.unit.python, ctx.options.baseImage, ctx.log);
     const { apt, pip, setup } = ctx.unit.env;
     return { base: base.imageId, env: { apt, pip, setup }, commit: clone.commit, src: clone.src_layout, revision: BUILD_REVISION };
   },
   async run(ctx: StageContext) {
     const { unit, options } = ctx;
-    const clone = requireRecord<CloneRecord>(ctx, 'clone');
+    const clone = requireRecord(ctx, 'clone');
     const base = await resolveBase(unit.python, options.baseImage, ctx.log);
     const tag = envTag(unit.slug, hashOf(await buildStage.key(ctx)));
     const labels = {
@@ -115,7 +93,7 @@ export const buildStage: Stage<BuildRecord> = {
     const logFile = join(options.out, 'logs', 'build', `${unit.id}.log`);
     mkdirSync(join(options.out, 'logs', 'build'), { recursive: true });
     ctx.log(`build ${unit.id}: ${tag}`);
-    const checkout = checkoutDir(options.out, unit.id);
+    const checkout = outLayout.checkout(options.out, unit.id);
     const context = tarStream(['-C', work, 'Dockerfile', '-C', checkout, '--transform', 's,^\\./,repo/,;s,^\\.$,repo,', '.']);
     const result = await buildImage({ context, tag, logFile, timeoutMs: options.buildTimeoutS * 1000 });
     rmSync(work, { recursive: true, force: true });

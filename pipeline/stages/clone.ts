@@ -10,28 +10,9 @@ import { hashOf, hashTree } from '../../core/hashing.js';
 import { detectLicense } from '../../core/license.js';
 import { withLock } from '../../core/lock.js';
 import type { Unit } from '../runtime/manifest.js';
-import { mirrorsDir } from '../runtime/layout.js';
+import { mirrorPath, mirrorsDir, outLayout } from '../runtime/layout.js';
 import { failed, ok, type Stage, type StageContext } from '../runtime/stage.js';
-
-export interface CloneRecord {
-  commit: string;
-  /** Relative to the output folder. */
-  checkout: string;
-  license: string;
-  license_file: string | null;
-  size_bytes: number;
-  file_count: number;
-  py_file_count: number;
-  src_layout: boolean;
-}
-
-export function checkoutDir(out: string, unitId: string): string {
-  return join(out, 'checkouts', unitId);
-}
-
-export function mirrorPath(unit: Unit): string {
-  return join(mirrorsDir(), `${unit.slug}-${hashOf(unit.location, 10)}.git`);
-}
+import type { CloneRecord } from '../runtime/records.js';
 
 const SNAPSHOT_EXCLUDES = ['__pycache__/', '*.py[cod]', '.pytest_cache/', '.mypy_cache/', '.tox/', '.venv/', '*.egg-info/'];
 
@@ -137,7 +118,7 @@ async function localFingerprint(unit: Unit): Promise<string | null> {
   }
 }
 
-export const cloneStage: Stage<CloneRecord> = {
+export const cloneStage: Stage<'clone'> = {
   name: 'clone',
   key: async (ctx) => ({ location: ctx.unit.location, commit: ctx.unit.commit ?? null, now: await localFingerprint(ctx.unit) }),
   async run(ctx: StageContext) {
@@ -151,7 +132,7 @@ export const cloneStage: Stage<CloneRecord> = {
       if (e instanceof GitError) return failed(`cannot get ${unit.repo}: ${e.message}`);
       throw e;
     }
-    const dest = checkoutDir(options.out, unit.id);
+    const dest = outLayout.checkout(options.out, unit.id);
     rmSync(dest, { recursive: true, force: true });
     mkdirSync(dest, { recursive: true });
     await archiveTo(mirror, commit, dest);

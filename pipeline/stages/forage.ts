@@ -3,14 +3,10 @@
  * mutation_tasks.ts); issue-fix mining and agent rollouts come next and will write here too.
  */
 import { join } from 'node:path';
-import type { BuildRecord } from './build.js';
-import type { CloneRecord } from './clone.js';
 import { hashTree } from '../../core/hashing.js';
-import { writeFileAtomic } from '../runtime/ledger.js';
 import { mutationTasks } from '../tasks/mutation_tasks.js';
 import { tracersDir } from '../../core/package.js';
 import { ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
-import type { TraceStageRecord } from './trace.js';
 import type { TaskRecord } from '../../schemas/tasks.js';
 import type { TrajectoryRecord } from '../../schemas/trajectories.js';
 import { oraclePolicy } from '../agent/policies/oracle.js';
@@ -30,34 +26,15 @@ function issueExport(file: string | undefined): Map<number, IssueText> | undefin
   return issueExports.get(file);
 }
 import { traceAroundFixes } from '../tasks/fix_traces.js';
+import type { CloneRecord } from '../runtime/records.js';
+import type { BuildRecord } from '../runtime/records.js';
+import type { TraceStageRecord } from '../runtime/records.js';
+import { writeFileAtomic } from '../../core/atomic.js';
+import { outLayout } from '../runtime/layout.js';
 
 const jsonl = (rows: object[]) => rows.map((r) => JSON.stringify(r)).join('\n') + (rows.length ? '\n' : '');
 
 const FORAGE_REVISION = 3;
-
-export interface ForageRecord {
-  issue_candidates: number;
-  issue_tasks: number;
-  issues_dropped: number;
-  task_trace_rows: number;
-  policy: string;
-  rollouts: number;
-  resolved: number;
-  mutation_tries: number;
-  mutations_applied: number;
-  mutations_without_site: number;
-  mutations_survived: number;
-  mutation_tasks: number;
-  tasks_by_operator: Record<string, number>;
-}
-
-export function tasksPartPath(out: string, unitId: string): string {
-  return join(out, 'parts', 'tasks', `${unitId}.jsonl`);
-}
-
-export function trajectoriesPartPath(out: string, unitId: string): string {
-  return join(out, 'parts', 'trajectories', `${unitId}.jsonl`);
-}
 
 /** Recordings for the replay policy, by task id, read once per process. */
 const recordings = new Map<string, Promise<Map<string, TrajectoryRecord>>>();
@@ -112,11 +89,11 @@ async function rolloutAll(ctx: StageContext, clone: CloneRecord, build: BuildRec
   return out;
 }
 
-export const forageStage: Stage<ForageRecord> = {
+export const forageStage: Stage<'forage'> = {
   name: 'forage',
   key(ctx) {
-    const build = requireRecord<BuildRecord>(ctx, 'build');
-    const trace = requireRecord<TraceStageRecord>(ctx, 'trace');
+    const build = requireRecord(ctx, 'build');
+    const trace = requireRecord(ctx, 'trace');
     const o = ctx.options;
     return {
       image: build.image_id,
@@ -133,8 +110,8 @@ export const forageStage: Stage<ForageRecord> = {
     };
   },
   async run(ctx: StageContext) {
-    const clone = requireRecord<CloneRecord>(ctx, 'clone');
-    const build = requireRecord<BuildRecord>(ctx, 'build');
+    const clone = requireRecord(ctx, 'clone');
+    const build = requireRecord(ctx, 'build');
     ctx.log(`forage ${ctx.unit.id}: trying up to ${ctx.options.mutationTries} mutations`);
     const m = await mutationTasks(ctx, clone, build);
     // Older commits (--commits) share the head's history: only the head mines it.
@@ -143,8 +120,8 @@ export const forageStage: Stage<ForageRecord> = {
     const tasks = [...m.tasks, ...(mined?.tasks ?? [])];
     const trajectories = await rolloutAll(ctx, clone, build, tasks);
     const taskTraceRows = await traceAroundFixes(ctx, tasks, clone, build);
-    writeFileAtomic(trajectoriesPartPath(ctx.options.out, ctx.unit.id), jsonl(trajectories));
-    writeFileAtomic(tasksPartPath(ctx.options.out, ctx.unit.id), jsonl(tasks));
+    writeFileAtomic(outLayout.part(ctx.options.out, 'trajectories', ctx.unit.id), jsonl(trajectories));
+    writeFileAtomic(outLayout.part(ctx.options.out, 'tasks', ctx.unit.id), jsonl(tasks));
     ctx.log(`forage ${ctx.unit.id}: ${m.tasks.length} mutation tasks kept (${m.applied} applied, ${m.survived} survived, ${m.noSite} without a site)`);
     const resolved = trajectories.filter((t) => t.resolved).length;
     if (trajectories.length) ctx.log(`forage ${ctx.unit.id}: ${ctx.options.policy} resolved ${resolved} of ${trajectories.length} tasks`);

@@ -4,25 +4,16 @@
  * seeded, so the same ledger always
  * gives byte-identical shards.
  */
-import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { readLines } from '../../core/jsonl.js';
-import { writeDataset, type DatasetManifest, type DatasetOptions } from '../../datasets/dataset_writer.js';
-import { reposSchema, tasksSchema, testsSchema, tracesSchema, trajectoriesSchema, type RepoRecord, type TaskRecord, type TestRecord, type TraceRecord, type TrajectoryRecord } from '../../schemas/index.js';
-import type { BuildRecord } from './build.js';
-import type { CloneRecord } from './clone.js';
+import { existsSync } from 'node:fs';
 import { sha256 } from '../../core/hashing.js';
-import { Ledger, type LedgerEntry } from '../runtime/ledger.js';
-import { packageRoot } from '../../core/package.js';
-import { tracesPartPath, type TraceStageRecord } from './trace.js';
-import { tasksPartPath, trajectoriesPartPath } from './forage.js';
-import { taskTracesPartPath } from '../tasks/fix_traces.js';
-import { testsPartPath, type ValidateRecord } from './validate.js';
+import { readLines } from '../../core/jsonl.js';
+import { toolVersion } from '../../core/package.js';
+import { writeDataset, type DatasetLayout, type DatasetManifest } from '../../datasets/dataset_writer.js';
 import { DEFAULT_ISSUE_FIX_SHARE, DEFAULT_MIX_SEED, mixSummary, planMix, type MixPlan, type TaskRef } from '../../datasets/mix.js';
-
-export function toolVersion(): string {
-  return (JSON.parse(readFileSync(join(packageRoot, 'package.json'), 'utf8')) as { version: string }).version;
-}
+import { reposSchema, tasksSchema, testsSchema, tracesSchema, trajectoriesSchema, type RepoRecord, type TaskRecord, type TestRecord, type TraceRecord, type TrajectoryRecord } from '../../schemas/index.js';
+import { outLayout } from '../runtime/layout.js';
+import { Ledger, type LedgerEntry } from '../runtime/ledger.js';
+import type { BuildRecord, CloneRecord, TraceStageRecord, ValidateRecord } from '../runtime/records.js';
 
 function repoRow(clone: LedgerEntry<CloneRecord>, ledger: Ledger): RepoRecord {
   const build = ledger.get<BuildRecord>('build', clone.unit_id);
@@ -95,9 +86,6 @@ function* keepOnly<T>(rows: Iterable<T>, keep: (row: T) => boolean): Generator<T
   for (const r of rows) if (keep(r)) yield r;
 }
 
-/** The dataset layout knobs the CLI exposes. */
-export type DatasetLayout = Pick<DatasetOptions, 'shardBytes' | 'numShards' | 'shardMultiple' | 'rowGroupRows' | 'rowGroupBytes' | 'shuffle' | 'shuffleSeed' | 'maxRowBytes'>;
-
 /**
  * The run's task mix is settled here, the one place that sees every unit's tasks: tasks beyond the
  * issue-fix share are dropped with their trajectories and before/after traces (see datasets/mix.ts).
@@ -109,17 +97,17 @@ export async function shardOutput(out: string, provenance: Record<string, unknow
   const done = (stage: 'validate' | 'trace' | 'forage') => ledger.all(stage).filter((e) => e.status === 'ok');
   const licenses: Record<string, number> = {};
   for (const r of repos) licenses[r.license] = (licenses[r.license] ?? 0) + 1;
-  const tasks = () => partRows<TaskRecord>(done('forage'), (id) => tasksPartPath(out, id));
+  const tasks = () => partRows<TaskRecord>(done('forage'), (id) => outLayout.part(out, 'tasks', id));
   const refs: TaskRef[] = [];
   for (const t of tasks()) refs.push({ id: t.instance_id, kind: t.kind, repo: t.repo });
   const mix = planMix(refs, issueFixShare, { seed: DEFAULT_MIX_SEED });
   const kept = (id: string | null) => id === null || mix.keep.has(id);
-  const manifest = await writeDataset(join(out, 'dataset'), [
+  const manifest = await writeDataset(outLayout.dataset(out), [
     { schema: reposSchema, rows: repos },
-    { schema: testsSchema, rows: partRows<TestRecord>(done('validate'), (id) => testsPartPath(out, id)) },
-    { schema: tracesSchema, rows: concat(partRows<TraceRecord>(done('trace'), (id) => tracesPartPath(out, id)), keepOnly(partRows<TraceRecord>(done('forage'), (id) => taskTracesPartPath(out, id)), (r) => kept(r.task_id))) },
+    { schema: testsSchema, rows: partRows<TestRecord>(done('validate'), (id) => outLayout.part(out, 'tests', id)) },
+    { schema: tracesSchema, rows: concat(partRows<TraceRecord>(done('trace'), (id) => outLayout.part(out, 'traces', id)), keepOnly(partRows<TraceRecord>(done('forage'), (id) => outLayout.part(out, 'task_traces', id)), (r) => kept(r.task_id))) },
     { schema: tasksSchema, rows: keepOnly(tasks(), (t) => kept(t.instance_id)) },
-    { schema: trajectoriesSchema, rows: keepOnly(partRows<TrajectoryRecord>(done('forage'), (id) => trajectoriesPartPath(out, id)), (t) => kept(t.task_id)) },
+    { schema: trajectoriesSchema, rows: keepOnly(partRows<TrajectoryRecord>(done('forage'), (id) => outLayout.part(out, 'trajectories', id)), (t) => kept(t.task_id)) },
   ], {
     ...layout,
     licenses,

@@ -8,22 +8,13 @@ import { createHash } from 'node:crypto';
 import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { TestRecord } from '../../schemas/tests.js';
-import type { BuildRecord } from './build.js';
-import type { CloneRecord } from './clone.js';
-import { writeFileAtomic } from '../runtime/ledger.js';
 import { tracersDir } from '../../core/package.js';
 import { firstProblem, pytestCommand, runSuite, TIMEOUT_EXIT } from '../sandbox/suite_run.js';
 import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
-import { countVerdicts, mergeRuns, type SuiteCounts, type TestVerdict } from '../sandbox/pytest_report.js';
-
-export interface ValidateRecord extends SuiteCounts {
-  image_id: string;
-  python_version: string;
-  pytest_version: string;
-  runs: number;
-  exit_codes: number[];
-  traceable: boolean;
-}
+import { countVerdicts, mergeRuns, type TestVerdict } from '../sandbox/pytest_report.js';
+import { writeFileAtomic } from '../../core/atomic.js';
+import type { BuildRecord, CloneRecord, ValidateRecord } from '../runtime/records.js';
+import { outLayout } from '../runtime/layout.js';
 
 /** Bump when how the suite is run changes in a way the key's other fields do not show. */
 const VALIDATE_REVISION = 1;
@@ -32,18 +23,14 @@ function pluginHash(): string {
   return createHash('sha256').update(readFileSync(join(tracersDir, 'worldline_report.py'))).digest('hex').slice(0, 12);
 }
 
-export function testsPartPath(out: string, unitId: string): string {
-  return join(out, 'parts', 'tests', `${unitId}.jsonl`);
-}
-
 export function testFile(nodeid: string): string {
   return nodeid.split('::')[0];
 }
 
-export const validateStage: Stage<ValidateRecord> = {
+export const validateStage: Stage<'validate'> = {
   name: 'validate',
   key(ctx) {
-    const build = requireRecord<BuildRecord>(ctx, 'build');
+    const build = requireRecord(ctx, 'build');
     const o = ctx.options;
     return {
       image: build.image_id,
@@ -59,8 +46,8 @@ export const validateStage: Stage<ValidateRecord> = {
   },
   async run(ctx: StageContext) {
     const { unit, options } = ctx;
-    const clone = requireRecord<CloneRecord>(ctx, 'clone');
-    const build = requireRecord<BuildRecord>(ctx, 'build');
+    const clone = requireRecord(ctx, 'clone');
+    const build = requireRecord(ctx, 'build');
     ctx.log(`validate ${unit.id}: ${options.validateRuns} run(s) in ${build.image}`);
     const { runs, containerExit, containerOutput, work, seconds } = await runSuite({
       unit,
@@ -88,7 +75,7 @@ export const validateStage: Stage<ValidateRecord> = {
     };
     ctx.log(`validate ${unit.id}: ${counts.collected} collected, ${counts.passed} passed, ${counts.failed} failed, ${counts.flaky} flaky (${seconds.toFixed(1)} s)`);
     if (problem) return failed(problem, record);
-    writeFileAtomic(testsPartPath(options.out, unit.id), verdicts.map((v) => JSON.stringify(testRow(v, clone, build, ctx))).join('\n') + '\n');
+    writeFileAtomic(outLayout.part(options.out, 'tests', unit.id), verdicts.map((v) => JSON.stringify(testRow(v, clone, build, ctx))).join('\n') + '\n');
     if (!record.traceable) {
       return failed(`not traceable: no test passed in every run (${counts.collected} collected, ${counts.passed} passed in run 1)`, record);
     }

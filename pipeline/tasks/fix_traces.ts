@@ -7,21 +7,19 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { TaskRecord } from '../../schemas/tasks.js';
 import type { TraceRecord } from '../../schemas/traces.js';
-import type { BuildRecord } from '../stages/build.js';
-import type { CloneRecord } from '../stages/clone.js';
 import { runContainer } from '../sandbox/sandbox.js';
 import { tracersDir } from '../../core/package.js';
 import { shQuote } from '../../core/shell.js';
 import type { StageContext } from '../runtime/stage.js';
 import { pytestCommand } from '../sandbox/suite_run.js';
-import { traceRows, writeJsonl } from '../stages/trace.js';
+import type { CloneRecord } from '../runtime/records.js';
+import type { BuildRecord } from '../runtime/records.js';
+import { outLayout } from '../runtime/layout.js';
+import { traceRows } from '../sandbox/tracer_output.js';
+import { writeJsonl } from '../../core/jsonl.js';
 
 /** Per-test timeout under the tracer, as a multiple of --mutant-test-timeout. */
 const TRACED_MUTANT_FACTOR = 5;
-
-export function taskTracesPartPath(out: string, unitId: string): string {
-  return join(out, 'parts', 'task_traces', `${unitId}.jsonl`);
-}
 
 async function* aroundOneTask(ctx: StageContext, task: TaskRecord, clone: CloneRecord, build: BuildRecord, work: string): AsyncGenerator<TraceRecord> {
   const o = ctx.options;
@@ -80,5 +78,5 @@ export async function traceAroundFixes(ctx: StageContext, tasks: TaskRecord[], c
   async function* all(): AsyncGenerator<TraceRecord> {
     for (const [i, task] of tasks.entries()) yield* aroundOneTask(ctx, task, clone, build, join(ctx.options.out, 'work', 'task-traces', ctx.unit.id, String(i)));
   }
-  return writeJsonl(taskTracesPartPath(ctx.options.out, ctx.unit.id), all());
+  return writeJsonl(outLayout.part(ctx.options.out, 'task_traces', ctx.unit.id), all());
 }

@@ -10,15 +10,14 @@ import { readLines } from '../../core/jsonl.js';
 import type { TaskRecord } from '../../schemas/tasks.js';
 import type { TestRecord } from '../../schemas/tests.js';
 import type { TraceRecord } from '../../schemas/traces.js';
-import type { BuildRecord } from '../stages/build.js';
-import type { CloneRecord } from '../stages/clone.js';
 import { runContainer } from '../sandbox/sandbox.js';
 import { tracersDir } from '../../core/package.js';
 import type { StageContext } from '../runtime/stage.js';
 import { pytestCommand } from '../sandbox/suite_run.js';
 import { foldReport } from '../sandbox/pytest_report.js';
-import { tracesPartPath } from '../stages/trace.js';
-import { testsPartPath } from '../stages/validate.js';
+import type { CloneRecord } from '../runtime/records.js';
+import type { BuildRecord } from '../runtime/records.js';
+import { outLayout } from '../runtime/layout.js';
 
 /** Must match the operators of tracers/worldline_mutate. */
 export const OPERATORS = [
@@ -43,12 +42,12 @@ const rank = (seed: number, ...parts: string[]) => createHash('sha256').update([
 /** Functions of the repository's own (non-test) code, with the stable passing tests that reach them. */
 export function reachedFunctions(out: string, unitId: string): Map<string, { file: string; qualname: string; tests: Set<string> }> {
   const stable = new Set<string>();
-  for (const line of readLines(testsPartPath(out, unitId))) {
+  for (const line of readLines(outLayout.part(out, 'tests', unitId))) {
     const t = JSON.parse(line) as TestRecord;
     if (!t.flaky && t.run_outcomes.every((o) => o === 'passed')) stable.add(t.node_id);
   }
   const reached = new Map<string, { file: string; qualname: string; tests: Set<string> }>();
-  const part = tracesPartPath(out, unitId);
+  const part = outLayout.part(out, 'traces', unitId);
   if (!existsSync(part)) return reached;
   for (const line of readLines(part)) {
     const ep = JSON.parse(line) as TraceRecord;

@@ -1,0 +1,89 @@
+/**
+ * What each stage records for a unit in the ledger, in one map: `requireRecord(ctx, 'build')` is a
+ * BuildRecord, and a stage reads an earlier stage's result through this map, never by importing
+ * that stage. Bulky outputs (per-test rows, traces, tasks) live in part files (layout.ts), not here.
+ */
+
+export interface CloneRecord {
+  commit: string;
+  /** Relative to the output folder. */
+  checkout: string;
+  license: string;
+  license_file: string | null;
+  size_bytes: number;
+  file_count: number;
+  py_file_count: number;
+  src_layout: boolean;
+}
+
+export interface BuildRecord {
+  image: string;
+  image_id: string;
+  base: string;
+  python_version: string;
+  pytest_version: string;
+  pytest_timeout: boolean;
+}
+
+export interface SuiteCounts {
+  collected: number;
+  passed: number;
+  failed: number;
+  error: number;
+  skipped: number;
+  xfailed: number;
+  xpassed: number;
+  missing: number;
+  flaky: number;
+  /** Tests that passed in every run: what later stages may trace and grade with. */
+  stable_passed: number;
+}
+
+export interface ValidateRecord extends SuiteCounts {
+  image_id: string;
+  python_version: string;
+  pytest_version: string;
+  runs: number;
+  exit_codes: number[];
+  traceable: boolean;
+}
+
+export interface TraceStageRecord {
+  tests_traced: number;
+  tests_with_line_events: number;
+  episodes: number;
+  line_events: number;
+  mean_line_events_per_test: number;
+  truncated_tests: number;
+  truncation_rate: number;
+  tracer_errors: number;
+  /** Non-flaky tests whose outcome under the tracer differs from validate's first run. */
+  parity_mismatches: number;
+  mismatched: string[];
+  tracer_version: string;
+  python_version: string;
+}
+
+export interface ForageRecord {
+  issue_candidates: number;
+  issue_tasks: number;
+  issues_dropped: number;
+  task_trace_rows: number;
+  policy: string;
+  rollouts: number;
+  resolved: number;
+  mutation_tries: number;
+  mutations_applied: number;
+  mutations_without_site: number;
+  mutations_survived: number;
+  mutation_tasks: number;
+  tasks_by_operator: Record<string, number>;
+}
+
+export interface StageRecords {
+  clone: CloneRecord;
+  build: BuildRecord;
+  validate: ValidateRecord;
+  trace: TraceStageRecord;
+  forage: ForageRecord;
+}
