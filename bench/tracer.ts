@@ -12,14 +12,15 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { runPipeline } from '../pipeline/run.js';
-import { runContainer } from '../pipeline/sandbox/sandbox.js';
 import { Ledger } from '../pipeline/runtime/ledger.js';
 import { DEFAULTS } from '../pipeline/runtime/options.js';
-import { packageRoot, tracersDir } from '../core/package.js';
+import { packageRoot } from '../core/package.js';
 import { table } from '../core/table.js';
 import { materializeCorpus } from '../test/corpus.js';
 import type { CloneRecord } from '../pipeline/runtime/records.js';
 import type { BuildRecord } from '../pipeline/runtime/records.js';
+import { tracersDir } from '../pipeline/sandbox/tracers.js';
+import { runContainer } from '../pipeline/sandbox/sandbox.js';
 
 const { values } = parseArgs({ options: { python: { type: 'string', default: '3.13' }, rounds: { type: 'string', default: '5' }, budget: { type: 'string', default: '600' }, work: { type: 'string', default: '/tmp/worldline-bench-tracer' } } });
 const rounds = Number(values.rounds);

@@ -13,9 +13,6 @@ export const packageRoot: string = (() => {
   return dir;
 })();
 
-/** Python that runs inside containers ships in tracers/. */
-export const tracersDir = join(packageRoot, 'tracers');
-
 /** This package's version, recorded in every dataset's provenance. */
 export function toolVersion(): string {
   return (JSON.parse(readFileSync(join(packageRoot, 'package.json'), 'utf8')) as { version: string }).version;

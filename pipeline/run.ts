@@ -2,7 +2,6 @@
 import { join, resolve } from 'node:path';
 import { buildStage } from './stages/build.js';
 import { cloneStage } from './stages/clone.js';
-import { assertDockerUp } from './sandbox/sandbox.js';
 import { runStages, unitsForRank, type UnitSummary } from './runtime/executor.js';
 import { ManifestUnreadable, readManifest } from './runtime/manifest.js';
 import type { PipelineOptions } from './runtime/options.js';
@@ -18,6 +17,7 @@ import { forageStage } from './stages/forage.js';
 import { runHistory } from './runtime/history.js';
 import { sha256 } from '../core/hashing.js';
 import { readFileSync } from 'node:fs';
+import { assertDockerUp } from './sandbox/engine.js';
 
 export const UNIT_STAGES: Record<string, Stage> = {
   clone: cloneStage as Stage,

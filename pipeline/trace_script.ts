@@ -6,10 +6,11 @@
 import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
-import { assertDockerUp, runContainer } from './sandbox/sandbox.js';
 import type { PythonVersion } from './runtime/manifest.js';
-import { tracersDir } from '../core/package.js';
 import { resolveBase } from './sandbox/base_images.js';
+import { tracersDir } from './sandbox/tracers.js';
+import { assertDockerUp } from './sandbox/engine.js';
+import { runContainer } from './sandbox/sandbox.js';
 
 export interface ScriptEpisode {
   function: string;

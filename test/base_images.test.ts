@@ -2,8 +2,8 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
 import { BASE_RECIPES, baseTag, userBaseImage } from '../pipeline/sandbox/base_images.js';
-import { buildImage, docker, inspectImage, tarStream } from '../pipeline/sandbox/sandbox.js';
 import { tempDir } from './helpers.js';
+import { buildImage, inspectImage, removeImage, tarStream } from '../pipeline/sandbox/engine.js';
 
 describe('base images', () => {
   it('are tagged by their recipe hash and label their Python and pytest versions', async () => {
@@ -30,7 +30,7 @@ describe('base images', () => {
       await expect(userBaseImage(tag)).rejects.toThrow(`base image ${tag} lacks what Worldline needs: pytest (python3 -m pytest fails to import), git`);
       await expect(userBaseImage('worldline/test:never-built')).rejects.toThrow(/is not present locally/);
     } finally {
-      await docker().getImage(tag).remove({ force: true });
+      await removeImage(tag);
     }
   });
 });

@@ -8,8 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { ensureBaseImage } from '../pipeline/sandbox/base_images.js';
-import { assertDockerUp, docker } from '../pipeline/sandbox/sandbox.js';
 import { materializeCorpus } from './corpus.js';
+import { assertDockerUp, imagesLabelled, removeImage } from '../pipeline/sandbox/engine.js';
 
 export const CORPUS_NAMES = ['toolz', 'h11', 'isodate', 'hyperlink', 'simplejson'];
 
@@ -42,9 +42,6 @@ export async function setup(project: TestProject): Promise<void> {
 export async function teardown(): Promise<void> {
   if (process.env.WORLDLINE_KEEP_TEST_OUTPUT) return;
   // Env images this run built (base images stay: they are the cache that makes reruns fast).
-  const images = await docker().listImages({ filters: { label: ['worldline.unit'] } });
-  for (const img of images) {
-    if (img.Created >= startedAt) await docker().getImage(img.Id).remove({ force: true }).catch(() => undefined);
-  }
+  for (const id of await imagesLabelled('worldline.unit', startedAt)) await removeImage(id).catch(() => undefined);
   if (workRoot) rmSync(workRoot, { recursive: true, force: true });
 }

@@ -1,10 +1,10 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
-import { runContainer } from '../pipeline/sandbox/sandbox.js';
-import { tracersDir } from '../core/package.js';
 import { countVerdicts, foldReport, mergeRuns } from '../pipeline/sandbox/pytest_report.js';
 import { tempDir } from './helpers.js';
+import { tracersDir } from '../pipeline/sandbox/tracers.js';
+import { runContainer } from '../pipeline/sandbox/sandbox.js';
 
 const line = (o: object) => JSON.stringify(o);
 const phase = (nodeid: string, when: string, outcome: string, extra: object = {}) => line({ event: 'test', nodeid, when, outcome, duration: 0.1, ...extra });

@@ -1,8 +1,8 @@
 /** The Python that runs inside containers (tracer, mutation operators) passes its own pytest suites in both base images. */
 import { join } from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
-import { runContainer } from '../pipeline/sandbox/sandbox.js';
 import { packageRoot } from '../core/package.js';
+import { runContainer } from '../pipeline/sandbox/sandbox.js';
 
 describe('tracers/ (Python) inside the base images', () => {
   for (const key of ['base311', 'base313'] as const) {

@@ -4,14 +4,13 @@
  * network, and the tools bash, view, edit, create and submit. Tool calls and their results are
  * returned verbatim (capped); a malformed call gets an error observation, never an exception.
  */
-import type Docker from 'dockerode';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TaskRecord } from '../../schemas/tasks.js';
-import { docker, tarStream } from '../sandbox/sandbox.js';
 import { FIXED_COMMIT_ENV } from '../../core/git.js';
-import { tracersDir } from '../../core/package.js';
+import { tarStream } from '../sandbox/engine.js';
+import { SandboxSession } from '../sandbox/sandbox.js';
 
 export const TOOL_NAMES = ['bash', 'view', 'edit', 'create', 'submit'] as const;
 
@@ -52,36 +51,20 @@ const TOOL_ARG_CAP = 96 * 1024;
 
 export class AgentEnv {
   private constructor(
-    private readonly container: Docker.Container,
+    private readonly session: SandboxSession,
     private readonly limits: EnvLimits,
   ) {}
 
   /** Starts a container at the task state: base + bug patch + test patch, as one fresh commit. */
   static async start(task: TaskRecord, env: Record<string, string>, limits: EnvLimits): Promise<AgentEnv> {
-    const container = await docker().createContainer({
-      Image: task.image_id,
-      Cmd: ['sleep', 'infinity'],
-      Env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
-      WorkingDir: '/repo',
-      NetworkDisabled: true,
-      Labels: { 'worldline.role': 'rollout', 'worldline.task': task.instance_id },
-      HostConfig: {
-        NetworkMode: 'none',
-        Binds: [`${tracersDir}:/worldline/lib:ro`],
-        Memory: limits.memoryMb * 1024 * 1024,
-        MemorySwap: limits.memoryMb * 1024 * 1024,
-        PidsLimit: limits.pids,
-        NanoCpus: Math.round(limits.cpus * 1e9),
-      },
-    });
-    const agentEnv = new AgentEnv(container, limits);
+    const session = await SandboxSession.start({ image: task.image_id, env, limits, labels: { 'worldline.role': 'rollout', 'worldline.task': task.instance_id } });
+    const agentEnv = new AgentEnv(session, limits);
     try {
-      await container.start();
       const staging = mkdtempSync(join(tmpdir(), 'worldline-task-'));
       try {
         writeFileSync(join(staging, 'bug.patch'), task.bug_patch ?? '');
         writeFileSync(join(staging, 'test.patch'), task.test_patch);
-        await container.putArchive(tarStream(['-C', staging, 'bug.patch', 'test.patch']), { path: '/tmp' });
+        await session.putArchive(tarStream(['-C', staging, 'bug.patch', 'test.patch']), '/tmp');
       } finally {
         rmSync(staging, { recursive: true, force: true });
       }
@@ -108,29 +91,8 @@ export class AgentEnv {
   }
 
   /** Runs a command in the container, bounded in time and output. */
-  async exec(cmd: string[], timeoutS: number): Promise<{ output: string; exitCode: number | null }> {
-    const ex = await this.container.exec({ Cmd: ['timeout', '-k', '5', String(timeoutS), ...cmd], AttachStdout: true, AttachStderr: true, WorkingDir: '/repo' });
-    const stream = await ex.start({ hijack: true, stdin: false });
-    let output = '';
-    let dropped = 0;
-    const cap = this.limits.outputCap;
-    const sink = {
-      write: (chunk: Buffer) => {
-        if (output.length < cap) output += chunk.toString('utf8');
-        else dropped += chunk.length;
-        return true;
-      },
-    };
-    docker().modem.demuxStream(stream, sink as unknown as NodeJS.WritableStream, sink as unknown as NodeJS.WritableStream);
-    await new Promise<void>((resolve) => {
-      stream.on('end', resolve);
-      stream.on('close', resolve);
-      stream.on('error', () => resolve());
-    });
-    if (output.length > cap) output = output.slice(0, cap);
-    if (dropped || output.length >= cap) output += `\n[output capped at ${cap} characters]`;
-    const info = await ex.inspect();
-    return { output, exitCode: info.ExitCode ?? null };
+  exec(cmd: string[], timeoutS: number): Promise<{ output: string; exitCode: number | null }> {
+    return this.session.exec(cmd, timeoutS, this.limits.outputCap);
   }
 
   /** Executes one tool call; whatever goes wrong becomes the observation. */
@@ -170,7 +132,7 @@ export class AgentEnv {
     return done(res.output, res.exitCode, res.exitCode !== 0);
   }
 
-  async close(): Promise<void> {
-    await this.container.remove({ force: true }).catch(() => undefined);
+  close(): Promise<void> {
+    return this.session.close();
   }
 }

@@ -15,13 +15,12 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { TaskRecord } from '../../schemas/tasks.js';
-import { runContainer } from '../sandbox/sandbox.js';
 import type { PipelineOptions } from '../runtime/options.js';
-import { tracersDir } from '../../core/package.js';
 import { shQuote } from '../../core/shell.js';
 import { hunksOf } from './policies/oracle.js';
 import { pytestCommand } from '../sandbox/suite_run.js';
 import { foldReport, type Outcome } from '../sandbox/pytest_report.js';
+import { runSandboxed } from '../sandbox/sandbox.js';
 
 export interface Grade {
   resolved: boolean;
@@ -91,12 +90,13 @@ export async function gradeSubmission(task: TaskRecord, submission: string | nul
       '',
     ].join('\n');
     writeFileSync(join(work, 'grade.sh'), script);
-    await runContainer({
+    await runSandboxed({
       image: task.image_id,
       cmd: ['sh', '/worldline/out/grade.sh'],
-      env: { ...env.vars, PYTHONPATH: env.srcLayout ? '/worldline/lib:/repo/src' : '/worldline/lib', PYTHONHASHSEED: '0', PYTHONDONTWRITEBYTECODE: '1', TZ: 'UTC' },
-      binds: [`${tracersDir}:/worldline/lib:ro`, `${work}:/worldline/out`],
-      limits: { memoryBytes: env.options.memoryMb * 1024 * 1024, pids: env.options.pids, cpus: env.options.cpus },
+      work,
+      vars: env.vars,
+      srcLayout: env.srcLayout,
+      limits: env.options,
       timeoutMs: (env.options.suiteTimeoutS + 60) * 1000,
       labels: { 'worldline.stage': 'grade', 'worldline.task': task.instance_id },
     });

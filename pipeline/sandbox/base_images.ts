@@ -7,11 +7,12 @@ import { execFile as execFileCb } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { docker, inspectImage, runContainer, tarStream } from './sandbox.js';
 import { hashOf } from '../../core/hashing.js';
 import type { PythonVersion } from '../runtime/manifest.js';
 import { withLock } from '../../core/lock.js';
 import { cacheDir } from '../runtime/layout.js';
+import { importImage, inspectImage, tarStream } from './engine.js';
+import { runContainer } from './sandbox.js';
 
 const execFile = promisify(execFileCb);
 
@@ -129,15 +130,7 @@ async function buildBase(recipe: BaseRecipe, tag: string): Promise<void> {
       `LABEL worldline.pytest_timeout=${probe.pytest_timeout}`,
       'CMD ["python3"]',
     ];
-    const [repo, version] = tag.split(':');
-    const stream = await docker().importImage(tarStream(['-C', root, '.']), { repo, tag: version, changes } as object);
-    await new Promise<void>((resolve, reject) => {
-      docker().modem.followProgress(stream, (err: Error | null, events: { error?: string }[]) => {
-        const failed = events?.find((e) => e.error);
-        if (err || failed) reject(new Error(`docker import of ${tag} failed: ${err?.message ?? failed?.error}`));
-        else resolve();
-      });
-    });
+    await importImage(tarStream(['-C', root, '.']), tag, changes);
   } finally {
     rmSync(root, { recursive: true, force: true });
   }

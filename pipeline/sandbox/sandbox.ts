@@ -1,101 +1,15 @@
-/** Every Docker Engine call the program makes goes through here, on dockerode. */
-import Docker from 'dockerode';
-import { createWriteStream } from 'node:fs';
-import { spawn } from 'node:child_process';
-import type { Readable } from 'node:stream';
-
-let client: Docker | undefined;
-
-export function docker(): Docker {
-  client ??= new Docker({ socketPath: process.env.DOCKER_SOCKET ?? '/var/run/docker.sock' });
-  return client;
-}
-
-export async function assertDockerUp(): Promise<void> {
-  try {
-    await docker().ping();
-  } catch (e) {
-    throw new Error(
-      `Docker Engine does not answer on ${process.env.DOCKER_SOCKET ?? '/var/run/docker.sock'} (${(e as Error).message}); start it with scripts/setup-docker.sh`,
-    );
-  }
-}
-
-export async function inspectImage(ref: string): Promise<Docker.ImageInspectInfo | null> {
-  try {
-    return await docker().getImage(ref).inspect();
-  } catch (e) {
-    if ((e as { statusCode?: number }).statusCode === 404) return null;
-    throw e;
-  }
-}
-
-/** A tar stream made by the system tar (handles links and modes as Docker expects). */
-export function tarStream(args: string[]): Readable {
-  const child = spawn('tar', ['--numeric-owner', '-c', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
-  return child.stdout;
-}
-
-export interface BuildResult {
-  ok: boolean;
-  error: string | null;
-  imageId: string | null;
-  timedOut: boolean;
-}
-
 /**
- * Builds from a context folder with host networking (the only network these machines have),
- * streaming the build output to `logFile`. The build is cancelled at `timeoutMs`.
+ * Containers: every container Worldline starts is made here. `runSandboxed` is the one way a
+ * repository's code runs for a stage (validate, trace, mutant checks, issue verification,
+ * traces around a fix, grading): the unit's image, our Python read-only at /worldline/lib, a
+ * work folder at /worldline/out for scripts in and results out, the standard environment, the
+ * run's resource limits and no network. `SandboxSession` is a long-lived container the agent's
+ * tools exec into. `runContainer` is the bare form both build on.
  */
-export async function buildImage(opts: {
-  context: Readable;
-  tag: string;
-  logFile: string;
-  timeoutMs: number;
-  labels?: Record<string, string>;
-}): Promise<BuildResult> {
-  const log = createWriteStream(opts.logFile);
-  const controller = new AbortController();
-  let timedOut = false;
-  const timer = setTimeout(() => {
-    timedOut = true;
-    controller.abort();
-  }, opts.timeoutMs);
-  let lastError: string | null = null;
-  try {
-    const stream = await docker().buildImage(opts.context, {
-      t: opts.tag,
-      networkmode: 'host',
-      rm: true,
-      forcerm: true,
-      labels: opts.labels,
-      abortSignal: controller.signal,
-    } as Docker.ImageBuildOptions);
-    await new Promise<void>((resolve, reject) => {
-      docker().modem.followProgress(
-        stream,
-        (err) => (err ? reject(err) : resolve()),
-        (event: { stream?: string; error?: string; errorDetail?: { message?: string } }) => {
-          if (event.stream) log.write(event.stream);
-          if (event.error) {
-            lastError = event.errorDetail?.message ?? event.error;
-            log.write(`ERROR: ${lastError}\n`);
-          }
-        },
-      );
-    });
-  } catch (e) {
-    lastError ??= (e as Error).message;
-  } finally {
-    clearTimeout(timer);
-    await new Promise((r) => log.end(r));
-  }
-  if (timedOut) return { ok: false, error: `build exceeded its timeout of ${Math.round(opts.timeoutMs / 1000)} s`, imageId: null, timedOut };
-  if (lastError) return { ok: false, error: lastError, imageId: null, timedOut };
-  const info = await inspectImage(opts.tag);
-  if (!info) return { ok: false, error: 'the build reported success but no image was tagged', imageId: null, timedOut };
-  return { ok: true, error: null, imageId: info.Id, timedOut };
-}
+import type Docker from 'dockerode';
+import type { Readable } from 'node:stream';
+import { docker } from './engine.js';
+import { tracersDir } from './tracers.js';
 
 export interface RunLimits {
   memoryBytes: number;
@@ -171,5 +85,128 @@ export async function runContainer(opts: {
     return { exitCode, timedOut, output };
   } finally {
     await container.remove({ force: true }).catch(() => undefined);
+  }
+}
+
+/** The limits a run's options set for every container of a unit. */
+export interface SandboxLimits {
+  memoryMb: number;
+  pids: number;
+  cpus: number;
+}
+
+const toRunLimits = (l: SandboxLimits): RunLimits => ({ memoryBytes: l.memoryMb * 1024 * 1024, pids: l.pids, cpus: l.cpus });
+
+/**
+ * The environment every sandboxed run gets, over the unit's own `vars`: our Python first on the
+ * import path (then the repository's src/ when it has that layout), hashing and time zone fixed
+ * so a run is reproducible, no bytecode written into the checkout.
+ */
+function standardEnv(vars: Record<string, string>, srcLayout: boolean, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    ...vars,
+    PYTHONPATH: srcLayout ? '/worldline/lib:/repo/src' : '/worldline/lib',
+    PYTHONHASHSEED: '0',
+    PYTHONDONTWRITEBYTECODE: '1',
+    TZ: 'UTC',
+    ...extra,
+  };
+}
+
+export interface SandboxSpec {
+  image: string;
+  cmd: string[];
+  /** The host folder the container sees as /worldline/out. */
+  work: string;
+  /** The unit's `env.vars`. */
+  vars: Record<string, string>;
+  srcLayout: boolean;
+  /** Variables of this run (the tracer's knobs), set over the standard ones. */
+  env?: Record<string, string>;
+  limits: SandboxLimits;
+  timeoutMs: number;
+  labels: Record<string, string>;
+}
+
+/** Runs repository code for a stage, the one standard way (see the top of this file). */
+export function runSandboxed(spec: SandboxSpec): Promise<RunResult> {
+  return runContainer({
+    image: spec.image,
+    cmd: spec.cmd,
+    env: standardEnv(spec.vars, spec.srcLayout, spec.env),
+    binds: [`${tracersDir}:/worldline/lib:ro`, `${spec.work}:/worldline/out`],
+    limits: toRunLimits(spec.limits),
+    timeoutMs: spec.timeoutMs,
+    labels: spec.labels,
+  });
+}
+
+/**
+ * A long-lived container (the agent's environment): started idle, commands exec'd into it
+ * bounded in time and output, files put in as a tar stream, removed by `close`.
+ */
+export class SandboxSession {
+  private constructor(private readonly container: Docker.Container) {}
+
+  static async start(opts: { image: string; env: Record<string, string>; limits: SandboxLimits; labels: Record<string, string> }): Promise<SandboxSession> {
+    const limits = toRunLimits(opts.limits);
+    const container = await docker().createContainer({
+      Image: opts.image,
+      Cmd: ['sleep', 'infinity'],
+      Env: Object.entries(opts.env).map(([k, v]) => `${k}=${v}`),
+      WorkingDir: '/repo',
+      NetworkDisabled: true,
+      Labels: opts.labels,
+      HostConfig: {
+        NetworkMode: 'none',
+        Binds: [`${tracersDir}:/worldline/lib:ro`],
+        Memory: limits.memoryBytes,
+        MemorySwap: limits.memoryBytes,
+        PidsLimit: limits.pids,
+        NanoCpus: Math.round(limits.cpus * 1e9),
+      },
+    });
+    const session = new SandboxSession(container);
+    try {
+      await container.start();
+    } catch (e) {
+      await session.close();
+      throw e;
+    }
+    return session;
+  }
+
+  /** Extracts a tar stream into a folder of the container. */
+  async putArchive(tar: Readable, path: string): Promise<void> {
+    await this.container.putArchive(tar, { path });
+  }
+
+  /** Runs a command in /repo under `timeout`, keeping the first `cap` characters of its output. */
+  async exec(cmd: string[], timeoutS: number, cap: number): Promise<{ output: string; exitCode: number | null }> {
+    const ex = await this.container.exec({ Cmd: ['timeout', '-k', '5', String(timeoutS), ...cmd], AttachStdout: true, AttachStderr: true, WorkingDir: '/repo' });
+    const stream = await ex.start({ hijack: true, stdin: false });
+    let output = '';
+    let dropped = 0;
+    const sink = {
+      write: (chunk: Buffer) => {
+        if (output.length < cap) output += chunk.toString('utf8');
+        else dropped += chunk.length;
+        return true;
+      },
+    };
+    docker().modem.demuxStream(stream, sink as unknown as NodeJS.WritableStream, sink as unknown as NodeJS.WritableStream);
+    await new Promise<void>((resolve) => {
+      stream.on('end', resolve);
+      stream.on('close', resolve);
+      stream.on('error', () => resolve());
+    });
+    if (output.length > cap) output = output.slice(0, cap);
+    if (dropped || output.length >= cap) output += `\n[output capped at ${cap} characters]`;
+    const info = await ex.inspect();
+    return { output, exitCode: info.ExitCode ?? null };
+  }
+
+  async close(): Promise<void> {
+    await this.container.remove({ force: true }).catch(() => undefined);
   }
 }

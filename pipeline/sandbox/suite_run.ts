@@ -5,12 +5,11 @@
  */
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { runContainer } from './sandbox.js';
 import type { Unit } from '../runtime/manifest.js';
 import type { PipelineOptions } from '../runtime/options.js';
-import { tracersDir } from '../../core/package.js';
 import { shQuote } from '../../core/shell.js';
 import { foldReport, type SuiteRun } from './pytest_report.js';
+import { runSandboxed } from './sandbox.js';
 
 /** Exit status `timeout(1)` returns when the time limit hit. */
 export const TIMEOUT_EXIT = 124;
@@ -69,19 +68,14 @@ export async function runSuite(spec: SuiteSpec): Promise<SuiteOutcome> {
   mkdirSync(work, { recursive: true });
   writeFileSync(join(work, 'run.sh'), runScript(spec.runs, spec.suiteTimeoutS, spec.pytest));
   const started = Date.now();
-  const result = await runContainer({
+  const result = await runSandboxed({
     image: spec.imageId,
     cmd: ['sh', '/worldline/out/run.sh'],
-    env: {
-      ...unit.env.vars,
-      ...spec.env,
-      PYTHONPATH: spec.srcLayout ? '/worldline/lib:/repo/src' : '/worldline/lib',
-      PYTHONHASHSEED: '0',
-      PYTHONDONTWRITEBYTECODE: '1',
-      TZ: 'UTC',
-    },
-    binds: [`${tracersDir}:/worldline/lib:ro`, `${work}:/worldline/out`],
-    limits: { memoryBytes: options.memoryMb * 1024 * 1024, pids: options.pids, cpus: options.cpus },
+    work,
+    vars: unit.env.vars,
+    srcLayout: spec.srcLayout,
+    env: spec.env,
+    limits: options,
     // Each run has its own limit inside; this one catches a container that will not die.
     timeoutMs: (spec.suiteTimeoutS + 30) * spec.runs * 1000,
     labels: { 'worldline.unit': unit.id, 'worldline.stage': spec.stage },

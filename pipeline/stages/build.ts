@@ -7,7 +7,6 @@
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { resolveBase, type BaseImage } from '../sandbox/base_images.js';
-import { buildImage, inspectImage, tarStream } from '../sandbox/sandbox.js';
 import { FIXED_COMMIT_ENV } from '../../core/git.js';
 import { hashOf } from '../../core/hashing.js';
 import type { PythonVersion, UnitEnv } from '../runtime/manifest.js';
@@ -15,6 +14,7 @@ import { shQuote } from '../../core/shell.js';
 import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
 import type { BuildRecord, CloneRecord } from '../runtime/records.js';
 import { outLayout } from '../runtime/layout.js';
+import { buildImage, inspectImage, tarStream } from '../sandbox/engine.js';
 
 /** Bump when the Dockerfile below changes shape. */
 const BUILD_REVISION = 1;

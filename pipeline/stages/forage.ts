@@ -5,7 +5,6 @@
 import { join } from 'node:path';
 import { hashTree } from '../../core/hashing.js';
 import { mutationTasks } from '../tasks/mutation_tasks.js';
-import { tracersDir } from '../../core/package.js';
 import { ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
 import type { TaskRecord } from '../../schemas/tasks.js';
 import type { TrajectoryRecord } from '../../schemas/trajectories.js';
@@ -31,6 +30,7 @@ import type { BuildRecord } from '../runtime/records.js';
 import type { TraceStageRecord } from '../runtime/records.js';
 import { writeFileAtomic } from '../../core/atomic.js';
 import { outLayout } from '../runtime/layout.js';
+import { TRACER_CODE, tracerCodeHash } from '../sandbox/tracers.js';
 
 const jsonl = (rows: object[]) => rows.map((r) => JSON.stringify(r)).join('\n') + (rows.length ? '\n' : '');
 
@@ -98,7 +98,8 @@ export const forageStage: Stage<'forage'> = {
     return {
       image: build.image_id,
       trace: [trace.episodes, trace.line_events, trace.tracer_version],
-      code: [hashTree(join(tracersDir, 'worldline_mutate'), '.py'), hashTree(tracersDir, 'forage_mutations.py'), hashTree(tracersDir, 'worldline_report.py')],
+      // Forage runs mutants, the agent's tools, grading and the tracer around each fix.
+      code: tracerCodeHash([...TRACER_CODE.mutants, ...TRACER_CODE.agent, ...TRACER_CODE.tracer]),
       seed: o.forageSeed,
       tries: o.mutationTries,
       perUnit: o.mutationsPerUnit,

@@ -8,13 +8,13 @@ import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { writeJsonl } from '../../core/jsonl.js';
 import { hashTree } from '../../core/hashing.js';
-import { tracersDir } from '../../core/package.js';
 import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
 import { firstProblem, pytestCommand, runSuite } from '../sandbox/suite_run.js';
 import { traceRows, type TraceOrigin } from '../sandbox/tracer_output.js';
 import type { TestRecord } from '../../schemas/tests.js';
 import type { BuildRecord, CloneRecord, TraceStageRecord, ValidateRecord } from '../runtime/records.js';
 import { outLayout } from '../runtime/layout.js';
+import { TRACER_CODE, tracerCodeHash } from '../sandbox/tracers.js';
 
 const TRACE_REVISION = 1;
 
@@ -26,7 +26,7 @@ export const traceStage: Stage<'trace'> = {
     const o = ctx.options;
     return {
       image: build.image_id,
-      tracer: hashTree(join(tracersDir, 'worldline_tracer'), '.py'),
+      code: tracerCodeHash(TRACER_CODE.tracer),
       stepIn: o.traceStepIn,
       seed: o.traceSeed,
       phases: o.tracePhases,

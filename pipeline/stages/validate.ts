@@ -8,20 +8,16 @@ import { createHash } from 'node:crypto';
 import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { TestRecord } from '../../schemas/tests.js';
-import { tracersDir } from '../../core/package.js';
 import { firstProblem, pytestCommand, runSuite, TIMEOUT_EXIT } from '../sandbox/suite_run.js';
 import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
 import { countVerdicts, mergeRuns, type TestVerdict } from '../sandbox/pytest_report.js';
 import { writeFileAtomic } from '../../core/atomic.js';
 import type { BuildRecord, CloneRecord, ValidateRecord } from '../runtime/records.js';
 import { outLayout } from '../runtime/layout.js';
+import { TRACER_CODE, tracerCodeHash } from '../sandbox/tracers.js';
 
 /** Bump when how the suite is run changes in a way the key's other fields do not show. */
 const VALIDATE_REVISION = 1;
-
-function pluginHash(): string {
-  return createHash('sha256').update(readFileSync(join(tracersDir, 'worldline_report.py'))).digest('hex').slice(0, 12);
-}
 
 export function testFile(nodeid: string): string {
   return nodeid.split('::')[0];
@@ -40,7 +36,7 @@ export const validateStage: Stage<'validate'> = {
       limits: [o.memoryMb, o.cpus, o.pids],
       pytest_args: ctx.unit.env.pytest_args,
       vars: ctx.unit.env.vars,
-      plugin: pluginHash(),
+      code: tracerCodeHash(TRACER_CODE.report),
       revision: VALIDATE_REVISION,
     };
   },

@@ -7,8 +7,6 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { TaskRecord } from '../../schemas/tasks.js';
 import type { TraceRecord } from '../../schemas/traces.js';
-import { runContainer } from '../sandbox/sandbox.js';
-import { tracersDir } from '../../core/package.js';
 import { shQuote } from '../../core/shell.js';
 import type { StageContext } from '../runtime/stage.js';
 import { pytestCommand } from '../sandbox/suite_run.js';
@@ -17,6 +15,7 @@ import type { BuildRecord } from '../runtime/records.js';
 import { outLayout } from '../runtime/layout.js';
 import { traceRows } from '../sandbox/tracer_output.js';
 import { writeJsonl } from '../../core/jsonl.js';
+import { runSandboxed } from '../sandbox/sandbox.js';
 
 /** Per-test timeout under the tracer, as a multiple of --mutant-test-timeout. */
 const TRACED_MUTANT_FACTOR = 5;
@@ -46,22 +45,19 @@ async function* aroundOneTask(ctx: StageContext, task: TaskRecord, clone: CloneR
       '',
     ].join('\n');
     writeFileSync(join(work, 'trace.sh'), script);
-    await runContainer({
+    await runSandboxed({
       image: build.image_id,
       cmd: ['sh', '/worldline/out/trace.sh'],
+      work,
+      vars: ctx.unit.env.vars,
+      srcLayout: clone.src_layout,
       env: {
-        ...ctx.unit.env.vars,
-        PYTHONPATH: clone.src_layout ? '/worldline/lib:/repo/src' : '/worldline/lib',
-        PYTHONHASHSEED: '0',
-        PYTHONDONTWRITEBYTECODE: '1',
-        TZ: 'UTC',
         WORLDLINE_TRACE_ROOT: '/repo',
         WORLDLINE_TRACE_STEP_IN: String(o.traceStepIn),
         WORLDLINE_TRACE_SEED: String(o.traceSeed),
         WORLDLINE_TRACE_MAX_EVENTS: String(o.traceMaxEvents),
       },
-      binds: [`${tracersDir}:/worldline/lib:ro`, `${work}:/worldline/out`],
-      limits: { memoryBytes: o.memoryMb * 1024 * 1024, pids: o.pids, cpus: o.cpus },
+      limits: o,
       timeoutMs: (o.suiteTimeoutS * o.traceSlowdown * 2 + 60) * 1000,
       labels: { 'worldline.unit': ctx.unit.id, 'worldline.stage': 'task-traces' },
     });

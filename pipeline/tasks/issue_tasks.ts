@@ -23,15 +23,15 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node
 import { join } from 'node:path';
 import type { TaskRecord } from '../../schemas/tasks.js';
 import { mirrorPath } from '../runtime/layout.js';
-import { runContainer } from '../sandbox/sandbox.js';
 import { git } from '../../core/git.js';
-import { tracersDir } from '../../core/package.js';
 import { shQuote } from '../../core/shell.js';
 import type { StageContext } from '../runtime/stage.js';
 import { pytestCommand, TIMEOUT_EXIT } from '../sandbox/suite_run.js';
 import { foldReport, type SuiteRun } from '../sandbox/pytest_report.js';
 import type { CloneRecord } from '../runtime/records.js';
 import type { BuildRecord } from '../runtime/records.js';
+import { tracersDir } from '../sandbox/tracers.js';
+import { runContainer } from '../sandbox/sandbox.js';
 
 /** Test files: the same rule grading uses to put test files back (tests/ or test/ folders, test_*.py, *_test.py, conftest.py). */
 export const TEST_FILE = /(^|\/)(tests?\/|test_[^/]*\.py$|[^/]*_test\.py$|conftest\.py$)/;

@@ -10,14 +10,13 @@ import { readLines } from '../../core/jsonl.js';
 import type { TaskRecord } from '../../schemas/tasks.js';
 import type { TestRecord } from '../../schemas/tests.js';
 import type { TraceRecord } from '../../schemas/traces.js';
-import { runContainer } from '../sandbox/sandbox.js';
-import { tracersDir } from '../../core/package.js';
 import type { StageContext } from '../runtime/stage.js';
 import { pytestCommand } from '../sandbox/suite_run.js';
 import { foldReport } from '../sandbox/pytest_report.js';
 import type { CloneRecord } from '../runtime/records.js';
 import type { BuildRecord } from '../runtime/records.js';
 import { outLayout } from '../runtime/layout.js';
+import { runSandboxed } from '../sandbox/sandbox.js';
 
 /** Must match the operators of tracers/worldline_mutate. */
 export const OPERATORS = [
@@ -117,12 +116,13 @@ export async function mutationTasks(ctx: StageContext, clone: CloneRecord, build
   try {
     const pytest = pytestCommand(unit.env.pytest_args, options.mutantTestTimeoutS, build.pytest_timeout);
     writeFileSync(join(work, 'plan.json'), JSON.stringify({ pytest, timeout: options.mutantTestTimeoutS * MAX_TESTS_PER_CANDIDATE + 60, max_failing: options.mutationsPerUnit, candidates }));
-    await runContainer({
+    await runSandboxed({
       image: build.image_id,
       cmd: ['python3', '/worldline/lib/forage_mutations.py', '/worldline/out/plan.json', '/worldline/out'],
-      env: { ...unit.env.vars, PYTHONPATH: clone.src_layout ? '/worldline/lib:/repo/src' : '/worldline/lib', PYTHONHASHSEED: '0', PYTHONDONTWRITEBYTECODE: '1', TZ: 'UTC' },
-      binds: [`${tracersDir}:/worldline/lib:ro`, `${work}:/worldline/out`],
-      limits: { memoryBytes: options.memoryMb * 1024 * 1024, pids: options.pids, cpus: options.cpus },
+      work,
+      vars: unit.env.vars,
+      srcLayout: clone.src_layout,
+      limits: options,
       timeoutMs: (options.mutantTestTimeoutS * MAX_TESTS_PER_CANDIDATE + 90) * candidates.length * 1000,
       labels: { 'worldline.unit': unit.id, 'worldline.stage': 'forage' },
     });

@@ -1,0 +1,134 @@
+/**
+ * The Docker Engine itself, on dockerode: the client, and images (build, import, inspect, remove).
+ * Containers are sandbox.ts's. Nothing outside pipeline/sandbox/ talks to the engine.
+ */
+import Docker from 'dockerode';
+import { createWriteStream } from 'node:fs';
+import { spawn } from 'node:child_process';
+import type { Readable } from 'node:stream';
+
+let client: Docker | undefined;
+
+/** The engine's client, for the other files of pipeline/sandbox/ only. */
+export function docker(): Docker {
+  client ??= new Docker({ socketPath: process.env.DOCKER_SOCKET ?? '/var/run/docker.sock' });
+  return client;
+}
+
+export async function assertDockerUp(): Promise<void> {
+  try {
+    await docker().ping();
+  } catch (e) {
+    throw new Error(
+      `Docker Engine does not answer on ${process.env.DOCKER_SOCKET ?? '/var/run/docker.sock'} (${(e as Error).message}); start it with scripts/setup-docker.sh`,
+    );
+  }
+}
+
+export async function inspectImage(ref: string): Promise<Docker.ImageInspectInfo | null> {
+  try {
+    return await docker().getImage(ref).inspect();
+  } catch (e) {
+    if ((e as { statusCode?: number }).statusCode === 404) return null;
+    throw e;
+  }
+}
+
+/** A tar stream made by the system tar (handles links and modes as Docker expects). */
+export function tarStream(args: string[]): Readable {
+  const child = spawn('tar', ['--numeric-owner', '-c', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+  return child.stdout;
+}
+
+export interface BuildResult {
+  ok: boolean;
+  error: string | null;
+  imageId: string | null;
+  timedOut: boolean;
+}
+
+/**
+ * Builds from a context folder with host networking (the only network these machines have),
+ * streaming the build output to `logFile`. The build is cancelled at `timeoutMs`.
+ */
+export async function buildImage(opts: {
+  context: Readable;
+  tag: string;
+  logFile: string;
+  timeoutMs: number;
+  labels?: Record<string, string>;
+}): Promise<BuildResult> {
+  const log = createWriteStream(opts.logFile);
+  const controller = new AbortController();
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    controller.abort();
+  }, opts.timeoutMs);
+  let lastError: string | null = null;
+  try {
+    const stream = await docker().buildImage(opts.context, {
+      t: opts.tag,
+      networkmode: 'host',
+      rm: true,
+      forcerm: true,
+      labels: opts.labels,
+      abortSignal: controller.signal,
+    } as Docker.ImageBuildOptions);
+    await new Promise<void>((resolve, reject) => {
+      docker().modem.followProgress(
+        stream,
+        (err) => (err ? reject(err) : resolve()),
+        (event: { stream?: string; error?: string; errorDetail?: { message?: string } }) => {
+          if (event.stream) log.write(event.stream);
+          if (event.error) {
+            lastError = event.errorDetail?.message ?? event.error;
+            log.write(`ERROR: ${lastError}\n`);
+          }
+        },
+      );
+    });
+  } catch (e) {
+    lastError ??= (e as Error).message;
+  } finally {
+    clearTimeout(timer);
+    await new Promise((r) => log.end(r));
+  }
+  if (timedOut) return { ok: false, error: `build exceeded its timeout of ${Math.round(opts.timeoutMs / 1000)} s`, imageId: null, timedOut };
+  if (lastError) return { ok: false, error: lastError, imageId: null, timedOut };
+  const info = await inspectImage(opts.tag);
+  if (!info) return { ok: false, error: 'the build reported success but no image was tagged', imageId: null, timedOut };
+  return { ok: true, error: null, imageId: info.Id, timedOut };
+}
+
+/**
+ * Imports a root filesystem (a tar stream) as an image with Dockerfile `changes` (ENV, LABEL,
+ * CMD): how the offline base images are made from debootstrap trees.
+ */
+export async function importImage(rootfs: Readable, tag: string, changes: string[]): Promise<void> {
+  const [repo, version] = tag.split(':');
+  const stream = await docker().importImage(rootfs, { repo, tag: version, changes } as object);
+  await new Promise<void>((resolve, reject) => {
+    docker().modem.followProgress(stream, (err: Error | null, events: { error?: string }[]) => {
+      const failed = events?.find((e) => e.error);
+      if (err || failed) reject(new Error(`docker import of ${tag} failed: ${err?.message ?? failed?.error}`));
+      else resolve();
+    });
+  });
+}
+
+/** Removes an image by tag or id; an image already gone is no error. */
+export async function removeImage(ref: string): Promise<void> {
+  await docker()
+    .getImage(ref)
+    .remove({ force: true })
+    .catch((e: { statusCode?: number }) => {
+      if (e.statusCode !== 404) throw e;
+    });
+}
+
+/** Ids of the images carrying `label` created at or after `since` (seconds since the epoch). */
+export async function imagesLabelled(label: string, since = 0): Promise<string[]> {
+  const images = await docker().listImages({ filters: { label: [label] } });
+  return images.filter((img) => img.Created >= since).map((img) => img.Id);
+}

@@ -1,0 +1,33 @@
+/**
+ * Our Python that runs inside containers (tracers/), and the hashes of it that key the ledger:
+ * a stage's key names every file its containers run, so editing one reruns exactly the stages
+ * that run it.
+ */
+import { createHash } from 'node:crypto';
+import { readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { hashOf, hashTree } from '../../core/hashing.js';
+import { packageRoot } from '../../core/package.js';
+
+/** Mounted read-only at /worldline/lib in every sandbox. */
+export const tracersDir = join(packageRoot, 'tracers');
+
+/** The Python each kind of container run executes, relative to tracers/ (a folder: its .py files). */
+export const TRACER_CODE = {
+  /** The signed per-test reporting plugin: every pytest run loads it. */
+  report: ['worldline_report.py'],
+  tracer: ['worldline_tracer', 'worldline_report.py'],
+  mutants: ['worldline_mutate', 'forage_mutations.py', 'worldline_report.py'],
+  /** The agent's tools, run by exec inside the rollout container. */
+  agent: ['agent_tools.py'],
+} as const;
+
+/** One hash of the named files and folders under tracers/. */
+export function tracerCodeHash(entries: readonly string[]): string {
+  return hashOf(
+    entries.map((e) => {
+      const path = join(tracersDir, e);
+      return [e, statSync(path).isDirectory() ? hashTree(path, '.py') : createHash('sha256').update(readFileSync(path)).digest('hex')];
+    }),
+  );
+}
