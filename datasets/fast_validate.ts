@@ -108,7 +108,7 @@ function compileEstimate(f: Field): Estimate {
 }
 
 /**
- * `estimateRow` (datasets/parquet_writer.ts), compiled once per schema into closures: the same
+ * `estimateRow` (datasets/parquet/writer.ts), compiled once per schema into closures: the same
  * uncompressed size estimate for a valid row, without a switch per value.
  */
 export function compileEstimator(s: RecordSchema): (row: Record<string, unknown>) => number {

@@ -17,9 +17,9 @@ import type { ColumnChunk, Encoding, OffsetIndex, SchemaElement } from 'hyparque
 import { ParquetWriter, fileWriter } from 'hyparquet-writer';
 import { writePageHeader } from 'hyparquet-writer/src/datapage.js';
 import { statSync } from 'node:fs';
-import { sha256 } from '../core/hashing.js';
-import { parquetSchema, type Field, type RecordSchema } from '../schemas/schema.js';
-import { compileEstimator, compileValidator } from './fast_validate.js';
+import { sha256 } from '../../core/hashing.js';
+import { parquetSchema, type Field, type RecordSchema } from '../../schemas/schema.js';
+import { compileEstimator, compileValidator } from '../fast_validate.js';
 
 /** zstd level of data pages. Measured on 0.5 GB of trace rows: 1 is 4% larger and no faster; 6 is 8% smaller but 44% slower. */
 export const ZSTD_LEVEL = 3;
