@@ -29,7 +29,7 @@ export function ensureZstd(): Promise<void> {
   return zstdReady;
 }
 
-export interface WriterOptions {
+interface WriterOptions {
   /** At most this many rows per row group. */
   rowGroupRows?: number;
   /** At most about this many uncompressed bytes per row group. */
