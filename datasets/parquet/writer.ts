@@ -15,7 +15,7 @@ import { ParquetWriter, fileWriter } from 'hyparquet-writer';
 import { writePageHeader } from 'hyparquet-writer/src/datapage.js';
 import { statSync } from 'node:fs';
 import { sha256 } from '../../core/hashing.js';
-import { parquetSchema, type Field, type RecordSchema } from '../../schemas/schema.js';
+import { parquetSchema, type RecordSchema } from '../../schemas/schema.js';
 import { compileEstimator, compileValidator } from '../fast_validate.js';
 import { compileField, type Leaf } from './columns.js';
 import { bitWidth, Bytes, littleEndian, rleHybrid } from './encoding.js';
@@ -57,36 +57,6 @@ export const DEFAULT_PAGE_SIZE = 8 << 20;
 /** Schema identity across shards: the hash of the Parquet schema elements and version. */
 export function schemaHash(s: RecordSchema): string {
   return sha256(JSON.stringify({ version: s.version, elements: parquetSchema(s) })).slice(0, 16);
-}
-
-/** Uncompressed size estimate: cheap enough to run per row, close enough to cap row groups. */
-export function estimateBytes(f: Field, v: unknown): number {
-  if (v === null || v === undefined) return 1;
-  const t = f.type;
-  switch (t.kind) {
-    case 'string':
-      return (v as string).length + 4;
-    case 'list': {
-      let n = 4;
-      for (const item of v as unknown[]) n += estimateBytes(t.of, item);
-      return n;
-    }
-    case 'struct': {
-      let n = 0;
-      for (const name in t.fields) n += estimateBytes(t.fields[name], (v as Record<string, unknown>)[name]);
-      return n;
-    }
-    case 'bool':
-      return 1;
-    default:
-      return 8;
-  }
-}
-
-export function estimateRow(s: RecordSchema, row: Record<string, unknown>): number {
-  let n = 0;
-  for (const name in s.fields) n += estimateBytes(s.fields[name], row[name]);
-  return n;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -162,7 +132,7 @@ export class ParquetFileWriter {
     this.writeValidated(row, this.estimate(row));
   }
 
-  /** Buffers a row the caller has already validated and sized with `estimateRow`. */
+  /** Buffers a row the caller has already validated and sized with `compileEstimator`. */
   writeValidated(row: Record<string, unknown>, size: number): void {
     if (this.bufferRows && this.bufferBytes + size > this.rowGroupBytes) this.flush();
     this.shred(row);
