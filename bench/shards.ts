@@ -31,7 +31,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { writeDataset } from '../datasets/dataset_writer.js';
-import { ensureZstd, ParquetFileWriter, ZSTD_LEVEL } from '../datasets/parquet_writer.js';
+import { ensureZstd, ParquetFileWriter, ZSTD_LEVEL } from '../datasets/parquet/writer.js';
 import { defineSchema, int64, list, string } from '../schemas/schema.js';
 import { frameField } from '../schemas/traces.js';
 

@@ -14,7 +14,7 @@ import { readIssueExport } from '../pipeline/tasks/issue_tasks.js';
 import { exportSwebench } from '../datasets/swebench.js';
 import type { TaskRecord } from '../schemas/tasks.js';
 import { DEFAULT_SHARD_BYTES } from '../datasets/dataset_writer.js';
-import { DEFAULT_ROW_GROUP_ROWS } from '../datasets/parquet_writer.js';
+import { DEFAULT_ROW_GROUP_ROWS } from '../datasets/parquet/writer.js';
 import { readRows } from '../datasets/reader.js';
 import { traceScript } from '../pipeline/trace_script.js';
 import { DEFAULT_PYTHON, PYTHON_VERSIONS, type PythonVersion } from '../pipeline/runtime/manifest.js';

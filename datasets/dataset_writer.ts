@@ -8,7 +8,7 @@ import { createReadStream, existsSync, lstatSync, mkdirSync, readdirSync, realpa
 import { dirname, join, relative } from 'node:path';
 import { hfFeatures, type RecordSchema } from '../schemas/schema.js';
 import { huggingfaceMetadata } from './hf_features.js';
-import { DEFAULT_PAGE_SIZE, DEFAULT_ROW_GROUP_BYTES, DEFAULT_ROW_GROUP_ROWS, ensureZstd, ParquetFileWriter, schemaHash, type WrittenFile } from './parquet_writer.js';
+import { DEFAULT_PAGE_SIZE, DEFAULT_ROW_GROUP_BYTES, DEFAULT_ROW_GROUP_ROWS, ensureZstd, ParquetFileWriter, schemaHash, type WrittenFile } from './parquet/writer.js';
 import { SpilledConfig, timingFields } from './spill.js';
 
 export interface ConfigSource {

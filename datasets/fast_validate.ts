@@ -108,8 +108,8 @@ function compileEstimate(f: Field): Estimate {
 }
 
 /**
- * `estimateRow` (datasets/parquet_writer.ts), compiled once per schema into closures: the same
- * uncompressed size estimate for a valid row, without a switch per value.
+ * Uncompressed size estimate of a valid row, compiled once per schema into closures (no switch
+ * per value): cheap enough to run per row, close enough to cap row groups.
  */
 export function compileEstimator(s: RecordSchema): (row: Record<string, unknown>) => number {
   return compileEstimate({ type: { kind: 'struct', fields: s.fields }, nullable: false, doc: '' }) as (row: Record<string, unknown>) => number;

@@ -52,7 +52,7 @@ export interface Rejection {
 
 export interface SpilledRow {
   row: Record<string, unknown>;
-  /** Estimated uncompressed bytes (estimateRow). */
+  /** Estimated uncompressed bytes (compileEstimator). */
   size: number;
 }
 

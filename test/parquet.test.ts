@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import pl from 'nodejs-polars';
 import { describe, expect, it } from 'vitest';
 import { writeDataset } from '../datasets/dataset_writer.js';
-import { ensureZstd, ParquetFileWriter } from '../datasets/parquet_writer.js';
+import { ensureZstd, ParquetFileWriter } from '../datasets/parquet/writer.js';
 import { bool, defineSchema, float64, int32, int64, list, nullable, string, struct } from '../schemas/schema.js';
 import { RecordError, validateRecord } from '../schemas/schema.js';
 import { sql, tempDir } from './helpers.js';
