@@ -20,14 +20,11 @@ import {
   candidatePatches,
   findIssueCandidates,
   isTestFile,
-  issueReferences,
-  matchIssue,
   mineIssueTasks,
   packagesOf,
-  parseIssueExport,
-  readIssueExport,
   type IssueMiningOutcome,
 } from '../pipeline/tasks/issue_tasks.js';
+import { issueReferences, matchIssue, parseIssueExport, readIssueExport } from '../pipeline/tasks/issue_export.js';
 import type { TaskRecord } from '../schemas/tasks.js';
 import { buildHistoryRepo } from './fixtures/history_repo.js';
 import { cli, tempDir } from './helpers.js';
