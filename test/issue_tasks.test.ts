@@ -16,7 +16,7 @@ import type { BuildRecord } from '../pipeline/stages/build.js';
 import type { CloneRecord } from '../pipeline/stages/clone.js';
 import { DEFAULTS, type PipelineOptions } from '../pipeline/runtime/options.js';
 import type { StageContext } from '../pipeline/runtime/stage.js';
-import { mineIssueTasks, type IssueMiningOutcome } from '../pipeline/tasks/issue_tasks.js';
+import { mineIssueTasks, type IssueMiningOutcome } from '../pipeline/tasks/issue_verification.js';
 import { candidatePatches, findIssueCandidates, isTestFile, packagesOf } from '../pipeline/tasks/issue_candidates.js';
 import { issueReferences, matchIssue, parseIssueExport, readIssueExport } from '../pipeline/tasks/issue_export.js';
 import type { TaskRecord } from '../schemas/tasks.js';

@@ -16,7 +16,7 @@ import type { TrajectoryRecord } from '../../schemas/trajectories.js';
 import { oraclePolicy } from '../agent/policies/oracle.js';
 import { rollout, type Budgets } from '../agent/rollout.js';
 import { readRows } from '../../datasets/reader.js';
-import { mineIssueTasks } from '../tasks/issue_tasks.js';
+import { mineIssueTasks } from '../tasks/issue_verification.js';
 import { readIssueExport, type IssueText } from '../tasks/issue_export.js';
 import { openaiPolicy } from '../agent/policies/openai.js';
 import { replayBudgets, replayPolicy, type ReplayPolicy } from '../agent/policies/replay.js';
