@@ -10,7 +10,7 @@ import { formatStatus, readStatus, statusBeside } from '../pipeline/runtime/stat
 import { shardOutput } from '../pipeline/stages/shard.js';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { readIssueExport } from '../pipeline/tasks/issue_tasks.js';
+import { readIssueExport } from '../pipeline/tasks/issue_export.js';
 import { exportSwebench } from '../datasets/swebench.js';
 import type { TaskRecord } from '../schemas/tasks.js';
 import { DEFAULT_SHARD_BYTES } from '../datasets/dataset_writer.js';

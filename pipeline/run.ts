@@ -18,6 +18,7 @@ import { runHistory } from './runtime/history.js';
 import { sha256 } from '../core/hashing.js';
 import { readFileSync } from 'node:fs';
 import { assertDockerUp } from './sandbox/engine.js';
+import { outLayout } from './runtime/layout.js';
 
 export const UNIT_STAGES: Record<string, Stage> = {
   clone: cloneStage as Stage,
@@ -70,7 +71,7 @@ export async function runPipeline(manifestFile: string, stageNames: string[], op
     ({ configs, mix: plan } = await shardOutput(options.out, { manifest: resolve(manifestFile), manifest_sha256: sha256(readFileSync(manifestFile)) }, options.layout, options.issueFixShare));
     mix = plan;
     if (plan.warning) log(`warning: ${plan.warning}`);
-    dataset = join(options.out, 'dataset');
+    dataset = outLayout.dataset(options.out);
   }
   const failed = units.some((u) => u.status === 'failed') || manifest.errors.length > 0;
   return { units, history, manifestErrors: manifest.errors.length, dataset, configs, mix, exitCode: failed ? 1 : 0 };

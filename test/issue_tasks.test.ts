@@ -14,18 +14,9 @@ import { Ledger } from '../pipeline/runtime/ledger.js';
 import { readManifest } from '../pipeline/runtime/manifest.js';
 import { DEFAULTS, type PipelineOptions } from '../pipeline/runtime/options.js';
 import type { StageContext } from '../pipeline/runtime/stage.js';
-import {
-  candidatePatches,
-  findIssueCandidates,
-  isTestFile,
-  issueReferences,
-  matchIssue,
-  mineIssueTasks,
-  packagesOf,
-  parseIssueExport,
-  readIssueExport,
-  type IssueMiningOutcome,
-} from '../pipeline/tasks/issue_tasks.js';
+import { mineIssueTasks, type IssueMiningOutcome } from '../pipeline/tasks/issue_verification.js';
+import { candidatePatches, findIssueCandidates, isTestFile, packagesOf } from '../pipeline/tasks/issue_candidates.js';
+import { issueReferences, matchIssue, parseIssueExport, readIssueExport } from '../pipeline/tasks/issue_export.js';
 import type { TaskRecord } from '../schemas/tasks.js';
 import { buildHistoryRepo } from './fixtures/history_repo.js';
 import { cli, tempDir } from './helpers.js';

@@ -10,6 +10,7 @@ import type { PipelineOptions } from '../runtime/options.js';
 import { shQuote } from '../../core/shell.js';
 import { foldReport, type SuiteRun } from './pytest_report.js';
 import { runSandboxed } from './sandbox.js';
+import { outLayout } from '../runtime/layout.js';
 
 /** Exit status `timeout(1)` returns when the time limit hit. */
 export const TIMEOUT_EXIT = 124;
@@ -45,7 +46,7 @@ export interface SuiteSpec {
   imageId: string;
   srcLayout: boolean;
   options: PipelineOptions;
-  stage: string;
+  stage: 'validate' | 'trace';
   runs: number;
   suiteTimeoutS: number;
   pytest: string[];
@@ -63,7 +64,7 @@ export interface SuiteOutcome {
 
 export async function runSuite(spec: SuiteSpec): Promise<SuiteOutcome> {
   const { unit, options } = spec;
-  const work = join(options.out, 'work', spec.stage, unit.id);
+  const work = outLayout.work(options.out, spec.stage, unit.id);
   rmSync(work, { recursive: true, force: true });
   mkdirSync(work, { recursive: true });
   writeFileSync(join(work, 'run.sh'), runScript(spec.runs, spec.suiteTimeoutS, spec.pytest));
@@ -95,8 +96,8 @@ export async function runSuite(spec: SuiteSpec): Promise<SuiteOutcome> {
     else if (exitCode === 137) run.problem = `killed (exit 137: out of memory at ${options.memoryMb} MB?)`;
     runs.push(run);
   }
-  mkdirSync(join(options.out, 'logs', spec.stage), { recursive: true });
-  writeFileSync(join(options.out, 'logs', spec.stage, `${unit.id}.log`), logParts.join('\n'));
+  mkdirSync(outLayout.logDir(options.out, spec.stage), { recursive: true });
+  writeFileSync(outLayout.log(options.out, spec.stage, unit.id), logParts.join('\n'));
   return { runs, containerExit: result.exitCode, containerOutput: result.output, work, seconds };
 }
 

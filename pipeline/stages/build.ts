@@ -86,12 +86,12 @@ export const buildStage: Stage<'build'> = {
     const existing = await inspectImage(tag);
     if (existing) return ok(record(existing.Id));
 
-    const work = join(options.out, 'work', 'build', unit.id);
+    const work = outLayout.work(options.out, 'build', unit.id);
     rmSync(work, { recursive: true, force: true });
     mkdirSync(work, { recursive: true });
     writeFileSync(join(work, 'Dockerfile'), dockerfile(base, unit.env, clone.src_layout, labels));
-    const logFile = join(options.out, 'logs', 'build', `${unit.id}.log`);
-    mkdirSync(join(options.out, 'logs', 'build'), { recursive: true });
+    const logFile = outLayout.log(options.out, 'build', unit.id);
+    mkdirSync(outLayout.logDir(options.out, 'build'), { recursive: true });
     ctx.log(`build ${unit.id}: ${tag}`);
     const checkout = outLayout.checkout(options.out, unit.id);
     const context = tarStream(['-C', work, 'Dockerfile', '-C', checkout, '--transform', 's,^\\./,repo/,;s,^\\.$,repo,', '.']);

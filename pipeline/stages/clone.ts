@@ -140,7 +140,7 @@ export const cloneStage: Stage<'clone'> = {
     ctx.log(`clone ${unit.id}: ${commit.slice(0, 12)} (${license.spdx})`);
     return ok({
       commit,
-      checkout: join('checkouts', unit.id),
+      checkout: outLayout.checkoutRel(unit.id),
       license: license.spdx,
       license_file: license.file,
       ...countTree(dest),

@@ -11,7 +11,8 @@ import type { TrajectoryRecord } from '../../schemas/trajectories.js';
 import { oraclePolicy } from '../agent/policies/oracle.js';
 import { rollout, type Budgets } from '../agent/rollout.js';
 import { readRows } from '../../datasets/reader.js';
-import { mineIssueTasks, readIssueExport, type IssueText } from '../tasks/issue_tasks.js';
+import { mineIssueTasks } from '../tasks/issue_verification.js';
+import { readIssueExport, type IssueText } from '../tasks/issue_export.js';
 import { openaiPolicy } from '../agent/policies/openai.js';
 import { replayBudgets, replayPolicy, type ReplayPolicy } from '../agent/policies/replay.js';
 import type { Policy } from '../agent/policies/oracle.js';
@@ -78,7 +79,7 @@ async function rolloutAll(ctx: StageContext, clone: CloneRecord, build: BuildRec
       chosen.budgets,
       { memoryMb: o.memoryMb, cpus: o.cpus, pids: o.pids, bashTimeoutS: o.bashTimeoutS, outputCap: 20_000 },
       runEnv,
-      { options: o, srcLayout: clone.src_layout, vars: ctx.unit.env.vars, pytestArgs: ctx.unit.env.pytest_args, hasTimeoutPlugin: build.pytest_timeout, work: join(o.out, 'work', 'grade', ctx.unit.id, String(i)) },
+      { options: o, srcLayout: clone.src_layout, vars: ctx.unit.env.vars, pytestArgs: ctx.unit.env.pytest_args, hasTimeoutPlugin: build.pytest_timeout, work: outLayout.work(o.out, 'grade', ctx.unit.id, String(i)) },
     );
     if (chosen.replay) {
       const diffs = chosen.replay.differences(traj);

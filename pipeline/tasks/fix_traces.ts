@@ -72,7 +72,7 @@ async function* aroundOneTask(ctx: StageContext, task: TaskRecord, clone: CloneR
 /** Traces every task of the unit before and after its fix; returns the number of rows. */
 export async function traceAroundFixes(ctx: StageContext, tasks: TaskRecord[], clone: CloneRecord, build: BuildRecord): Promise<number> {
   async function* all(): AsyncGenerator<TraceRecord> {
-    for (const [i, task] of tasks.entries()) yield* aroundOneTask(ctx, task, clone, build, join(ctx.options.out, 'work', 'task-traces', ctx.unit.id, String(i)));
+    for (const [i, task] of tasks.entries()) yield* aroundOneTask(ctx, task, clone, build, outLayout.work(ctx.options.out, 'task-traces', ctx.unit.id, String(i)));
   }
   return writeJsonl(outLayout.part(ctx.options.out, 'task_traces', ctx.unit.id), all());
 }

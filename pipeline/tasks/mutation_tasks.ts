@@ -110,7 +110,7 @@ export async function mutationTasks(ctx: StageContext, clone: CloneRecord, build
   const candidates = planCandidates(reachedFunctions(options.out, unit.id), options.forageSeed, options.mutationTries);
   const outcome: MutationOutcome = { tasks: [], tried: candidates.length, applied: 0, noSite: 0, survived: 0, byOperator: {} };
   if (!candidates.length) return outcome;
-  const work = join(options.out, 'work', 'forage', unit.id);
+  const work = outLayout.work(options.out, 'forage', unit.id);
   rmSync(work, { recursive: true, force: true });
   mkdirSync(work, { recursive: true });
   try {

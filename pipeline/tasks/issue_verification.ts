@@ -1,0 +1,214 @@
+/**
+ * Issue-fix tasks mined from a repository's own git history (SWE-bench's recipe, on our images):
+ * the candidates of issue_candidates.ts, each run in a fresh container of the unit's image.
+ * FAIL_TO_PASS and PASS_TO_PASS come from running the touched test modules before the
+ * fix (task state) and after it (task state + gold patch) in the unit's image; a candidate is kept
+ * only when at least one test goes fail -> pass.
+ */
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { TaskRecord } from '../../schemas/tasks.js';
+import { runSandboxed } from '../sandbox/sandbox.js';
+import { git } from '../../core/git.js';
+import { shQuote } from '../../core/shell.js';
+import type { StageContext } from '../runtime/stage.js';
+import { pytestCommand, TIMEOUT_EXIT } from '../sandbox/suite_run.js';
+import { foldReport, type SuiteRun } from '../sandbox/pytest_report.js';
+import { issueProblemStatement, matchIssue, type IssueText } from './issue_export.js';
+import { candidatePatches, findIssueCandidates, type CandidateOptions } from './issue_candidates.js';
+import type { CloneRecord } from '../runtime/records.js';
+import type { BuildRecord } from '../runtime/records.js';
+import { mirrorPath, outLayout } from '../runtime/layout.js';
+
+interface IssueMiningOptions extends CandidateOptions {
+  /** The issue export, by number (see readIssueExport); without it the commit message is the problem statement. */
+  issues?: Map<number, IssueText>;
+  /** Per-test timeout (pytest-timeout) while running; the code before a fix may hang. Default: options.mutantTestTimeoutS. */
+  testTimeoutS?: number;
+  /** Runs after the fix; a test must pass in every one to count (flaky ones drop out). Default 2. */
+  afterRuns?: number;
+  /**
+   * A candidate whose three patches together exceed this many bytes is dropped (an old parent far
+   * below the unit's commit makes a huge bug patch; dataset rows have a size cap). Default 1 MB.
+   */
+  maxPatchBytes?: number;
+}
+
+export interface IssueMiningOutcome {
+  tasks: TaskRecord[];
+  /** Candidates found in history and run. */
+  candidates: number;
+  /** Candidates dropped, each with why. */
+  dropped: { fix_commit: string; reason: string }[];
+}
+
+interface CandidateRun {
+  failed: string | null;
+  index: string;
+  before: SuiteRun | null;
+  after: SuiteRun[];
+}
+
+function runScript(pytest: string, modules: string[], suiteTimeoutS: number, afterRuns: number): string {
+  const run = (name: string) =>
+    `WORLDLINE_REPORT=$O/report-${name}.jsonl timeout -k 10 ${suiteTimeoutS} ${pytest} ${modules.map(shQuote).join(' ')} > $O/output-${name}.log 2>&1; echo $? > $O/exit-${name}`;
+  return [
+    'O=/worldline/out',
+    'cd /repo',
+    'fail() { echo "$1" > $O/failed; cat $O/apply.log >> $O/failed 2>/dev/null; exit 0; }',
+    'if [ -s $O/bug.patch ]; then git apply --whitespace=nowarn $O/bug.patch 2>$O/apply.log || fail "the bug patch (unit commit -> fix parent) does not apply"; fi',
+    // Stage exactly the paths the bug patch touched, so the index can be checked against the parent's tree.
+    'if [ -s $O/changed.z ]; then git --literal-pathspecs add -A -f --pathspec-from-file=$O/changed.z --pathspec-file-nul 2>$O/apply.log || fail "cannot stage the task state"; fi',
+    'git ls-files -s -z > $O/index.z',
+    'git apply --whitespace=nowarn $O/test.patch 2>$O/apply.log || fail "the test patch does not apply on the fix parent"',
+    run('before'),
+    'git apply --whitespace=nowarn $O/fix.patch 2>$O/apply.log || fail "the gold patch does not apply on the task state"',
+    `i=1; while [ $i -le ${afterRuns} ]; do ${run('after-$i')}; i=$((i+1)); done`,
+    '',
+  ].join('\n');
+}
+
+function readRun(work: string, name: string): SuiteRun | null {
+  const exitFile = join(work, `exit-${name}`);
+  if (!existsSync(exitFile)) return null;
+  const exitCode = Number(readFileSync(exitFile, 'utf8').trim());
+  const report = existsSync(join(work, `report-${name}.jsonl`)) ? readFileSync(join(work, `report-${name}.jsonl`), 'utf8') : '';
+  const timedOut = exitCode === TIMEOUT_EXIT || exitCode === 137;
+  return foldReport(report, timedOut ? null : exitCode, timedOut);
+}
+
+/**
+ * Checks, from the container's index after the bug patch, that every path the patch touched now
+ * has the parent's exact mode and blob (or is gone where the parent has no such path).
+ */
+async function checkParentTree(gitDir: string, parent: string, changed: string[], indexZ: string): Promise<string | null> {
+  if (!changed.length) return null;
+  const index = new Map<string, string>();
+  for (const entry of indexZ.split('\0').filter(Boolean)) {
+    const tab = entry.indexOf('\t');
+    const [mode, sha] = entry.slice(0, tab).split(' ');
+    index.set(entry.slice(tab + 1), `${mode} ${sha}`);
+  }
+  const expected = new Map<string, string>();
+  const tree = await git(['--literal-pathspecs', '--git-dir', gitDir, 'ls-tree', '-r', '-z', '--full-tree', parent, '--', ...changed]);
+  for (const entry of tree.split('\0').filter(Boolean)) {
+    const tab = entry.indexOf('\t');
+    const [mode, , sha] = entry.slice(0, tab).split(' ');
+    expected.set(entry.slice(tab + 1), `${mode} ${sha}`);
+  }
+  const wrong = changed.filter((p) => index.get(p) !== expected.get(p));
+  return wrong.length ? `the task state differs from the fix parent's tree at ${wrong.length} path(s), first: ${wrong[0]}` : null;
+}
+
+/** Mines issue-fix tasks for a unit: candidates from history, each run in a fresh container of the unit's image. */
+export async function mineIssueTasks(ctx: StageContext, clone: CloneRecord, build: BuildRecord, opts: IssueMiningOptions = {}): Promise<IssueMiningOutcome> {
+  const { unit, options } = ctx;
+  const gitDir = mirrorPath(unit);
+  const outcome: IssueMiningOutcome = { tasks: [], candidates: 0, dropped: [] };
+  if (!existsSync(join(gitDir, 'HEAD'))) return outcome;
+  const candidates = await findIssueCandidates(gitDir, clone.commit, opts);
+  outcome.candidates = candidates.length;
+  const afterRuns = Math.max(1, opts.afterRuns ?? 2);
+  const testTimeoutS = opts.testTimeoutS ?? options.mutantTestTimeoutS;
+  // An explicit rootdir keeps node ids relative to /repo whatever files are named on the command line.
+  const pytest = pytestCommand(['--rootdir=/repo', ...unit.env.pytest_args], testTimeoutS, build.pytest_timeout).map(shQuote).join(' ');
+  const suiteTimeoutS = Math.min(options.suiteTimeoutS, 900);
+  const seen = new Set<string>();
+  for (const [i, cand] of candidates.entries()) {
+    const drop = (reason: string) => outcome.dropped.push({ fix_commit: cand.fix_commit, reason });
+    const patches = await candidatePatches(gitDir, clone.commit, cand);
+    if (!patches.patch.trim() || !patches.test_patch.trim()) {
+      drop('empty gold or test patch');
+      continue;
+    }
+    const bytes = Buffer.byteLength(patches.bug_patch) + Buffer.byteLength(patches.test_patch) + Buffer.byteLength(patches.patch);
+    if (bytes > (opts.maxPatchBytes ?? 1 << 20)) {
+      drop(`the patches take ${bytes} bytes, over the limit of ${opts.maxPatchBytes ?? 1 << 20}`);
+      continue;
+    }
+    const work = outLayout.work(options.out, 'issues', unit.id, String(i));
+    rmSync(work, { recursive: true, force: true });
+    mkdirSync(work, { recursive: true });
+    let result: CandidateRun;
+    try {
+      writeFileSync(join(work, 'bug.patch'), patches.bug_patch);
+      writeFileSync(join(work, 'test.patch'), patches.test_patch);
+      writeFileSync(join(work, 'fix.patch'), patches.patch);
+      writeFileSync(join(work, 'changed.z'), patches.changed.map((p) => `${p}\0`).join(''));
+      writeFileSync(join(work, 'run.sh'), runScript(pytest, cand.test_modules, suiteTimeoutS, afterRuns));
+      await runSandboxed({
+        image: build.image_id,
+        cmd: ['sh', '/worldline/out/run.sh'],
+        work,
+        vars: unit.env.vars,
+        srcLayout: clone.src_layout,
+        limits: options,
+        timeoutMs: ((suiteTimeoutS + 30) * (1 + afterRuns) + 60) * 1000,
+        labels: { 'worldline.unit': unit.id, 'worldline.stage': 'forage', 'worldline.issue': cand.fix_commit },
+      });
+      const failedFile = join(work, 'failed');
+      result = {
+        failed: existsSync(failedFile) ? readFileSync(failedFile, 'utf8').trim().split('\n').slice(0, 3).join(' | ') : null,
+        index: existsSync(join(work, 'index.z')) ? readFileSync(join(work, 'index.z'), 'utf8') : '',
+        before: readRun(work, 'before'),
+        after: Array.from({ length: afterRuns }, (_, k) => readRun(work, `after-${k + 1}`)).filter((r): r is SuiteRun => r !== null),
+      };
+    } finally {
+      rmSync(work, { recursive: true, force: true });
+    }
+    if (result.failed) {
+      drop(result.failed);
+      continue;
+    }
+    const mismatch = await checkParentTree(gitDir, cand.parent, patches.changed, result.index);
+    if (mismatch) {
+      drop(mismatch);
+      continue;
+    }
+    if (!result.before || result.before.timedOut) {
+      drop('the run before the fix did not finish in time');
+      continue;
+    }
+    if (result.after.length < afterRuns || result.after.some((r) => r.problem !== null)) {
+      drop(`the run after the fix cannot be trusted: ${result.after.find((r) => r.problem)?.problem ?? 'it did not finish'}`);
+      continue;
+    }
+    const inModules = (id: string) => cand.test_modules.includes(id.split('::')[0]);
+    const before = new Map(result.before.tests.map((t) => [t.nodeid, t.outcome]));
+    const afterIds = [...new Set(result.after.flatMap((r) => r.tests.map((t) => t.nodeid)))].filter(inModules).sort();
+    const passAfter = afterIds.filter((id) => result.after.every((r) => r.tests.find((t) => t.nodeid === id)?.outcome === 'passed'));
+    const F2P = passAfter.filter((id) => before.get(id) !== 'passed');
+    const P2P = passAfter.filter((id) => before.get(id) === 'passed');
+    if (!F2P.length) {
+      drop('no test fails before the fix and passes after it');
+      continue;
+    }
+    const hash = createHash('sha256').update(`${cand.fix_commit}\0${cand.tests_commit}`).digest('hex').slice(0, 8);
+    const instanceId = `${unit.slug}.${clone.commit.slice(0, 8)}.issue__${hash}`;
+    if (seen.has(instanceId)) continue;
+    seen.add(instanceId);
+    const { number, issue } = matchIssue(cand.messages, opts.issues);
+    outcome.tasks.push({
+      instance_id: instanceId,
+      kind: 'issue_fix',
+      repo: unit.repo,
+      unit_id: unit.id,
+      base_commit: cand.parent,
+      patch: patches.patch,
+      test_patch: patches.test_patch,
+      bug_patch: patches.bug_patch,
+      problem_statement: issue ? issueProblemStatement(issue) : cand.messages[0] + '\n',
+      hints_text: null,
+      FAIL_TO_PASS: F2P,
+      PASS_TO_PASS: P2P,
+      operator: null,
+      mutated_function: null,
+      fix_commit: cand.fix_commit,
+      issue_number: number === null ? null : String(number),
+      image_id: build.image_id,
+      python_version: build.python_version,
+    });
+  }
+  return outcome;
+}
