@@ -15,7 +15,7 @@ import { TOOL_SPECS, type EnvLimits } from '../pipeline/agent/agent_env.js';
 import type { GradeEnv } from '../pipeline/agent/grading.js';
 import { openaiPolicy, retryAfterMs, retryDelayMs, type RetryInfo } from '../pipeline/agent/policies/openai.js';
 import { DEFAULTS } from '../pipeline/runtime/options.js';
-import { hunksOf, type ChatMessage } from '../pipeline/agent/policies/oracle.js';
+import { hunksOf, type ChatMessage } from '../pipeline/agent/policy.js';
 import { compareObservations, defaultNormalize, replayBudgets, replayPolicy } from '../pipeline/agent/policies/replay.js';
 import { rollout, type Budgets } from '../pipeline/agent/rollout.js';
 import type { TaskRecord } from '../schemas/tasks.js';

@@ -19,7 +19,7 @@ import { runContainer } from '../sandbox/sandbox.js';
 import type { PipelineOptions } from '../runtime/options.js';
 import { tracersDir } from '../../core/package.js';
 import { shQuote } from '../../core/shell.js';
-import { hunksOf } from './policies/oracle.js';
+import { hunksOf } from './policy.js';
 import { pytestCommand } from '../sandbox/suite_run.js';
 import { foldReport, type Outcome } from '../sandbox/pytest_report.js';
 

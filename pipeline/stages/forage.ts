@@ -19,7 +19,7 @@ import { readRows } from '../../datasets/reader.js';
 import { mineIssueTasks, readIssueExport, type IssueText } from '../tasks/issue_tasks.js';
 import { openaiPolicy } from '../agent/policies/openai.js';
 import { replayBudgets, replayPolicy, type ReplayPolicy } from '../agent/policies/replay.js';
-import type { Policy } from '../agent/policies/oracle.js';
+import type { Policy } from '../agent/policy.js';
 import { sha256 } from '../../core/hashing.js';
 import { readFileSync } from 'node:fs';
 

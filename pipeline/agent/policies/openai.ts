@@ -13,7 +13,7 @@
  */
 import OpenAI, { APIConnectionError, APIError, APIUserAbortError } from 'openai';
 import { TOOL_SPECS, type ToolCall } from '../agent_env.js';
-import type { ChatMessage, Policy, PolicyTurn } from './oracle.js';
+import type { ChatMessage, Policy, PolicyTurn } from '../policy.js';
 
 export interface OpenAIPolicyConfig {
   /** e.g. http://127.0.0.1:8000/v1 */
