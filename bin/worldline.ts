@@ -110,7 +110,7 @@ const withPipeline = (y: Argv) =>
     .option('max-completion-tokens', { type: 'number', describe: 'openai: tokens per completion' })
     .option('sampling-seed', { type: 'number', describe: 'openai: sampling seed, where the server supports it' })
     .option('request-timeout', { type: 'number', default: 600, describe: 'openai: seconds per request' })
-    .option('max-retries', { type: 'number', default: 6, describe: 'openai: retries on 408/429/5xx and connection errors' })
+    .option('max-retries', { type: 'number', default: 6, describe: 'openai: retries on 408/409/429/5xx and connection errors' })
     .option('replay-from', { type: 'string', describe: 'replay: a trajectories dataset folder whose rollouts are replayed' })
     .option('issues', { type: 'string', describe: 'forage: issue export (JSON Lines: number, title, body) for issue-fix problem statements' })
     .option('issue-candidates', { type: 'number', default: DEFAULTS.issueCandidates, describe: 'forage: issue-fix candidates mined per repository (0: none)' })

@@ -13,9 +13,9 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { readRows } from '../datasets/reader.js';
 import { TOOL_SPECS, type EnvLimits } from '../pipeline/agent/agent_env.js';
 import type { GradeEnv } from '../pipeline/agent/grading.js';
-import { openaiPolicy, retryAfterMs, retryDelayMs, type RetryInfo } from '../pipeline/agent/policies/openai.js';
+import { openaiPolicy, type RetryInfo } from '../pipeline/agent/policies/openai.js';
 import { DEFAULTS } from '../pipeline/runtime/options.js';
-import { hunksOf, type ChatMessage } from '../pipeline/agent/policies/oracle.js';
+import { hunksOf, type ChatMessage } from '../pipeline/agent/policy.js';
 import { compareObservations, defaultNormalize, replayBudgets, replayPolicy } from '../pipeline/agent/policies/replay.js';
 import { rollout, type Budgets } from '../pipeline/agent/rollout.js';
 import type { TaskRecord } from '../schemas/tasks.js';
@@ -176,68 +176,52 @@ describe('the openai policy against a scripted server (client path)', () => {
     });
   });
 
-  it('retries 429 (honouring retry-after), 5xx and dropped connections with growing backoff, then answers', async () => {
-    const script: Reply[] = [error(429, 'slow down', { 'retry-after': '2' }), error(503, 'overloaded'), { hangUp: true }, error(502, 'bad gateway', { 'retry-after-ms': '1500' })];
+  it('retries a dropped connection, 429 and 5xx, waiting what retry-after or retry-after-ms asks, else backing off, then answers', async () => {
+    const script: Reply[] = [{ hangUp: true }, error(429, 'slow down', { 'retry-after': '0' }), error(503, 'overloaded', { 'retry-after-ms': '10' }), error(502, 'bad gateway', { 'retry-after-ms': '10', 'retry-after': '9' })];
     const { server, baseURL } = await serve((i) => script[i] ?? completion(i, { content: 'done', tool_calls: [call('s1', 'submit', {})] }, { prompt_tokens: 10, completion_tokens: 2 }));
     const retries: RetryInfo[] = [];
-    const slept: number[] = [];
-    const policy = openaiPolicy({
-      baseURL, model: 'm', apiKey: 'k', maxRetries: 5, retryBaseMs: 100, maxRetryDelayMs: 10_000,
-      onRetry: (r) => retries.push(r), sleep: async (ms) => void slept.push(ms), random: () => 1,
-    });
+    const policy = openaiPolicy({ baseURL, model: 'm', apiKey: 'k', maxRetries: 5, onRetry: (r) => retries.push(r) });
     const turn = await policy.next([{ role: 'user', content: 'go' }]);
     expect(turn).toMatchObject({ content: 'done', toolCalls: [{ id: 's1', name: 'submit', arguments: '{}' }], promptTokens: 10, completionTokens: 2 });
     expect(server.requests).toHaveLength(5);
     // Every retry is the same request.
     for (const r of server.requests) expect(r.body).toEqual(server.requests[0].body);
-    expect(retries.map((r) => [r.attempt, r.status, r.delayMs])).toEqual([[0, 429, 2000], [1, 503, 200], [2, null, 400], [3, 502, 1500]]);
-    expect(slept).toEqual([2000, 200, 400, 1500]);
+    expect(retries.map((r) => [r.attempt, r.status])).toEqual([[0, null], [1, 429], [2, 503], [3, 502]]);
+    // No header: the client's backoff, at least 375 ms for the first retry (0.5 s less up to 25 % jitter).
+    expect(retries[0].delayMs).toBeGreaterThanOrEqual(370);
+    // A header: the wait the server asked for, shorter than any backoff; retry-after-ms wins over retry-after.
+    for (const r of retries.slice(1)) expect(r.delayMs).toBeLessThan(375);
+    expect(retries[2].delayMs).toBeGreaterThanOrEqual(9);
     expect(policy.stats()).toEqual({ requests: 5, retries: 4, completions: 1 });
   });
 
   it('gives up after maxRetries, and at once on errors that are not worth retrying', async () => {
-    const down = await serve(() => error(500, 'always broken'));
-    const slept: number[] = [];
-    const p1 = openaiPolicy({ baseURL: down.baseURL, model: 'm', maxRetries: 2, retryBaseMs: 1, sleep: async (ms) => void slept.push(ms) });
+    const down = await serve(() => error(500, 'always broken', { 'retry-after-ms': '10' }));
+    const downRetries: RetryInfo[] = [];
+    const p1 = openaiPolicy({ baseURL: down.baseURL, model: 'm', maxRetries: 2, onRetry: (r) => downRetries.push(r) });
     await expect(p1.next([{ role: 'user', content: 'go' }])).rejects.toThrow(/failed after 3 tries \(HTTP 500\)/);
     expect(down.server.requests).toHaveLength(3);
-    expect(slept).toHaveLength(2);
+    expect(downRetries).toHaveLength(2);
 
     const bad = await serve(() => error(400, 'tools are not supported by this model'));
-    const p2 = openaiPolicy({ baseURL: bad.baseURL, model: 'm', maxRetries: 5, retryBaseMs: 1 });
+    const p2 = openaiPolicy({ baseURL: bad.baseURL, model: 'm', maxRetries: 5 });
     await expect(p2.next([{ role: 'user', content: 'go' }])).rejects.toThrow(/failed after 1 try \(HTTP 400\).*tools are not supported/);
     expect(bad.server.requests).toHaveLength(1);
 
-    // Nothing listens there any more: connection errors are retried, then reported.
+    // Nothing listens there any more: connection errors are retried with growing backoff, then reported.
     const gone = await serve(() => error(500, 'x'));
     await gone.server.close();
     const retries: RetryInfo[] = [];
-    const p3 = openaiPolicy({ baseURL: gone.baseURL, model: 'm', maxRetries: 2, retryBaseMs: 1, onRetry: (r) => retries.push(r) });
+    const p3 = openaiPolicy({ baseURL: gone.baseURL, model: 'm', maxRetries: 2, onRetry: (r) => retries.push(r) });
     await expect(p3.next([{ role: 'user', content: 'go' }])).rejects.toThrow(/failed after 3 tries: Connection error/);
     expect(retries.map((r) => r.status)).toEqual([null, null]);
+    expect(retries[1].delayMs).toBeGreaterThan(retries[0].delayMs);
 
     // A request that outlives timeoutMs is a connection timeout, retried like one.
     const slow = await serve(() => ({ stall: true }));
-    const p4 = openaiPolicy({ baseURL: slow.baseURL, model: 'm', maxRetries: 1, retryBaseMs: 1, timeoutMs: 200 });
+    const p4 = openaiPolicy({ baseURL: slow.baseURL, model: 'm', maxRetries: 1, timeoutMs: 200 });
     await expect(p4.next([{ role: 'user', content: 'go' }])).rejects.toThrow(/failed after 2 tries: Request timed out/);
     expect(slow.server.requests).toHaveLength(2);
-  });
-
-  it('reads retry-after as seconds, milliseconds or a date, and bounds every wait', () => {
-    const h = (o: Record<string, string>) => new Headers(o);
-    const now = Date.parse('2025-01-01T00:00:00Z');
-    expect(retryAfterMs(h({ 'retry-after': '3' }), now)).toBe(3000);
-    expect(retryAfterMs(h({ 'retry-after': '0' }), now)).toBe(0);
-    expect(retryAfterMs(h({ 'retry-after-ms': '250', 'retry-after': '9' }), now)).toBe(250);
-    expect(retryAfterMs(h({ 'retry-after': 'Wed, 01 Jan 2025 00:00:07 GMT' }), now)).toBe(7000);
-    expect(retryAfterMs(h({ 'retry-after': 'soon' }), now)).toBeNull();
-    expect(retryAfterMs(h({}), now)).toBeNull();
-    // Backoff without a header: doubles, jittered between half and all, capped.
-    for (let attempt = 0; attempt < 12; attempt++) {
-      const full = Math.min(5000, 100 * 2 ** attempt);
-      expect(retryDelayMs(new Error('x'), attempt, { retryBaseMs: 100, maxRetryDelayMs: 5000, random: () => 0 })).toBe(full / 2);
-      expect(retryDelayMs(new Error('x'), attempt, { retryBaseMs: 100, maxRetryDelayMs: 5000, random: () => 1 })).toBe(full);
-    }
   });
 });
 
@@ -341,12 +325,12 @@ describe('openai and replay policies on a real mutation task, through the real t
       { content: 'They pass; submitting.', tool_calls: [call('call_submit', 'submit', {})] },
     ];
     const usage = (k: number) => ({ prompt_tokens: 1000 + 100 * k, completion_tokens: 20 + k });
-    const failures: Reply[] = [error(429, 'Rate limit reached', { 'retry-after': '0' }), error(500, 'The server had an error')];
+    const failures: Reply[] = [error(429, 'Rate limit reached', { 'retry-after': '0' }), error(500, 'The server had an error', { 'retry-after-ms': '10' })];
     const server = new ScriptedServer((i) => (i < failures.length ? failures[i] : i - failures.length < turns.length ? completion(i, turns[i - failures.length], usage(i - failures.length)) : error(400, 'the script is over')));
     servers.push(server);
     const baseURL = await server.start();
     const retries: RetryInfo[] = [];
-    const policy = openaiPolicy({ baseURL, model: 'scripted-coder', apiKey: 'test-key', temperature: 0.2, topP: 0.9, maxTokens: 4096, maxRetries: 3, retryBaseMs: 40, timeoutMs: 30_000, onRetry: (r) => retries.push(r) });
+    const policy = openaiPolicy({ baseURL, model: 'scripted-coder', apiKey: 'test-key', temperature: 0.2, topP: 0.9, maxTokens: 4096, maxRetries: 3, timeoutMs: 30_000, onRetry: (r) => retries.push(r) });
 
     const traj = await rollout(task, policy, budgets, limits, runEnv, gradeEnv());
     recorded = traj;
@@ -354,9 +338,10 @@ describe('openai and replay policies on a real mutation task, through the real t
     // The server: two failures, then one request per turn, each carrying the tools and the conversation so far.
     expect(server.requests).toHaveLength(failures.length + turns.length);
     expect(retries.map((r) => r.status)).toEqual([429, 500]);
-    expect(retries[0].delayMs).toBe(0); // retry-after: 0
-    expect(retries[1].delayMs).toBeGreaterThanOrEqual(80 / 2);
-    expect(retries[1].delayMs).toBeLessThanOrEqual(80);
+    // Both waits are the server's (retry-after: 0, retry-after-ms: 10), shorter than any backoff.
+    expect(retries[0].delayMs).toBeLessThan(375);
+    expect(retries[1].delayMs).toBeGreaterThanOrEqual(9);
+    expect(retries[1].delayMs).toBeLessThan(375);
     expect(policy.stats()).toEqual({ requests: failures.length + turns.length, retries: 2, completions: turns.length });
     expect(server.requests[1].body).toEqual(server.requests[0].body);
     expect(server.requests[2].body).toEqual(server.requests[0].body);

@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import type { TaskRecord } from '../../schemas/tasks.js';
 import type { PipelineOptions } from '../runtime/options.js';
 import { shQuote } from '../../core/shell.js';
-import { hunksOf } from './policies/oracle.js';
+import { hunksOf } from './policy.js';
 import { pytestCommand } from '../sandbox/suite_run.js';
 import { foldReport, type Outcome } from '../sandbox/pytest_report.js';
 import { runSandboxed } from '../sandbox/sandbox.js';

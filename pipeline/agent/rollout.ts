@@ -8,7 +8,7 @@ import type { TaskRecord } from '../../schemas/tasks.js';
 import type { TrajectoryRecord } from '../../schemas/trajectories.js';
 import { AgentEnv, TOOL_SPECS, type EnvLimits } from './agent_env.js';
 import { gradeSubmission, type GradeEnv } from './grading.js';
-import type { ChatMessage, Policy } from './policies/oracle.js';
+import type { ChatMessage, Policy } from './policy.js';
 
 export interface Budgets {
   maxTurns: number;

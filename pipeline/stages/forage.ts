@@ -15,7 +15,7 @@ import { mineIssueTasks } from '../tasks/issue_verification.js';
 import { readIssueExport, type IssueText } from '../tasks/issue_export.js';
 import { openaiPolicy } from '../agent/policies/openai.js';
 import { replayBudgets, replayPolicy, type ReplayPolicy } from '../agent/policies/replay.js';
-import type { Policy } from '../agent/policies/oracle.js';
+import type { Policy } from '../agent/policy.js';
 import { sha256 } from '../../core/hashing.js';
 import { readFileSync } from 'node:fs';
 
@@ -55,7 +55,7 @@ function recordingsFrom(dir: string): Promise<Map<string, TrajectoryRecord>> {
 async function policyFor(ctx: StageContext, task: TaskRecord, budgets: Budgets): Promise<{ policy: Policy; budgets: Budgets; replay?: ReplayPolicy } | null> {
   const o = ctx.options;
   if (o.policy === 'oracle') return { policy: oraclePolicy(task, o.mutantTestTimeoutS), budgets };
-  if (o.policy === 'openai') return { policy: openaiPolicy({ ...o.openai!, onRetry: (r) => ctx.log(`openai ${task.instance_id}: retry ${r.attempt} after HTTP ${r.status ?? 'error'} in ${r.delayMs} ms`) }), budgets };
+  if (o.policy === 'openai') return { policy: openaiPolicy({ ...o.openai!, onRetry: (r) => ctx.log(`openai ${task.instance_id}: retry ${r.attempt} after HTTP ${r.status ?? 'error'} and ${r.delayMs} ms`) }), budgets };
   const recorded = (await recordingsFrom(o.replayFrom!)).get(task.instance_id);
   if (!recorded) {
     ctx.log(`replay ${task.instance_id}: no recording in ${o.replayFrom}; skipped`);

@@ -6,14 +6,15 @@
  * the model got wrong (arguments that are not JSON, a tool that does not exist) passes through
  * unchanged: the environment answers it with an error observation.
  *
- * Retries are ours, not the client's (its maxRetries is 0): 408, 429, 5xx and connection errors
- * (timeouts included) are retried up to `maxRetries` times with exponential backoff and jitter,
- * bounded by `maxRetryDelayMs`; a `retry-after-ms` or `retry-after` header (seconds or an HTTP
- * date) is honoured when present. Anything else (400, 401, 404, ...) fails the turn at once.
+ * Retries are the client's (the SDK's): 408, 409, 429, 5xx and connection errors (timeouts
+ * included) are retried up to `maxRetries` times, after the wait a `retry-after-ms` or
+ * `retry-after` header asks for (however long), else an exponential backoff with jitter (0.5 s
+ * doubling up to 8 s). Anything else (400, 401, 404, ...) fails the turn at once. Every attempt
+ * goes through our `fetch`, which is where attempts and retries are counted and reported.
  */
-import OpenAI, { APIConnectionError, APIError, APIUserAbortError } from 'openai';
+import OpenAI, { APIError } from 'openai';
 import { TOOL_SPECS, type ToolCall } from '../agent_env.js';
-import type { ChatMessage, Policy, PolicyTurn } from './oracle.js';
+import type { ChatMessage, Policy, PolicyTurn } from '../policy.js';
 
 export interface OpenAIPolicyConfig {
   /** e.g. http://127.0.0.1:8000/v1 */
@@ -34,24 +35,17 @@ export interface OpenAIPolicyConfig {
   maxRetries?: number;
   /** Per-request timeout (default 600 000 ms). */
   timeoutMs?: number;
-  /** First backoff delay (default 1000 ms); attempt n waits about base * 2^n. */
-  retryBaseMs?: number;
-  /** No single wait is longer than this, retry-after included (default 60 000 ms). */
-  maxRetryDelayMs?: number;
-  /** Told about every retry before its wait (for logs and tests). */
+  /** Told about every retry as it is sent (for logs and tests). */
   onRetry?: (info: RetryInfo) => void;
-  /** Overrides for tests: the sleep and the jitter source. */
-  sleep?: (ms: number) => Promise<void>;
-  random?: () => number;
 }
 
 export interface RetryInfo {
   /** 0 for the first retry. */
   attempt: number;
-  /** HTTP status, or null for a connection error or timeout. */
+  /** HTTP status of the attempt that failed, or null for a connection error or timeout. */
   status: number | null;
+  /** How long the client waited after that failure, as measured here. */
   delayMs: number;
-  message: string;
 }
 
 export interface OpenAIPolicyStats {
@@ -111,52 +105,35 @@ export function toolCallsOf(message: unknown, turn: number): ToolCall[] {
   });
 }
 
-function isRetryable(e: unknown): boolean {
-  if (e instanceof APIUserAbortError) return false;
-  if (e instanceof APIConnectionError) return true; // timeouts are a subclass
-  if (e instanceof APIError) {
-    const s = e.status;
-    return s === 408 || s === 429 || (typeof s === 'number' && s >= 500);
-  }
-  return false;
-}
-
-/** How long a server asked us to wait, in ms, or null when it did not say (or said nonsense). */
-export function retryAfterMs(headers: Headers | undefined | null, now = Date.now()): number | null {
-  if (!headers) return null;
-  const ms = headers.get('retry-after-ms');
-  if (ms !== null && ms.trim() !== '' && Number.isFinite(Number(ms)) && Number(ms) >= 0) return Number(ms);
-  const ra = headers.get('retry-after');
-  if (ra === null || ra.trim() === '') return null;
-  if (/^\s*\d+(\.\d+)?\s*$/.test(ra)) return Number(ra) * 1000;
-  const at = Date.parse(ra);
-  return Number.isNaN(at) ? null : Math.max(0, at - now);
-}
-
-/** The wait before retry number `attempt` (0-based): the server's retry-after if given, else backoff with jitter. */
-export function retryDelayMs(e: unknown, attempt: number, opts: { retryBaseMs?: number; maxRetryDelayMs?: number; random?: () => number } = {}): number {
-  const base = opts.retryBaseMs ?? 1000;
-  const cap = opts.maxRetryDelayMs ?? 60_000;
-  const asked = e instanceof APIError ? retryAfterMs(e.headers as Headers | undefined) : null;
-  if (asked !== null) return Math.min(cap, asked);
-  const backoff = Math.min(cap, base * 2 ** Math.min(attempt, 30));
-  // "Equal jitter": between half and all of the backoff, so waits grow but retries spread out.
-  return Math.round(backoff / 2 + (backoff / 2) * (opts.random ?? Math.random)());
-}
-
-const defaultSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-
 export function openaiPolicy(config: OpenAIPolicyConfig): OpenAIPolicy {
-  const maxRetries = config.maxRetries ?? 6;
+  const stats: OpenAIPolicyStats = { requests: 0, retries: 0, completions: 0 };
+  // Attempts of the current turn, and the last one's failure. A policy serves one conversation,
+  // one turn at a time, so the second and later attempts of a turn are the client's retries.
+  let attempts = 0;
+  let failed: { status: number | null; at: number } | null = null;
   const client = new OpenAI({
     baseURL: config.baseURL,
     apiKey: config.apiKey ?? process.env.OPENAI_API_KEY ?? 'none',
-    maxRetries: 0,
+    maxRetries: config.maxRetries ?? 6,
     timeout: config.timeoutMs ?? 600_000,
     defaultHeaders: config.headers,
+    fetch: async (input, init) => {
+      if (attempts > 0 && failed) {
+        stats.retries += 1;
+        config.onRetry?.({ attempt: attempts - 1, status: failed.status, delayMs: Date.now() - failed.at });
+      }
+      attempts += 1;
+      stats.requests += 1;
+      try {
+        const res = await fetch(input, init);
+        failed = res.ok ? null : { status: res.status, at: Date.now() };
+        return res;
+      } catch (e) {
+        failed = { status: null, at: Date.now() };
+        throw e;
+      }
+    },
   });
-  const sleep = config.sleep ?? defaultSleep;
-  const stats: OpenAIPolicyStats = { requests: 0, retries: 0, completions: 0 };
   let turn = 0;
   return {
     name: 'openai',
@@ -176,23 +153,13 @@ export function openaiPolicy(config: OpenAIPolicyConfig): OpenAIPolicy {
         ...(config.seed !== undefined ? { seed: config.seed } : {}),
         stream: false as const,
       } as OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming;
+      attempts = 0;
       let completion: OpenAI.Chat.Completions.ChatCompletion;
-      for (let attempt = 0; ; attempt++) {
-        stats.requests += 1;
-        try {
-          completion = await client.chat.completions.create(body, { maxRetries: 0 });
-          break;
-        } catch (e) {
-          if (!isRetryable(e) || attempt >= maxRetries) {
-            const status = e instanceof APIError && e.status !== undefined ? ` (HTTP ${e.status})` : '';
-            const tries = attempt + 1;
-            throw new Error(`chat completion failed after ${tries} ${tries === 1 ? 'try' : 'tries'}${status}: ${(e as Error).message}`, { cause: e });
-          }
-          const delayMs = retryDelayMs(e, attempt, config);
-          stats.retries += 1;
-          config.onRetry?.({ attempt, status: e instanceof APIError && typeof e.status === 'number' ? e.status : null, delayMs, message: (e as Error).message });
-          await sleep(delayMs);
-        }
+      try {
+        completion = await client.chat.completions.create(body);
+      } catch (e) {
+        const status = e instanceof APIError && e.status !== undefined ? ` (HTTP ${e.status})` : '';
+        throw new Error(`chat completion failed after ${attempts} ${attempts === 1 ? 'try' : 'tries'}${status}: ${(e as Error).message}`, { cause: e });
       }
       stats.completions += 1;
       const choice = completion.choices?.[0];

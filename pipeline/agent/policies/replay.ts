@@ -14,7 +14,7 @@
  */
 import type { TrajectoryRecord } from '../../../schemas/trajectories.js';
 import type { Budgets } from '../rollout.js';
-import type { ChatMessage, Policy, PolicyTurn } from './oracle.js';
+import type { ChatMessage, Policy, PolicyTurn } from '../policy.js';
 
 export interface ReplayDifference {
   /** Index of the tool step (0-based, across the whole conversation). */
