@@ -10,7 +10,7 @@ export function* readLines(path: string): Generator<string> {
   const decoder = new StringDecoder('utf8');
   let rest = '';
   try {
-    for (let n; (n = readSync(fd, buf, 0, buf.length, null)) > 0; ) {
+    for (let n = readSync(fd, buf, 0, buf.length, null); n > 0; n = readSync(fd, buf, 0, buf.length, null)) {
       const lines = (rest + decoder.write(buf.subarray(0, n))).split('\n');
       rest = lines.pop() ?? '';
       for (const line of lines) if (line) yield line;

@@ -179,7 +179,7 @@ async function writeConfig(root: string, source: ConfigSource, opts: DatasetOpti
 }
 
 function yamlScalar(v: unknown): string {
-  return typeof v === 'string' && !/^[A-Za-z0-9_.\/-]+$/.test(v) ? JSON.stringify(v) : String(v);
+  return typeof v === 'string' && !/^[A-Za-z0-9_./-]+$/.test(v) ? JSON.stringify(v) : String(v);
 }
 
 /** Minimal YAML emitter for the card's front matter (plain data only). */

@@ -103,7 +103,7 @@ function apportion(drop: number, sizes: Map<string, number>, available: Map<stri
   const whole = exact.map(Math.floor);
   let left = drop - whole.reduce((a, b) => a + b, 0);
   // Largest remainder first; ties go to the larger repository, then by name.
-  const order = repos.map((r, i) => i).sort((a, b) => exact[b] - whole[b] - (exact[a] - whole[a]) || sizes.get(repos[b])! - sizes.get(repos[a])! || (repos[a] < repos[b] ? -1 : 1));
+  const order = repos.map((_, i) => i).sort((a, b) => exact[b] - whole[b] - (exact[a] - whole[a]) || sizes.get(repos[b])! - sizes.get(repos[a])! || (repos[a] < repos[b] ? -1 : 1));
   for (const i of order) {
     if (left <= 0) break;
     if (whole[i] < available.get(repos[i])!) {
@@ -163,8 +163,8 @@ export function planMix(tasks: TaskRef[], target: number, opts: { tolerance?: nu
   const droppedIds = new Set(dropped.map((t) => t.id));
   const droppedByRepo: MixPlan['droppedByRepo'] = {};
   for (const t of dropped) {
-    const d = (droppedByRepo[t.repo] ??= { issue_fix: 0, mutation_fix: 0 });
-    d[t.kind as TaskKind]++;
+    droppedByRepo[t.repo] ??= { issue_fix: 0, mutation_fix: 0 };
+    droppedByRepo[t.repo][t.kind as TaskKind]++;
   }
   const warning = reached || tasks.length === 0 ? null : `issue-fix share ${pct(after.share)} (target ${pct(target)}): ${I === 0 || M === 0 ? `only ${I} issue-fix and ${M} mutation-fix tasks, all kept` : `the closest reachable from ${I} issue-fix and ${M} mutation-fix tasks`}`;
   return {

@@ -3,7 +3,7 @@ import { join, resolve } from 'node:path';
 import { buildStage } from './stages/build.js';
 import { cloneStage } from './stages/clone.js';
 import { runStages, unitsForRank, type UnitSummary } from './runtime/executor.js';
-import { ManifestUnreadable, readManifest } from './runtime/manifest.js';
+import { type Manifest, ManifestUnreadable, readManifest } from './runtime/manifest.js';
 import type { PipelineOptions } from './runtime/options.js';
 import { shardOutput } from './stages/shard.js';
 import type { DatasetManifest } from '../datasets/dataset_writer.js';
@@ -43,7 +43,7 @@ export class UsageError extends Error {}
 
 export async function runPipeline(manifestFile: string, stageNames: string[], options: PipelineOptions, log: (m: string) => void): Promise<PipelineRun> {
   for (const s of stageNames) if (!ALL_STAGES.includes(s)) throw new UsageError(`unknown stage "${s}" (stages: ${ALL_STAGES.join(', ')})`);
-  let manifest;
+  let manifest: Manifest;
   try {
     manifest = readManifest(manifestFile);
   } catch (e) {
@@ -67,10 +67,10 @@ export async function runPipeline(manifestFile: string, stageNames: string[], op
   let configs: DatasetManifest['configs'] | null = null;
   let mix: MixPlan | null = null;
   if (stageNames.includes('shard')) {
-    let plan;
-    ({ configs, mix: plan } = await shardOutput(options.out, { manifest: resolve(manifestFile), manifest_sha256: sha256(readFileSync(manifestFile)) }, options.layout, options.issueFixShare));
-    mix = plan;
-    if (plan.warning) log(`warning: ${plan.warning}`);
+    const sharded = await shardOutput(options.out, { manifest: resolve(manifestFile), manifest_sha256: sha256(readFileSync(manifestFile)) }, options.layout, options.issueFixShare);
+    configs = sharded.configs;
+    mix = sharded.mix;
+    if (mix.warning) log(`warning: ${mix.warning}`);
     dataset = outLayout.dataset(options.out);
   }
   const failed = units.some((u) => u.status === 'failed') || manifest.errors.length > 0;

@@ -158,7 +158,7 @@ function check(schema: string, path: string, f: Field, v: unknown): void {
       return;
     case 'list':
       if (!Array.isArray(v)) throw new RecordError(schema, path, `expected a list, got ${typeof v}`);
-      v.forEach((item, i) => check(schema, `${path}[${i}]`, t.of, item));
+      for (const [i, item] of v.entries()) check(schema, `${path}[${i}]`, t.of, item);
       return;
     case 'struct':
       checkObject(schema, path, t.fields, v);

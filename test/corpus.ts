@@ -595,7 +595,7 @@ export async function materializeProject(
   destRoot: string,
   opts?: { suite?: Suite; cacheDir?: string },
 ): Promise<{ path: string; commit: string; project: CorpusProject }> {
-  const project = Object.prototype.hasOwnProperty.call(CORPUS, name) ? CORPUS[name] : undefined;
+  const project = Object.hasOwn(CORPUS, name) ? CORPUS[name] : undefined;
   if (!project) throw new Error(`unknown corpus project ${JSON.stringify(name)} (known: ${Object.keys(CORPUS).join(', ')})`);
   const suite: Suite = opts?.suite ?? 'bookworm';
   if (suite !== 'bookworm' && suite !== 'trixie') throw new Error(`unknown Debian suite ${JSON.stringify(suite)}`);

@@ -54,7 +54,7 @@ describe('mutation-fix tasks on the real corpus', () => {
   });
 
   it('every task fails without a fix and is resolved by its gold fix, each graded in a fresh container', async () => {
-    const env = (t: TaskRecord, i: number): GradeEnv => ({
+    const env = (_task: TaskRecord, i: number): GradeEnv => ({
       options: { ...DEFAULTS, out },
       srcLayout: false,
       vars: {},
@@ -232,7 +232,7 @@ describe('mutation-fix tasks on the real corpus', () => {
     for (const t of trajectories) {
       const mine = rows.filter((r) => r.trajectory_id === t.trajectory_id);
       expect(mine[0].state).toBe(t.messages[1].content);
-      mine.slice(1).forEach((r, i) => expect(r.state).toBe(mine[i].next_state));
+      for (const [i, r] of mine.slice(1).entries()) expect(r.state).toBe(mine[i].next_state);
       expect(mine.map((r) => r.reward)).toEqual([...mine.slice(0, -1).map(() => 0), 1]);
       expect(mine.at(-1)!.done).toBe(true);
     }

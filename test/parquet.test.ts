@@ -38,7 +38,7 @@ describe('Parquet writing', () => {
     });
     const shards = manifest.shards;
     expect(shards.length).toBeGreaterThan(1);
-    shards.forEach((s, i) => expect(s.path).toBe(`frames_demo/data/train-${String(i).padStart(5, '0')}-of-${String(shards.length).padStart(5, '0')}.parquet`));
+    for (const [i, s] of shards.entries()) expect(s.path).toBe(`frames_demo/data/train-${String(i).padStart(5, '0')}-of-${String(shards.length).padStart(5, '0')}.parquet`);
     const glob = join(dir, 'frames_demo/data/*.parquet');
     const [count] = await sql<{ n: bigint; frames: bigint; x: bigint }>(
       `select count(*) n, sum(len(frames)) frames, (select count(*) from (select unnest(frames, recursive := true) from '${glob}')) x from '${glob}'`,

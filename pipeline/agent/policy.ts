@@ -56,7 +56,10 @@ export function hunksOf(patch: string): Hunk[] {
       for (const side of target ? [target] : [cur.old, cur.new]) side[side.length - 1] = side[side.length - 1].replace(/\n$/, '');
     } else if (cur) {
       const body = line.slice(1);
-      if (line.startsWith(' ')) (cur.old.push(body), cur.new.push(body));
+      if (line.startsWith(' ')) {
+        cur.old.push(body);
+        cur.new.push(body);
+      }
       else if (line.startsWith('-')) cur.old.push(body);
       else if (line.startsWith('+')) cur.new.push(body);
     }

@@ -8,7 +8,7 @@ import type { TaskRecord } from '../../schemas/tasks.js';
 import type { TrajectoryRecord } from '../../schemas/trajectories.js';
 import { AgentEnv, TOOL_SPECS, type EnvLimits } from './agent_env.js';
 import { gradeSubmission, type GradeEnv } from './grading.js';
-import type { ChatMessage, Policy } from './policy.js';
+import type { ChatMessage, Policy, PolicyTurn } from './policy.js';
 
 export interface Budgets {
   maxTurns: number;
@@ -45,7 +45,7 @@ export async function rollout(task: TaskRecord, policy: Policy, budgets: Budgets
         exitStatus = 'max_tokens';
         break;
       }
-      let turn;
+      let turn: PolicyTurn;
       try {
         turn = await policy.next(messages);
       } catch (e) {

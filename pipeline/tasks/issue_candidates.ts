@@ -117,7 +117,10 @@ export async function findIssueCandidates(gitDir: string, head: string, opts: Ca
     const c = commits[i];
     if (!c.parent) return [];
     let f = files.get(c.sha);
-    if (!f) files.set(c.sha, (f = await changedFiles(gitDir, c.parent, c.sha)));
+    if (!f) {
+      f = await changedFiles(gitDir, c.parent, c.sha);
+      files.set(c.sha, f);
+    }
     return f;
   };
   const out: IssueCandidate[] = [];

@@ -4,6 +4,7 @@
  * an issue-fix task takes from the issue it fixes (see issue_verification.ts).
  */
 import { readFileSync } from 'node:fs';
+import { jsonObjectLine, LineError } from '../../core/jsonl.js';
 
 export interface IssueText {
   number: number;
@@ -17,6 +18,24 @@ interface IssueExportError {
   message: string;
 }
 
+/** One line of an issue export: the issue, what is wrong with the line, or null for a blank line. */
+function issueProblem(raw: string, seen: Map<number, IssueText>): IssueText | string | null {
+  if (!raw.trim()) return null;
+  let o: Record<string, unknown>;
+  try {
+    o = jsonObjectLine(raw);
+  } catch (e) {
+    if (e instanceof LineError) return e.message;
+    throw e;
+  }
+  const number = typeof o.number === 'string' && /^\d+$/.test(o.number) ? Number(o.number) : o.number;
+  if (typeof number !== 'number' || !Number.isSafeInteger(number) || number <= 0) return '"number" must be a positive integer';
+  if (typeof o.title !== 'string') return '"title" must be a string';
+  if (o.body !== undefined && o.body !== null && typeof o.body !== 'string') return '"body" must be a string or null';
+  if (seen.has(number)) return `issue #${number} appears twice`;
+  return { number, title: o.title, body: (o.body as string | null | undefined) ?? '' };
+}
+
 /**
  * Parses an issue export: JSON Lines, one `{number, title, body}` a line (other keys, as a GitHub
  * API dump has, are ignored). Bad lines are reported with their line number; the rest are kept.
@@ -24,25 +43,11 @@ interface IssueExportError {
 export function parseIssueExport(text: string, file: string): { issues: Map<number, IssueText>; errors: IssueExportError[] } {
   const issues = new Map<number, IssueText>();
   const errors: IssueExportError[] = [];
-  text.split('\n').forEach((raw, i) => {
-    const line = i + 1;
-    if (!raw.trim()) return;
-    const fail = (message: string) => errors.push({ file, line, message });
-    let obj: unknown;
-    try {
-      obj = JSON.parse(raw);
-    } catch (e) {
-      return fail(`not valid JSON: ${(e as Error).message}`);
-    }
-    if (!obj || typeof obj !== 'object' || Array.isArray(obj)) return fail('each line must be a JSON object {number, title, body}');
-    const o = obj as Record<string, unknown>;
-    const number = typeof o.number === 'string' && /^\d+$/.test(o.number) ? Number(o.number) : o.number;
-    if (typeof number !== 'number' || !Number.isSafeInteger(number) || number <= 0) return fail('"number" must be a positive integer');
-    if (typeof o.title !== 'string') return fail('"title" must be a string');
-    if (o.body !== undefined && o.body !== null && typeof o.body !== 'string') return fail('"body" must be a string or null');
-    if (issues.has(number)) return fail(`issue #${number} appears twice`);
-    issues.set(number, { number, title: o.title, body: (o.body as string | null | undefined) ?? '' });
-  });
+  for (const [i, raw] of text.split('\n').entries()) {
+    const problem = issueProblem(raw, issues);
+    if (typeof problem === 'string') errors.push({ file, line: i + 1, message: problem });
+    else if (problem) issues.set(problem.number, problem);
+  }
   return { issues, errors };
 }
 

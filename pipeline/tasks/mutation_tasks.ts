@@ -53,7 +53,10 @@ export function reachedFunctions(out: string, unitId: string): Map<string, { fil
     if (!stable.has(ep.node_id) || TEST_FILE.test(ep.file) || ep.file.startsWith('/') || /<(lambda|listcomp|dictcomp|setcomp|genexpr|module)>/.test(ep.function)) continue;
     const key = `${ep.file}::${ep.function}`;
     let entry = reached.get(key);
-    if (!entry) reached.set(key, (entry = { file: ep.file, qualname: ep.function, tests: new Set() }));
+    if (!entry) {
+      entry = { file: ep.file, qualname: ep.function, tests: new Set() };
+      reached.set(key, entry);
+    }
     entry.tests.add(ep.node_id);
   }
   return reached;
