@@ -22,6 +22,7 @@ import { renderEpisode, type CwmFrame } from '../datasets/cwm_format.js';
 import { messagesView, transitionsView } from '../datasets/trajectory_views.js';
 import type { TrajectoryRecord } from '../schemas/trajectories.js';
 import { verifyDataset } from '../datasets/verify.js';
+import { writeStdout } from '../core/stdout.js';
 import { auditDataset, DEFAULT_TOP_K } from '../datasets/audit.js';
 import { formatAudit } from '../datasets/audit_text.js';
 import { auditHtml } from '../datasets/audit_html.js';
@@ -339,9 +340,7 @@ await yargs(hideBin(process.argv))
         rank: a.rank,
         worldSize: a['world-size'],
       });
-      for await (const row of rows) {
-        if (!process.stdout.write(JSON.stringify(row) + '\n')) await new Promise((r) => process.stdout.once('drain', r));
-      }
+      for await (const row of rows) await writeStdout(JSON.stringify(row) + '\n');
     },
   })
   .command({
@@ -376,15 +375,12 @@ await yargs(hideBin(process.argv))
         })
         .option('limit', { type: 'number', describe: 'At most this many episodes' }),
     handler: async (a) => {
-      const write = async (s: string) => {
-        if (!process.stdout.write(s)) await new Promise((r) => process.stdout.once('drain', r));
-      };
       if (a.config === 'trajectories') {
         if (a.format !== 'messages' && a.format !== 'transitions') throw new UsageError('trajectories render as --format messages or --format transitions');
         for await (const row of readRows(resolve(a.dir as string), { config: 'trajectories', limit: a.limit })) {
           const t = row as unknown as TrajectoryRecord;
-          if (a.format === 'messages') await write(JSON.stringify(messagesView(t)) + '\n');
-          else for (const tr of transitionsView(t)) await write(JSON.stringify(tr) + '\n');
+          if (a.format === 'messages') await writeStdout(JSON.stringify(messagesView(t)) + '\n');
+          else for (const tr of transitionsView(t)) await writeStdout(JSON.stringify(tr) + '\n');
         }
         return;
       }
@@ -397,7 +393,7 @@ await yargs(hideBin(process.argv))
           process.stderr.write(`worldline: ${row.node_id} ${row.function}: re-rendered text differs from the stored one\n`);
         }
         const out = a.format === 'text' ? text : JSON.stringify({ node_id: row.node_id, function: row.function, text }) + '\n';
-        if (!process.stdout.write(out)) await new Promise((r) => process.stdout.once('drain', r));
+        await writeStdout(out);
       }
       process.exitCode = mismatches ? 1 : 0;
     },
