@@ -18,9 +18,7 @@ import { DEFAULT_ROW_GROUP_ROWS } from '../datasets/parquet_writer.js';
 import { readRows } from '../datasets/reader.js';
 import { traceScript } from '../pipeline/trace_script.js';
 import { DEFAULT_PYTHON, PYTHON_VERSIONS, type PythonVersion } from '../pipeline/runtime/manifest.js';
-import { renderEpisode, type CwmFrame } from '../datasets/cwm_format.js';
-import { messagesView, transitionsView } from '../datasets/trajectory_views.js';
-import type { TrajectoryRecord } from '../schemas/trajectories.js';
+import { isTraceFormat, isTrajectoryFormat, renderTraces, renderTrajectories, TRACE_FORMATS, TRAJECTORY_FORMATS } from '../datasets/render.js';
 import { verifyDataset } from '../datasets/verify.js';
 import { writeStdout } from '../core/stdout.js';
 import { auditDataset, DEFAULT_TOP_K } from '../datasets/audit.js';
@@ -369,32 +367,18 @@ await yargs(hideBin(process.argv))
         .positional('dir', { type: 'string', demandOption: true, describe: 'The dataset folder (OUT/dataset)' })
         .option('config', { type: 'string', default: 'traces', describe: 'traces or trajectories' })
         .option('format', {
-          choices: ['jsonl', 'text', 'messages', 'transitions'] as const,
+          choices: [...TRACE_FORMATS, ...TRAJECTORY_FORMATS],
           default: 'jsonl' as const,
           describe: 'traces: jsonl ({"node_id", "function", "text"} per line) or text (the raw texts); trajectories: messages (chat messages for SFT) or transitions (state, action, next state, reward)',
         })
         .option('limit', { type: 'number', describe: 'At most this many episodes' }),
     handler: async (a) => {
       if (a.config === 'trajectories') {
-        if (a.format !== 'messages' && a.format !== 'transitions') throw new UsageError('trajectories render as --format messages or --format transitions');
-        for await (const row of readRows(resolve(a.dir as string), { config: 'trajectories', limit: a.limit })) {
-          const t = row as unknown as TrajectoryRecord;
-          if (a.format === 'messages') await writeStdout(JSON.stringify(messagesView(t)) + '\n');
-          else for (const tr of transitionsView(t)) await writeStdout(JSON.stringify(tr) + '\n');
-        }
-        return;
+        if (!isTrajectoryFormat(a.format)) throw new UsageError('trajectories render as --format messages or --format transitions');
+        return renderTrajectories(resolve(a.dir as string), { format: a.format, limit: a.limit }, writeStdout);
       }
-      if (a.format !== 'jsonl' && a.format !== 'text') throw new UsageError(`--format ${a.format} is for trajectories; traces render as jsonl or text`);
-      let mismatches = 0;
-      for await (const row of readRows(resolve(a.dir as string), { config: a.config, limit: a.limit, columns: ['node_id', 'function', 'context', 'frames', 'text'] })) {
-        const text = renderEpisode(row.context as string, row.frames as CwmFrame[]);
-        if (text !== row.text) {
-          mismatches += 1;
-          process.stderr.write(`worldline: ${row.node_id} ${row.function}: re-rendered text differs from the stored one\n`);
-        }
-        const out = a.format === 'text' ? text : JSON.stringify({ node_id: row.node_id, function: row.function, text }) + '\n';
-        await writeStdout(out);
-      }
+      if (!isTraceFormat(a.format)) throw new UsageError(`--format ${a.format} is for trajectories; traces render as jsonl or text`);
+      const mismatches = await renderTraces(resolve(a.dir as string), { config: a.config, format: a.format, limit: a.limit }, writeStdout, (m) => process.stderr.write(`worldline: ${m}\n`));
       process.exitCode = mismatches ? 1 : 0;
     },
   })
