@@ -11,8 +11,7 @@ import { shardOutput, type DatasetLayout } from '../pipeline/stages/shard.js';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { readIssueExport } from '../pipeline/tasks/issue_tasks.js';
-import { exportSwebench } from '../datasets/swebench.js';
-import type { TaskRecord } from '../schemas/tasks.js';
+import { exportSwebench, readDatasetTasks } from '../datasets/swebench.js';
 import { DEFAULT_SHARD_BYTES } from '../datasets/dataset_writer.js';
 import { DEFAULT_ROW_GROUP_ROWS } from '../datasets/parquet_writer.js';
 import { readRows } from '../datasets/reader.js';
@@ -349,9 +348,7 @@ await yargs(hideBin(process.argv))
         .positional('dir', { type: 'string', demandOption: true, describe: 'The dataset folder (OUT/dataset)' })
         .option('swebench-only', { type: 'boolean', default: false, describe: "Only SWE-bench's own fields (issue-fix tasks only: a mutation's state needs bug_patch)" }),
     handler: async (a) => {
-      const tasks: TaskRecord[] = [];
-      for await (const row of readRows(resolve(a.dir as string), { config: 'tasks' })) tasks.push(row as unknown as TaskRecord);
-      tasks.sort((x, y) => x.instance_id.localeCompare(y.instance_id));
+      const tasks = await readDatasetTasks(resolve(a.dir as string));
       try {
         process.stdout.write(exportSwebench(tasks, { swebenchOnly: a['swebench-only'] }));
       } catch (e) {
