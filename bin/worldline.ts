@@ -2,9 +2,8 @@
 /** The `worldline` command line: argument parsing only; the work lives in pipeline/. */
 import yargs, { type Argv } from 'yargs';
 import { hideBin } from 'yargs/helpers';
-import { DEFAULT_ISSUE_FIX_SHARE, DEFAULT_MIX_SEED, mixSummary } from '../datasets/mix.js';
-import { ALL_STAGES, formatRun, mixLine, runPipeline, UsageError } from '../pipeline/run.js';
-import type { UnitSummary } from '../pipeline/runtime/executor.js';
+import { DEFAULT_ISSUE_FIX_SHARE, DEFAULT_MIX_SEED } from '../datasets/mix.js';
+import { ALL_STAGES, formatRun, formatShard, runJson, runPipeline, UsageError } from '../pipeline/run.js';
 import { DEFAULTS, type PipelineOptions } from '../pipeline/runtime/options.js';
 import { formatStatus, readStatus } from '../pipeline/runtime/status.js';
 import { shardOutput, type DatasetLayout } from '../pipeline/stages/shard.js';
@@ -15,10 +14,10 @@ import { exportSwebench, readDatasetTasks } from '../datasets/swebench.js';
 import { DEFAULT_SHARD_BYTES } from '../datasets/dataset_writer.js';
 import { DEFAULT_ROW_GROUP_ROWS } from '../datasets/parquet_writer.js';
 import { readRows } from '../datasets/reader.js';
-import { traceScript } from '../pipeline/trace_script.js';
+import { allTraced, formatScriptTraces, traceScript } from '../pipeline/trace_script.js';
 import { DEFAULT_PYTHON, PYTHON_VERSIONS, type PythonVersion } from '../pipeline/runtime/manifest.js';
 import { isTraceFormat, isTrajectoryFormat, renderTraces, renderTrajectories, TRACE_FORMATS, TRAJECTORY_FORMATS } from '../datasets/render.js';
-import { verifyDataset } from '../datasets/verify.js';
+import { formatVerify, verifyDataset } from '../datasets/verify.js';
 import { writeStdout } from '../core/stdout.js';
 import { auditDataset, DEFAULT_TOP_K } from '../datasets/audit.js';
 import { formatAudit } from '../datasets/audit_text.js';
@@ -208,15 +207,9 @@ process.stdout.on('error', (e: NodeJS.ErrnoException) => {
   throw e;
 });
 
-const unitJson = (u: UnitSummary) => ({ unit_id: u.unit.id, repo: u.unit.repo, commit: u.unit.commit ?? null, history_of: u.unit.historyOf ?? null, status: u.status, stage: u.stage, reason: u.reason, ran: u.ran });
-
 async function pipelineCommand(a: PipelineArgs, stages: string[]): Promise<void> {
   const run = await runPipeline(a.manifest, stages, options(a), log);
-  if (a.json) {
-    process.stdout.write(
-      JSON.stringify({ exit_code: run.exitCode, manifest_errors: run.manifestErrors, dataset: run.dataset, mix: run.mix && mixSummary(run.mix), units: run.units.map(unitJson), history: run.history.map(unitJson) }, null, 2) + '\n',
-    );
-  } else process.stdout.write(formatRun(run) + '\n');
+  process.stdout.write((a.json ? JSON.stringify(runJson(run), null, 2) : formatRun(run)) + '\n');
   process.exitCode = run.exitCode;
 }
 
@@ -246,12 +239,8 @@ await yargs(hideBin(process.argv))
     builder: (y) => withLayout(withOut(y)),
     handler: async (a) => {
       const { mix, ...manifest } = await shardOutput(resolve(a.out), {}, layout(a as unknown as LayoutArgs), share('--issue-fix-share', a['issue-fix-share'] as number));
-      if (mix.warning) process.stderr.write(`warning: ${mix.warning}\n`);
-      if (a.json) process.stdout.write(JSON.stringify(manifest, null, 2) + '\n');
-      else {
-        for (const [c, v] of Object.entries(manifest.configs)) process.stdout.write(`${c}: ${v.rows} rows in ${v.shards} shard(s)\n`);
-        process.stdout.write(mixLine(mix) + '\n');
-      }
+      if (mix.warning) log(`warning: ${mix.warning}`);
+      process.stdout.write((a.json ? JSON.stringify(manifest, null, 2) : formatShard(manifest.configs, mix)) + '\n');
     },
   })
   .command({
@@ -269,11 +258,7 @@ await yargs(hideBin(process.argv))
     builder: (y) => y.positional('dir', { type: 'string', demandOption: true, describe: 'The dataset folder (OUT/dataset)' }).option('json', { type: 'boolean', default: false }),
     handler: async (a) => {
       const report = await verifyDataset(resolve(a.dir as string));
-      if (a.json) process.stdout.write(JSON.stringify(report, null, 2) + '\n');
-      else {
-        for (const p of report.problems) process.stdout.write(`FAIL ${p}\n`);
-        process.stdout.write(`${report.ok ? 'OK' : 'FAILED'}: ${report.shards} shard(s), ${report.rows} row(s) verified, ${report.problems.length} problem(s)\n`);
-      }
+      process.stdout.write((a.json ? JSON.stringify(report, null, 2) : formatVerify(report)) + '\n');
       process.exitCode = report.ok ? 0 : 1;
     },
   })
@@ -402,10 +387,8 @@ await yargs(hideBin(process.argv))
         maxEvents: a['max-events'],
         timeoutS: a.timeout,
       }, log);
-      for (const r of results) {
-        process.stdout.write(a.format === 'text' ? r.episodes.map((e) => e.text).join('') : JSON.stringify(r) + '\n');
-      }
-      process.exitCode = results.every((r) => r.status === 'ok' || r.status === 'exception' || r.status === 'exit') ? 0 : 1;
+      process.stdout.write(formatScriptTraces(results, a.format));
+      process.exitCode = allTraced(results) ? 0 : 1;
     },
   })
   .demandCommand(1, 'name a command: worldline --help lists them')
