@@ -7,6 +7,7 @@
  */
 import { jsonObjectLine, LineError } from '../core/jsonl.js';
 import type { TaskRecord } from '../schemas/tasks.js';
+import { readRows } from './reader.js';
 
 /** The fields of a SWE-bench instance (SWE-bench, Lite, Verified), in the harness's order. */
 export const SWEBENCH_FIELDS = [
@@ -57,6 +58,13 @@ export function exportSwebench(tasks: (TaskRecord & SwebenchExtras)[], opts: Exp
       return JSON.stringify(row) + '\n';
     })
     .join('');
+}
+
+/** A dataset's tasks in instance_id order: the shards hold them shuffled, and an export should not depend on how they were laid out. */
+export async function readDatasetTasks(datasetDir: string): Promise<TaskRecord[]> {
+  const tasks: TaskRecord[] = [];
+  for await (const row of readRows(datasetDir, { config: 'tasks' })) tasks.push(row as unknown as TaskRecord);
+  return tasks.sort((x, y) => x.instance_id.localeCompare(y.instance_id));
 }
 
 /** A task read from SWE-bench JSON Lines: a task record whose environment fields are null until it is put on a unit. */

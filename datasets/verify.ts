@@ -80,3 +80,8 @@ export async function verifyDataset(datasetDir: string): Promise<VerifyReport> {
   }
   return { ok: problems.length === 0, shards: manifest.shards.length, rows, problems };
 }
+
+/** The report as text: a FAIL line per problem, then the verdict. */
+export function formatVerify(r: VerifyReport): string {
+  return [...r.problems.map((p) => `FAIL ${p}`), `${r.ok ? 'OK' : 'FAILED'}: ${r.shards} shard(s), ${r.rows} row(s) verified, ${r.problems.length} problem(s)`].join('\n');
+}

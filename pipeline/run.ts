@@ -7,7 +7,7 @@ import { type Manifest, ManifestUnreadable, readManifest } from './runtime/manif
 import type { PipelineOptions } from './runtime/options.js';
 import { shardOutput } from './stages/shard.js';
 import type { DatasetManifest } from '../datasets/dataset_writer.js';
-import type { MixPlan } from '../datasets/mix.js';
+import { mixSummary, type MixPlan } from '../datasets/mix.js';
 import type { Stage } from './runtime/stage.js';
 import { table } from '../core/table.js';
 import { recordManifestErrors } from './runtime/status.js';
@@ -82,6 +82,18 @@ export function mixLine(mix: MixPlan): string {
   const pct = (s: number | null) => (s === null ? 'n/a' : `${(s * 100).toFixed(1)}%`);
   const { after, before } = mix;
   return `tasks: ${after.issue_fix} issue-fix + ${after.mutation_fix} mutation-fix = ${pct(after.share)} issue-fix (target ${pct(mix.target)}${mix.dropped.length ? `; dropped ${mix.dropped.length} of ${before.issue_fix + before.mutation_fix}` : ''})${mix.reached ? '' : ' [target not reached]'}`;
+}
+
+const unitJson = (u: UnitSummary) => ({ unit_id: u.unit.id, repo: u.unit.repo, commit: u.unit.commit ?? null, history_of: u.unit.historyOf ?? null, status: u.status, stage: u.stage, reason: u.reason, ran: u.ran });
+
+/** The run as `--json` prints it. */
+export function runJson(run: PipelineRun): Record<string, unknown> {
+  return { exit_code: run.exitCode, manifest_errors: run.manifestErrors, dataset: run.dataset, mix: run.mix && mixSummary(run.mix), units: run.units.map(unitJson), history: run.history.map(unitJson) };
+}
+
+/** What `shard` wrote: rows and shards per config, then the task mix. */
+export function formatShard(configs: DatasetManifest['configs'], mix: MixPlan): string {
+  return [...Object.entries(configs).map(([c, v]) => `${c}: ${v.rows} rows in ${v.shards} shard(s)`), mixLine(mix)].join('\n');
 }
 
 export function formatRun(run: PipelineRun): string {

@@ -38,6 +38,16 @@ export interface TraceScriptOptions {
   timeoutS: number;
 }
 
+/** Whether every input was traced: a program that raised or exited is traced as it ran; a timeout or a sandbox error is not. */
+export function allTraced(results: ScriptTrace[]): boolean {
+  return results.every((r) => r.status === 'ok' || r.status === 'exception' || r.status === 'exit');
+}
+
+/** jsonl: one result a line; text: the episodes' token text. */
+export function formatScriptTraces(results: ScriptTrace[], format: 'jsonl' | 'text'): string {
+  return results.map((r) => (format === 'text' ? r.episodes.map((e) => e.text).join('') : JSON.stringify(r) + '\n')).join('');
+}
+
 export async function traceScript(script: string, inputs: string[], opts: TraceScriptOptions, log: (m: string) => void): Promise<ScriptTrace[]> {
   for (const f of [script, ...inputs]) if (!existsSync(f)) throw new Error(`${f}: no such file`);
   await assertDockerUp();
