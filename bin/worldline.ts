@@ -124,12 +124,9 @@ await yargs(hideBin(process.argv))
           return true;
         }),
     handler: async (a) => {
-      let report;
-      try {
-        report = await rebalanceDataset(resolve(a.dir), resolve(a.out), a.target, { seed: a.seed });
-      } catch (e) {
+      const report = await rebalanceDataset(resolve(a.dir), resolve(a.out), a.target, { seed: a.seed }).catch((e: unknown) => {
         throw e instanceof MixUnreachable || e instanceof RebalanceRefused ? new UsageError(e.message) : e;
-      }
+      });
       process.stdout.write((a.json ? JSON.stringify(report, null, 2) : formatRebalance(report)) + '\n');
       process.exitCode = report.verify.ok ? 0 : 1;
     },
