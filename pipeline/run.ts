@@ -1,5 +1,5 @@
 /** What each CLI command does, apart from argument parsing (bin/ stays thin). */
-import { join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { buildStage } from './stages/build.js';
 import { cloneStage } from './stages/clone.js';
 import { runStages, unitsForRank, type UnitSummary } from './runtime/executor.js';

@@ -9,10 +9,10 @@ import { join } from 'node:path';
 import { resolveBase, type BaseImage } from '../sandbox/base_images.js';
 import { FIXED_COMMIT_ENV } from '../../core/git.js';
 import { hashOf } from '../../core/hashing.js';
-import type { PythonVersion, UnitEnv } from '../runtime/manifest.js';
+import type { UnitEnv } from '../runtime/manifest.js';
 import { shQuote } from '../../core/shell.js';
 import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
-import type { BuildRecord, CloneRecord } from '../runtime/records.js';
+import type { BuildRecord, } from '../runtime/records.js';
 import { outLayout } from '../runtime/layout.js';
 import { buildImage, inspectImage, tarStream } from '../sandbox/engine.js';
 

@@ -1,9 +1,4 @@
-/**
- * Stage `forage`: ForagerAgent's tasks for a unit. Today it creates mutation-fix tasks (see
- * mutation_tasks.ts); issue-fix mining and agent rollouts come next and will write here too.
- */
-import { join } from 'node:path';
-import { hashTree } from '../../core/hashing.js';
+
 import { mutationTasks } from '../tasks/mutation_tasks.js';
 import { ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
 import type { TaskRecord } from '../../schemas/tasks.js';
@@ -28,7 +23,6 @@ function issueExport(file: string | undefined): Map<number, IssueText> | undefin
 import { traceAroundFixes } from '../tasks/fix_traces.js';
 import type { CloneRecord } from '../runtime/records.js';
 import type { BuildRecord } from '../runtime/records.js';
-import type { TraceStageRecord } from '../runtime/records.js';
 import { writeFileAtomic } from '../../core/atomic.js';
 import { outLayout } from '../runtime/layout.js';
 import { TRACER_CODE, tracerCodeHash } from '../sandbox/tracers.js';

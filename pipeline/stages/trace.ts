@@ -7,12 +7,11 @@
 import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { writeJsonl } from '../../core/jsonl.js';
-import { hashTree } from '../../core/hashing.js';
 import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
 import { firstProblem, pytestCommand, runSuite } from '../sandbox/suite_run.js';
 import { traceRows, type TraceOrigin } from '../sandbox/tracer_output.js';
 import type { TestRecord } from '../../schemas/tests.js';
-import type { BuildRecord, CloneRecord, TraceStageRecord, ValidateRecord } from '../runtime/records.js';
+import type { BuildRecord, CloneRecord, TraceStageRecord, } from '../runtime/records.js';
 import { outLayout } from '../runtime/layout.js';
 import { TRACER_CODE, tracerCodeHash } from '../sandbox/tracers.js';
 

@@ -1,12 +1,5 @@
-/**
- * Stage `validate`: runs the unit's suite N times, one run after another in one sandboxed
- * container (no network; memory, pids and CPU limits; a wall timeout per run), so state a run
- * leaves behind can change the next run and show up as flakiness. Outcomes come from our
- * reporting plugin, written outside /repo, cross-checked with pytest's exit code.
- */
-import { createHash } from 'node:crypto';
-import { readFileSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+
+import { rmSync } from 'node:fs';
 import type { TestRecord } from '../../schemas/tests.js';
 import { firstProblem, pytestCommand, runSuite, TIMEOUT_EXIT } from '../sandbox/suite_run.js';
 import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
