@@ -20,11 +20,29 @@ import { fileURLToPath } from 'node:url';
 import { auditDataset } from '../datasets/audit.js';
 import { auditHtml } from '../datasets/audit_html.js';
 import { formatAudit } from '../datasets/audit_text.js';
-import { writeDataset, type DatasetManifest } from '../datasets/dataset_writer.js';
-import { reposSchema, tasksSchema, testsSchema, tracesSchema, trajectoriesSchema, type RepoRecord, type TaskRecord, type TestRecord, type TraceRecord, type TrajectoryRecord } from '../schemas/index.js';
+import { type DatasetManifest, writeDataset } from '../datasets/dataset_writer.js';
+import {
+  type RepoRecord,
+  reposSchema,
+  type TaskRecord,
+  type TestRecord,
+  type TraceRecord,
+  type TrajectoryRecord,
+  tasksSchema,
+  testsSchema,
+  tracesSchema,
+  trajectoriesSchema,
+} from '../schemas/index.js';
 
 const REPOS = 200;
-const SOURCES = ['    for item in seq:\n', '        result.append(func(item))\n', '    if key not in self._cache:\n', '    return functools.reduce(binop, seq, initial)\n', '    data = bytes(buf[:n])\n', '    raise LocalProtocolError("illegal header line")\n'];
+const SOURCES = [
+  '    for item in seq:\n',
+  '        result.append(func(item))\n',
+  '    if key not in self._cache:\n',
+  '    return functools.reduce(binop, seq, initial)\n',
+  '    data = bytes(buf[:n])\n',
+  '    raise LocalProtocolError("illegal header line")\n',
+];
 const NAMES = ['self', 'key', 'value', 'result', 'items', 'i', 'n', 'seq', 'func', 'acc'];
 const OPERATORS = ['swap_compare', 'off_by_one', 'drop_call', 'negate_if', 'swap_args', 'const_change'];
 
@@ -48,14 +66,38 @@ function traceRow(i: number): TraceRecord {
     const at = (16 + j * 24) % 2000;
     const locals = NAMES.slice(0, 2 + (r[at] % 4)).map((name, k) => ({ name, value: r.subarray(at + k * 4, at + k * 4 + 6).toString('hex') }));
     const source = SOURCES[(j + r[3]) % SOURCES.length];
-    frames.push({ kind, line: 10 + j, depth: r[at + 1] % 3, function: fn, source, locals: kind === 'return' ? [] : locals, value: kind === 'return' ? r.subarray(at, at + 8).toString('hex') : null });
+    frames.push({
+      kind,
+      line: 10 + j,
+      depth: r[at + 1] % 3,
+      function: fn,
+      source,
+      locals: kind === 'return' ? [] : locals,
+      value: kind === 'return' ? r.subarray(at, at + 8).toString('hex') : null,
+    });
     text += `<|${kind}_sep|>${JSON.stringify(Object.fromEntries(locals.map((l) => [l.name, l.value])))}<|frame_sep|>${source}`;
   }
   const task = r[4] < 5 ? `${repo}.bbbbbbbb.${OPERATORS[r[5] % OPERATORS.length]}__${i}` : null;
   return {
-    unit_id: unitOf(repo), repo, commit: COMMIT, node_id: `tests/test_m${r[6] % 40}.py::test_${Math.floor(i / 20)}`, task_id: task, phase: task ? (r[7] % 2 ? 'before' : 'after') : null,
-    function: fn, file: `${repo}/core.py`, line: 10, episode_index: i % 20, context: `def f${r[2]}():  # << START_OF_TRACE\n    ...\n`, frames, text,
-    frame_count: n, line_events: n - 2, truncated: r[8] < 8, python_version: ['3.11.2', '3.12.8', '3.13.5'][r[9] % 3], tracer_version: '1', image_id: `sha256:${repo}`,
+    unit_id: unitOf(repo),
+    repo,
+    commit: COMMIT,
+    node_id: `tests/test_m${r[6] % 40}.py::test_${Math.floor(i / 20)}`,
+    task_id: task,
+    phase: task ? (r[7] % 2 ? 'before' : 'after') : null,
+    function: fn,
+    file: `${repo}/core.py`,
+    line: 10,
+    episode_index: i % 20,
+    context: `def f${r[2]}():  # << START_OF_TRACE\n    ...\n`,
+    frames,
+    text,
+    frame_count: n,
+    line_events: n - 2,
+    truncated: r[8] < 8,
+    python_version: ['3.11.2', '3.12.8', '3.13.5'][r[9] % 3],
+    tracer_version: '1',
+    image_id: `sha256:${repo}`,
   };
 }
 
@@ -63,11 +105,46 @@ function repoRow(k: number): RepoRecord {
   const repo = `repo${String(k).padStart(3, '0')}`;
   const failed = k % 17 === 0;
   return {
-    unit_id: unitOf(repo), repo, url: `/src/${repo}`, ref: null, commit: COMMIT, python: '3.11', history_of: null, license: ['MIT', 'Apache-2.0', 'BSD-3-Clause', 'unknown'][k % 4], license_file: 'LICENSE',
-    size_bytes: 1e6, file_count: 100, py_file_count: 40, src_layout: false, image: `worldline/env:${repo}`, image_id: `sha256:${repo}`, python_version: '3.11.2', pytest_version: '8.3.5',
-    status: failed ? 'failed' : 'ok', failed_stage: failed ? 'build' : null, reason: failed ? 'pip install exited 1' : null, validate_runs: 2, exit_codes: [0, 0], collected: 100, passed: 100, failed: 0, error: 0,
-    skipped: 0, xfailed: 0, xpassed: 0, flaky: 0, stable_passed: 100, traceable: true, traced_tests: 100, trace_episodes: 1000, trace_line_events: 10000, truncated_tests: 0, parity_mismatches: 0, tracer_version: '1',
-    build_seconds: 10, validate_seconds: 10,
+    unit_id: unitOf(repo),
+    repo,
+    url: `/src/${repo}`,
+    ref: null,
+    commit: COMMIT,
+    python: '3.11',
+    history_of: null,
+    license: ['MIT', 'Apache-2.0', 'BSD-3-Clause', 'unknown'][k % 4],
+    license_file: 'LICENSE',
+    size_bytes: 1e6,
+    file_count: 100,
+    py_file_count: 40,
+    src_layout: false,
+    image: `worldline/env:${repo}`,
+    image_id: `sha256:${repo}`,
+    python_version: '3.11.2',
+    pytest_version: '8.3.5',
+    status: failed ? 'failed' : 'ok',
+    failed_stage: failed ? 'build' : null,
+    reason: failed ? 'pip install exited 1' : null,
+    validate_runs: 2,
+    exit_codes: [0, 0],
+    collected: 100,
+    passed: 100,
+    failed: 0,
+    error: 0,
+    skipped: 0,
+    xfailed: 0,
+    xpassed: 0,
+    flaky: 0,
+    stable_passed: 100,
+    traceable: true,
+    traced_tests: 100,
+    trace_episodes: 1000,
+    trace_line_events: 10000,
+    truncated_tests: 0,
+    parity_mismatches: 0,
+    tracer_version: '1',
+    build_seconds: 10,
+    validate_seconds: 10,
   };
 }
 
@@ -76,8 +153,19 @@ function testRow(i: number): TestRecord {
   const repo = repoOf(r[0] / 256);
   const flaky = r[1] < 3;
   return {
-    unit_id: unitOf(repo), repo, commit: COMMIT, node_id: `tests/test_m${r[2] % 40}.py::test_${i}`, file: `tests/test_m${r[2] % 40}.py`, outcome: r[3] < 240 ? 'passed' : 'failed',
-    run_outcomes: flaky ? ['passed', 'failed'] : ['passed', 'passed'], flaky, message: null, duration_seconds: r[4] / 100, image_id: `sha256:${repo}`, python_version: '3.11.2', pytest_version: '8.3.5',
+    unit_id: unitOf(repo),
+    repo,
+    commit: COMMIT,
+    node_id: `tests/test_m${r[2] % 40}.py::test_${i}`,
+    file: `tests/test_m${r[2] % 40}.py`,
+    outcome: r[3] < 240 ? 'passed' : 'failed',
+    run_outcomes: flaky ? ['passed', 'failed'] : ['passed', 'passed'],
+    flaky,
+    message: null,
+    duration_seconds: r[4] / 100,
+    image_id: `sha256:${repo}`,
+    python_version: '3.11.2',
+    pytest_version: '8.3.5',
   };
 }
 
@@ -87,10 +175,24 @@ function taskRow(i: number): TaskRecord {
   const issue = r[1] < 135;
   const operator = issue ? null : OPERATORS[r[2] % OPERATORS.length];
   return {
-    instance_id: `${repo}.bbbbbbbb.${operator ?? 'issue'}__${i}`, kind: issue ? 'issue_fix' : 'mutation_fix', repo, unit_id: unitOf(repo), base_commit: COMMIT,
-    patch: `--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-${r.subarray(8, 24).toString('hex')}\n+${r.subarray(24, 40).toString('hex')}\n`, test_patch: '', bug_patch: issue ? null : r.subarray(40, 64).toString('hex'),
-    problem_statement: `fix ${r.toString('hex')}`, hints_text: null, FAIL_TO_PASS: [`tests/test_m1.py::test_${i}`], PASS_TO_PASS: [`tests/test_m2.py::test_${i}`], operator, mutated_function: operator ? `${repo}.f${i}` : null,
-    fix_commit: issue ? COMMIT : null, issue_number: issue ? String(i) : null, image_id: `sha256:${repo}`, python_version: '3.11.2',
+    instance_id: `${repo}.bbbbbbbb.${operator ?? 'issue'}__${i}`,
+    kind: issue ? 'issue_fix' : 'mutation_fix',
+    repo,
+    unit_id: unitOf(repo),
+    base_commit: COMMIT,
+    patch: `--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-${r.subarray(8, 24).toString('hex')}\n+${r.subarray(24, 40).toString('hex')}\n`,
+    test_patch: '',
+    bug_patch: issue ? null : r.subarray(40, 64).toString('hex'),
+    problem_statement: `fix ${r.toString('hex')}`,
+    hints_text: null,
+    FAIL_TO_PASS: [`tests/test_m1.py::test_${i}`],
+    PASS_TO_PASS: [`tests/test_m2.py::test_${i}`],
+    operator,
+    mutated_function: operator ? `${repo}.f${i}` : null,
+    fix_commit: issue ? COMMIT : null,
+    issue_number: issue ? String(i) : null,
+    image_id: `sha256:${repo}`,
+    python_version: '3.11.2',
   };
 }
 
@@ -100,11 +202,31 @@ function trajectoryRow(i: number): TrajectoryRecord {
   const openai = i % 2 === 1;
   const turns = 1 + (r[0] % 30);
   return {
-    trajectory_id: `${task.instance_id}/${i}`, task_id: task.instance_id, kind: task.kind, repo: task.repo, policy: openai ? 'openai' : 'oracle', model: openai ? 'qwen-32b' : null,
-    messages: Array.from({ length: 4 }, (_, k) => ({ role: k % 2 ? 'assistant' : 'user', content: r.subarray(k * 200, k * 200 + 200).toString('hex'), name: null, tool_call_id: null, tool_calls: [] })),
+    trajectory_id: `${task.instance_id}/${i}`,
+    task_id: task.instance_id,
+    kind: task.kind,
+    repo: task.repo,
+    policy: openai ? 'openai' : 'oracle',
+    model: openai ? 'qwen-32b' : null,
+    messages: Array.from({ length: 4 }, (_, k) => ({
+      role: k % 2 ? 'assistant' : 'user',
+      content: r.subarray(k * 200, k * 200 + 200).toString('hex'),
+      name: null,
+      tool_call_id: null,
+      tool_calls: [],
+    })),
     steps: [{ action: 'bash {"cmd": "pytest -x"}', observation: r.subarray(800, 1000).toString('hex'), exit_code: 1, duration_seconds: 1.5 }],
-    submission: task.patch, resolved: r[1] < 180, reward: r[1] < 180 ? 1 : 0, exit_status: r[1] < 180 ? 'submitted' : ['max_turns', 'timeout', 'submitted'][r[2] % 3], turns,
-    prompt_tokens: openai ? turns * 2000 + r[3] * 10 : 0, completion_tokens: openai ? turns * 150 + r[4] : 0, wall_seconds: turns * 3, max_turns: 30, max_tokens: 200000, max_wall_seconds: 3600,
+    submission: task.patch,
+    resolved: r[1] < 180,
+    reward: r[1] < 180 ? 1 : 0,
+    exit_status: r[1] < 180 ? 'submitted' : ['max_turns', 'timeout', 'submitted'][r[2] % 3],
+    turns,
+    prompt_tokens: openai ? turns * 2000 + r[3] * 10 : 0,
+    completion_tokens: openai ? turns * 150 + r[4] : 0,
+    wall_seconds: turns * 3,
+    max_turns: 30,
+    max_tokens: 200000,
+    max_wall_seconds: 3600,
   };
 }
 
@@ -130,7 +252,12 @@ async function writeBench(dir: string, s: Sizes): Promise<DatasetManifest> {
 }
 
 /** Tests, tasks and trajectories in proportion to the traces, as a run of many repositories has them. */
-const proportional = (traces: number): Sizes => ({ traces, tests: Math.round(traces / 2), tasks: Math.round(traces / 25), trajectories: Math.round((2 * traces) / 25) });
+const proportional = (traces: number): Sizes => ({
+  traces,
+  tests: Math.round(traces / 2),
+  tasks: Math.round(traces / 25),
+  trajectories: Math.round((2 * traces) / 25),
+});
 
 const onDisk = (m: DatasetManifest) => m.shards.reduce((s, x) => s + x.bytes, 0);
 
@@ -184,7 +311,9 @@ async function main(): Promise<void> {
     const genSeconds = (performance.now() - t0) / 1000;
     const rows = Object.fromEntries(Object.entries(manifest.configs).map(([c, v]) => [c, v.rows]));
     const uncompressed = Object.values(manifest.configs).reduce((s, c) => s + c.uncompressed_bytes, 0);
-    console.log(`${gb} GB: ${(onDisk(manifest) / 1e9).toFixed(2)} GB of Parquet (${(uncompressed / 1e9).toFixed(2)} GB uncompressed), ${manifest.shards.length} shards, written in ${genSeconds.toFixed(0)} s`);
+    console.log(
+      `${gb} GB: ${(onDisk(manifest) / 1e9).toFixed(2)} GB of Parquet (${(uncompressed / 1e9).toFixed(2)} GB uncompressed), ${manifest.shards.length} shards, written in ${genSeconds.toFixed(0)} s`,
+    );
     // Two runs, to show the spread.
     const runs: AuditRun[] = [];
     for (let k = 0; k < 2; k++) {

@@ -57,7 +57,7 @@ const schema = defineSchema({
 
 const DUCK_COLUMNS =
   "{unit_id: 'VARCHAR', repo: 'VARCHAR', commit: 'VARCHAR', node_id: 'VARCHAR', function: 'VARCHAR', file: 'VARCHAR', " +
-  "frames: 'STRUCT(kind VARCHAR, line INTEGER, depth INTEGER, \"function\" VARCHAR, source VARCHAR, locals STRUCT(name VARCHAR, value VARCHAR)[], value VARCHAR)[]', " +
+  'frames: \'STRUCT(kind VARCHAR, line INTEGER, depth INTEGER, "function" VARCHAR, source VARCHAR, locals STRUCT(name VARCHAR, value VARCHAR)[], value VARCHAR)[]\', ' +
   "frame_count: 'BIGINT'}";
 
 // ---- deterministic records ----
@@ -201,7 +201,11 @@ async function child(kind: string, dir: string, plan: Plan, rowGroupRows: number
   const jsonl = join(dir, 'records.jsonl');
   if (kind === 'ours-writer') {
     await ensureZstd();
-    const w = new ParquetFileWriter(join(dir, 'ours.parquet'), schema, { rowGroupRows, rowGroupBytes: Infinity, zstdLevel: Number(arg('zstd-level', String(ZSTD_LEVEL))) });
+    const w = new ParquetFileWriter(join(dir, 'ours.parquet'), schema, {
+      rowGroupRows,
+      rowGroupBytes: Infinity,
+      zstdLevel: Number(arg('zstd-level', String(ZSTD_LEVEL))),
+    });
     for (const r of rows(plan, marks)) w.write(r);
     const f = w.close();
     fileBytes = f.bytes;
@@ -236,7 +240,18 @@ async function child(kind: string, dir: string, plan: Plan, rowGroupRows: number
     throw new Error(`unknown path ${kind}`);
   }
   const seconds = (performance.now() - t0) / 1000;
-  return { path: kind, seconds, rows: plan.rows, jsonBytes: plan.jsonBytes, fileBytes, files, rowGroups, rssAtHalfGbMB: marks.half, rssAtEndMB: procStatus('VmRSS'), peakRssMB: procStatus('VmHWM') };
+  return {
+    path: kind,
+    seconds,
+    rows: plan.rows,
+    jsonBytes: plan.jsonBytes,
+    fileBytes,
+    files,
+    rowGroups,
+    rssAtHalfGbMB: marks.half,
+    rssAtEndMB: procStatus('VmRSS'),
+    peakRssMB: procStatus('VmHWM'),
+  };
 }
 
 function arg(name: string, fallback: string): string {
@@ -263,7 +278,9 @@ async function main(): Promise<void> {
   // The plan: how many records make `gb` GB of JSON (untimed, in this process).
   const plan: Plan = { rows: 0, jsonBytes: 0 };
   while (plan.jsonBytes < gb * 1e9) plan.jsonBytes += JSON.stringify(record(plan.rows++)).length + 1;
-  console.log(`${plan.rows} records, ${(plan.jsonBytes / 1e9).toFixed(2)} GB of JSON (${Math.round(plan.jsonBytes / plan.rows / 1024)} KB a row), ${match ? 'row groups matched to DuckDB\'s' : `row groups of ${rowGroupRows} rows`}`);
+  console.log(
+    `${plan.rows} records, ${(plan.jsonBytes / 1e9).toFixed(2)} GB of JSON (${Math.round(plan.jsonBytes / plan.rows / 1024)} KB a row), ${match ? "row groups matched to DuckDB's" : `row groups of ${rowGroupRows} rows`}`,
+  );
   const only = arg('only', 'duckdb-whole,duckdb-copy,ours-writer,ours-dataset').split(',');
   // DuckDB first: with `match`, our row-group size comes from its row-group count.
   only.sort((a, b) => Number(a.startsWith('ours')) - Number(b.startsWith('ours')));
@@ -274,11 +291,27 @@ async function main(): Promise<void> {
       rowGroupRows = Math.ceil(duck.rows / duck.rowGroups);
       console.log(`  (row groups of ${rowGroupRows} rows: ${duck.rowGroups} like ${duck.path})`);
     }
-    const res = spawnSync(process.execPath, [fileURLToPath(import.meta.url), '--child', kind, '--dir', dir, '--plan', JSON.stringify(plan), '--row-group-rows', String(rowGroupRows), '--zstd-level', arg('zstd-level', String(ZSTD_LEVEL))], {
-      encoding: 'utf8',
-      maxBuffer: 64 << 20,
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
+    const res = spawnSync(
+      process.execPath,
+      [
+        fileURLToPath(import.meta.url),
+        '--child',
+        kind,
+        '--dir',
+        dir,
+        '--plan',
+        JSON.stringify(plan),
+        '--row-group-rows',
+        String(rowGroupRows),
+        '--zstd-level',
+        arg('zstd-level', String(ZSTD_LEVEL)),
+      ],
+      {
+        encoding: 'utf8',
+        maxBuffer: 64 << 20,
+        stdio: ['ignore', 'pipe', 'inherit'],
+      },
+    );
     if (res.status !== 0) throw new Error(`${kind} failed (exit ${res.status ?? res.signal})`);
     const r = JSON.parse(res.stdout.trim().split('\n').at(-1)!) as ChildResult;
     results.push(r);
@@ -286,7 +319,9 @@ async function main(): Promise<void> {
   }
   const mb = (x: number) => (x / 1e6).toFixed(1);
   const whole = results.find((r) => r.path === 'duckdb-whole');
-  console.log('\n| path | seconds | rows/s | MB/s (JSON) | x DuckDB whole path | RSS at 0.5 GB (MB) | RSS at end (MB) | peak RSS (MB) | files | row groups | Parquet MB | size / DuckDB |');
+  console.log(
+    '\n| path | seconds | rows/s | MB/s (JSON) | x DuckDB whole path | RSS at 0.5 GB (MB) | RSS at end (MB) | peak RSS (MB) | files | row groups | Parquet MB | size / DuckDB |',
+  );
   console.log('|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of results) {
     const speedup = whole ? (whole.seconds / r.seconds).toFixed(2) : 'n/a';

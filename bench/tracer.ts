@@ -11,18 +11,24 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { packageRoot } from '../core/package.js';
+import { table } from '../core/table.js';
 import { runPipeline } from '../pipeline/run.js';
 import { Ledger } from '../pipeline/runtime/ledger.js';
 import { DEFAULTS } from '../pipeline/runtime/options.js';
-import { packageRoot } from '../core/package.js';
-import { table } from '../core/table.js';
-import { materializeCorpus } from '../test/corpus.js';
-import type { CloneRecord } from '../pipeline/runtime/records.js';
-import type { BuildRecord } from '../pipeline/runtime/records.js';
-import { tracersDir } from '../pipeline/sandbox/tracers.js';
+import type { BuildRecord, CloneRecord } from '../pipeline/runtime/records.js';
 import { runContainer } from '../pipeline/sandbox/sandbox.js';
+import { tracersDir } from '../pipeline/sandbox/tracers.js';
+import { materializeCorpus } from '../test/corpus.js';
 
-const { values } = parseArgs({ options: { python: { type: 'string', default: '3.13' }, rounds: { type: 'string', default: '5' }, budget: { type: 'string', default: '600' }, work: { type: 'string', default: '/tmp/worldline-bench-tracer' } } });
+const { values } = parseArgs({
+  options: {
+    python: { type: 'string', default: '3.13' },
+    rounds: { type: 'string', default: '5' },
+    budget: { type: 'string', default: '600' },
+    work: { type: 'string', default: '/tmp/worldline-bench-tracer' },
+  },
+});
 const rounds = Number(values.rounds);
 const work = values.work!;
 mkdirSync(work, { recursive: true });
@@ -42,7 +48,13 @@ for (const python of values.python!.split(',')) {
   const manifest = join(work, `manifest-${python}.jsonl`);
   writeFileSync(manifest, suites.map((s) => JSON.stringify({ repo: s.repo, python, env: { apt: s.apt } })).join('\n') + '\n');
   const run = await runPipeline(manifest, ['clone', 'build'], { ...DEFAULTS, out }, (m) => process.stderr.write(`${m}\n`));
-  if (run.exitCode !== 0) throw new Error(`building the benchmark images failed: ${run.units.map((u) => u.reason).filter(Boolean).join('; ')}`);
+  if (run.exitCode !== 0)
+    throw new Error(
+      `building the benchmark images failed: ${run.units
+        .map((u) => u.reason)
+        .filter(Boolean)
+        .join('; ')}`,
+    );
   const ledger = new Ledger(out);
   const rows: (string | number)[][] = [];
   for (const [i, suite] of suites.entries()) {
@@ -60,15 +72,38 @@ for (const python of values.python!.split(',')) {
     });
     const line = res.output.split('\n').find((l) => l.startsWith('{'));
     if (!line) throw new Error(`${suite.name}: the driver printed no result: ${res.output.slice(-500)}`);
-    const r = JSON.parse(line) as { times: Record<string, number[]>; in_test: Record<string, number[]>; exit_codes: Record<string, number>; capped: Record<string, boolean>; python: string };
+    const r = JSON.parse(line) as {
+      times: Record<string, number[]>;
+      in_test: Record<string, number[]>;
+      exit_codes: Record<string, number>;
+      capped: Record<string, boolean>;
+      python: string;
+    };
     const parity = new Set(Object.values(r.exit_codes)).size === 1 ? 'same' : JSON.stringify(r.exit_codes);
-    for (const [what, samples] of [['whole run', r.times], ['in tests', r.in_test]] as const) {
+    for (const [what, samples] of [
+      ['whole run', r.times],
+      ['in tests', r.in_test],
+    ] as const) {
       const m = Object.fromEntries(Object.entries(samples).map(([k, v]) => [k, median(v)]));
       const atLeast = (k: string) => (r.capped[k] ? '>= ' : '');
       const cell = (k: string) => `${atLeast(k)}${m[k].toFixed(2)} (${(m[k] / m.untraced).toFixed(1)}x)`;
-      rows.push([suite.name, r.python, what, m.untraced.toFixed(2), cell('ours'), cell('ours-settrace'), cell('naive'), `${atLeast('naive')}${(m.naive / m.ours).toFixed(1)}x`, parity]);
+      rows.push([
+        suite.name,
+        r.python,
+        what,
+        m.untraced.toFixed(2),
+        cell('ours'),
+        cell('ours-settrace'),
+        cell('naive'),
+        `${atLeast('naive')}${(m.naive / m.ours).toFixed(1)}x`,
+        parity,
+      ]);
     }
   }
-  process.stdout.write(`\nTracer overhead, median of ${rounds} interleaved rounds, wall seconds (slowdown vs untraced) of the whole pytest run and of the tests alone (setup, call, teardown: no start-up or collection)\n`);
-  process.stdout.write(table([['suite', 'python', 'timed', 'untraced', 'ours (auto backend)', 'ours (settrace)', 'naive', 'naive / ours', 'exit codes'], ...rows]) + '\n');
+  process.stdout.write(
+    `\nTracer overhead, median of ${rounds} interleaved rounds, wall seconds (slowdown vs untraced) of the whole pytest run and of the tests alone (setup, call, teardown: no start-up or collection)\n`,
+  );
+  process.stdout.write(
+    table([['suite', 'python', 'timed', 'untraced', 'ours (auto backend)', 'ours (settrace)', 'naive', 'naive / ours', 'exit codes'], ...rows]) + '\n',
+  );
 }

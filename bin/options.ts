@@ -9,13 +9,13 @@
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Argv } from 'yargs';
+import type { DatasetLayout } from '../datasets/dataset_writer.js';
 import { DEFAULT_SHARD_BYTES } from '../datasets/dataset_writer.js';
 import { DEFAULT_ISSUE_FIX_SHARE } from '../datasets/mix.js';
 import { DEFAULT_ROW_GROUP_ROWS } from '../datasets/parquet/writer.js';
 import { UsageError } from '../pipeline/run.js';
 import { DEFAULTS, type PipelineOptions } from '../pipeline/runtime/options.js';
 import { readIssueExport } from '../pipeline/tasks/issue_export.js';
-import type { DatasetLayout } from '../datasets/dataset_writer.js';
 
 const envInt = (...names: string[]) => {
   for (const n of names) if (process.env[n] !== undefined && process.env[n] !== '') return Number(process.env[n]);
@@ -65,7 +65,17 @@ export const outputOptions = <T>(y: Argv<T>) =>
 /** The dataset folder the dataset commands read. */
 export const datasetDir = <T>(y: Argv<T>) => y.positional('dir', { type: 'string', demandOption: true, describe: 'The dataset folder (OUT/dataset)' });
 
-export type LayoutArgs = { 'shard-bytes': number; 'num-shards'?: number; 'shard-multiple'?: number; 'row-group-rows': number; 'row-group-bytes'?: number; shuffle: boolean; 'shuffle-seed': number; 'max-row-bytes'?: number; 'issue-fix-share': number };
+export type LayoutArgs = {
+  'shard-bytes': number;
+  'num-shards'?: number;
+  'shard-multiple'?: number;
+  'row-group-rows': number;
+  'row-group-bytes'?: number;
+  shuffle: boolean;
+  'shuffle-seed': number;
+  'max-row-bytes'?: number;
+  'issue-fix-share': number;
+};
 
 /** How `shard` lays the dataset out, and the run's task mix. */
 export const layoutOptions = <T>(y: Argv<T>) =>
@@ -78,11 +88,16 @@ export const layoutOptions = <T>(y: Argv<T>) =>
     .option('shuffle', { type: 'boolean', default: true, describe: 'shard: seeded global shuffle across repositories (--no-shuffle keeps order)' })
     .option('shuffle-seed', { type: 'number', default: 0, describe: 'shard: the shuffle seed' })
     .option('max-row-bytes', { type: 'number', describe: 'shard: rows larger than this are rejected and counted (default 2 MB)' })
-    .option('issue-fix-share', { type: 'number', default: DEFAULT_ISSUE_FIX_SHARE, describe: 'shard: share of issue-fix tasks in the run; tasks of the over-represented kind are dropped (never invented)' })
+    .option('issue-fix-share', {
+      type: 'number',
+      default: DEFAULT_ISSUE_FIX_SHARE,
+      describe: 'shard: share of issue-fix tasks in the run; tasks of the over-represented kind are dropped (never invented)',
+    })
     .check((a) => {
       const numShards = positiveInt('--num-shards', a['num-shards']);
       const shardMultiple = positiveInt('--shard-multiple', a['shard-multiple']);
-      if (numShards && shardMultiple && numShards % shardMultiple) throw new UsageError(`--num-shards ${numShards} is not a multiple of --shard-multiple ${shardMultiple}`);
+      if (numShards && shardMultiple && numShards % shardMultiple)
+        throw new UsageError(`--num-shards ${numShards} is not a multiple of --shard-multiple ${shardMultiple}`);
       positiveInt('--shard-bytes', a['shard-bytes']);
       positiveInt('--row-group-rows', a['row-group-rows']);
       positiveInt('--row-group-bytes', a['row-group-bytes']);
@@ -150,8 +165,17 @@ const forageOptions = <T>(y: Argv<T>) =>
     .option('forage-seed', { type: 'number', default: DEFAULTS.forageSeed, describe: 'forage: seed of candidate and site choices' })
     .option('mutation-tries', { type: 'number', default: DEFAULTS.mutationTries, describe: 'forage: mutation candidates tried per unit' })
     .option('mutations-per-unit', { type: 'number', default: DEFAULTS.mutationsPerUnit, describe: 'forage: mutation-fix tasks kept per unit at most' })
-    .option('mutant-test-timeout', { type: 'number', default: DEFAULTS.mutantTestTimeoutS, describe: 'forage: per-test timeout while running a mutant, seconds' })
-    .option('policy', { choices: ['oracle', 'openai', 'replay', 'none'] as const, default: DEFAULTS.policy, describe: 'forage: who works the tasks (oracle: the gold fix through the real tools; openai: a model server; replay: recorded trajectories; none: tasks only)' })
+    .option('mutant-test-timeout', {
+      type: 'number',
+      default: DEFAULTS.mutantTestTimeoutS,
+      describe: 'forage: per-test timeout while running a mutant, seconds',
+    })
+    .option('policy', {
+      choices: ['oracle', 'openai', 'replay', 'none'] as const,
+      default: DEFAULTS.policy,
+      describe:
+        'forage: who works the tasks (oracle: the gold fix through the real tools; openai: a model server; replay: recorded trajectories; none: tasks only)',
+    })
     .check((a) => {
       atLeast('mutation-tries', a['mutation-tries'], 0);
       atLeast('mutations-per-unit', a['mutations-per-unit'], 0);
@@ -162,7 +186,11 @@ const forageOptions = <T>(y: Argv<T>) =>
 /** The OpenAI-compatible server of `--policy openai`; checked only under that policy. */
 const openaiOptions = <T extends { policy: PipelineOptions['policy'] }>(y: Argv<T>) =>
   y
-    .option('base-url', { type: 'string', default: process.env.OPENAI_BASE_URL, describe: 'openai: the OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 (key from OPENAI_API_KEY)' })
+    .option('base-url', {
+      type: 'string',
+      default: process.env.OPENAI_BASE_URL,
+      describe: 'openai: the OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 (key from OPENAI_API_KEY)',
+    })
     .option('model', { type: 'string', describe: 'openai: model name' })
     .option('temperature', { type: 'number', describe: 'openai: sampling temperature' })
     .option('top-p', { type: 'number', describe: 'openai: nucleus sampling' })
@@ -210,10 +238,26 @@ const rolloutOptions = <T extends { policy: PipelineOptions['policy'] }>(y: Argv
 /** Older commits, and this process's share of the units (--rank is checked against the units by runPipeline). */
 const spreadOptions = <T>(y: Argv<T>) =>
   y
-    .option('commits', { type: 'number', default: DEFAULTS.historyCommits, describe: 'Also trace up to K older commits per repository, sampled from its git log' })
-    .option('commit-tries', { type: 'number', default: DEFAULTS.historyTries, describe: 'Older commits tried to find K that work (0: 10 per wanted, at most 40)' })
-    .option('rank', { type: 'number', default: envInt('WORLDLINE_RANK', 'SLURM_ARRAY_TASK_ID', 'JOB_COMPLETION_INDEX') ?? 0, describe: 'This process\'s share of the units (0-based)' })
-    .option('world-size', { type: 'number', default: envInt('WORLDLINE_WORLD_SIZE', 'SLURM_ARRAY_TASK_COUNT') ?? 1, describe: 'How many processes share the units' })
+    .option('commits', {
+      type: 'number',
+      default: DEFAULTS.historyCommits,
+      describe: 'Also trace up to K older commits per repository, sampled from its git log',
+    })
+    .option('commit-tries', {
+      type: 'number',
+      default: DEFAULTS.historyTries,
+      describe: 'Older commits tried to find K that work (0: 10 per wanted, at most 40)',
+    })
+    .option('rank', {
+      type: 'number',
+      default: envInt('WORLDLINE_RANK', 'SLURM_ARRAY_TASK_ID', 'JOB_COMPLETION_INDEX') ?? 0,
+      describe: "This process's share of the units (0-based)",
+    })
+    .option('world-size', {
+      type: 'number',
+      default: envInt('WORLDLINE_WORLD_SIZE', 'SLURM_ARRAY_TASK_COUNT') ?? 1,
+      describe: 'How many processes share the units',
+    })
     .check((a) => {
       atLeast('commits', a.commits, 0);
       atLeast('commit-tries', a['commit-tries'], 0);
@@ -221,7 +265,8 @@ const spreadOptions = <T>(y: Argv<T>) =>
     });
 
 /** Everything a pipeline command takes. Checks run in the order the groups are added: of several bad values, the first group's is reported. */
-export const pipelineOptions = (y: Argv) => spreadOptions(rolloutOptions(openaiOptions(forageOptions(traceOptions(runOptions(layoutOptions(outputOptions(y))))))));
+export const pipelineOptions = (y: Argv) =>
+  spreadOptions(rolloutOptions(openaiOptions(forageOptions(traceOptions(runOptions(layoutOptions(outputOptions(y))))))));
 
 export type PipelineArgs = Awaited<ReturnType<ReturnType<typeof pipelineOptions>['parse']>>;
 

@@ -10,17 +10,37 @@ import { auditHtml } from '../datasets/audit_html.js';
 import { formatAudit } from '../datasets/audit_text.js';
 import { DEFAULT_ISSUE_FIX_SHARE, DEFAULT_MIX_SEED, MIX_TOLERANCE, MixUnreachable } from '../datasets/mix.js';
 import { readRows } from '../datasets/reader.js';
-import { formatRebalance, rebalanceDataset, RebalanceRefused } from '../datasets/rebalance.js';
-import { isTraceFormat, isTrajectoryFormat, renderTraces, renderTrajectories, TRACE_FORMATS, TRAJECTORY_FORMATS, type TraceFormat, type TrajectoryFormat } from '../datasets/render.js';
+import { formatRebalance, RebalanceRefused, rebalanceDataset } from '../datasets/rebalance.js';
+import {
+  isTraceFormat,
+  isTrajectoryFormat,
+  renderTraces,
+  renderTrajectories,
+  TRACE_FORMATS,
+  TRAJECTORY_FORMATS,
+  type TraceFormat,
+  type TrajectoryFormat,
+} from '../datasets/render.js';
 import { exportSwebench, readDatasetTasks } from '../datasets/swebench.js';
 import { formatVerify, verifyDataset } from '../datasets/verify.js';
 import { ALL_STAGES, formatRun, formatShard, runJson, runPipeline, UsageError } from '../pipeline/run.js';
-import { DEFAULTS } from '../pipeline/runtime/options.js';
 import { DEFAULT_PYTHON, PYTHON_VERSIONS, type PythonVersion } from '../pipeline/runtime/manifest.js';
+import { DEFAULTS } from '../pipeline/runtime/options.js';
 import { formatStatus, readStatus, statusBeside } from '../pipeline/runtime/status.js';
 import { shardOutput } from '../pipeline/stages/shard.js';
 import { allTraced, formatScriptTraces, traceScript } from '../pipeline/trace_script.js';
-import { commaList, datasetDir, layoutOptions, outputOptions, pipelineOptions, positiveInt, share, toLayout, toPipelineOptions, type PipelineArgs } from './options.js';
+import {
+  commaList,
+  datasetDir,
+  layoutOptions,
+  outputOptions,
+  type PipelineArgs,
+  pipelineOptions,
+  positiveInt,
+  share,
+  toLayout,
+  toPipelineOptions,
+} from './options.js';
 
 const log = (m: string) => process.stderr.write(`${m}\n`);
 
@@ -48,7 +68,8 @@ await yargs(hideBin(process.argv))
   .command({
     command: 'run',
     describe: 'Run the stages in order (clone, build, validate, trace, forage, shard) for every unit of the manifest',
-    builder: (y) => pipelineOptions(y).option('stages', { type: 'string', default: ALL_STAGES.join(','), describe: 'Comma-separated stages to run', coerce: commaList }),
+    builder: (y) =>
+      pipelineOptions(y).option('stages', { type: 'string', default: ALL_STAGES.join(','), describe: 'Comma-separated stages to run', coerce: commaList }),
     handler: (a) => pipelineCommand(a, a.stages),
   })
   .command(stageCommand('clone', 'Mirror each repository, check out its commit, record provenance and license'))
@@ -112,7 +133,8 @@ await yargs(hideBin(process.argv))
   })
   .command({
     command: 'rebalance <dir>',
-    describe: 'Write a new, verified dataset whose task issue-fix share is within half a point of --target; dropped tasks take their trajectories and before/after traces',
+    describe:
+      'Write a new, verified dataset whose task issue-fix share is within half a point of --target; dropped tasks take their trajectories and before/after traces',
     builder: (y) =>
       datasetDir(y)
         .option('target', { type: 'number', default: DEFAULT_ISSUE_FIX_SHARE, describe: 'Issue-fix share of the tasks to reach' })
@@ -156,8 +178,11 @@ await yargs(hideBin(process.argv))
     command: 'export <dir>',
     describe: "Write a dataset's tasks as SWE-bench JSON Lines (FAIL_TO_PASS/PASS_TO_PASS as JSON strings) for its harness",
     builder: (y) =>
-      datasetDir(y)
-        .option('swebench-only', { type: 'boolean', default: false, describe: "Only SWE-bench's own fields (issue-fix tasks only: a mutation's state needs bug_patch)" }),
+      datasetDir(y).option('swebench-only', {
+        type: 'boolean',
+        default: false,
+        describe: "Only SWE-bench's own fields (issue-fix tasks only: a mutation's state needs bug_patch)",
+      }),
     handler: async (a) => {
       const tasks = await readDatasetTasks(resolve(a.dir));
       try {
@@ -176,18 +201,23 @@ await yargs(hideBin(process.argv))
         .option('format', {
           choices: [...TRACE_FORMATS, ...TRAJECTORY_FORMATS],
           default: 'jsonl' as const,
-          describe: 'traces: jsonl ({"node_id", "function", "text"} per line) or text (the raw texts); trajectories: messages (chat messages for SFT) or transitions (state, action, next state, reward)',
+          describe:
+            'traces: jsonl ({"node_id", "function", "text"} per line) or text (the raw texts); trajectories: messages (chat messages for SFT) or transitions (state, action, next state, reward)',
         })
         .option('limit', { type: 'number', describe: 'At most this many episodes' })
         .check((a) => {
-          if (a.config === 'trajectories' && !isTrajectoryFormat(a.format)) throw new UsageError('trajectories render as --format messages or --format transitions');
-          if (a.config !== 'trajectories' && !isTraceFormat(a.format)) throw new UsageError(`--format ${a.format} is for trajectories; traces render as jsonl or text`);
+          if (a.config === 'trajectories' && !isTrajectoryFormat(a.format))
+            throw new UsageError('trajectories render as --format messages or --format transitions');
+          if (a.config !== 'trajectories' && !isTraceFormat(a.format))
+            throw new UsageError(`--format ${a.format} is for trajectories; traces render as jsonl or text`);
           return true;
         }),
     handler: async (a) => {
       // The check above matched the format to the config.
       if (a.config === 'trajectories') return renderTrajectories(resolve(a.dir), { format: a.format as TrajectoryFormat, limit: a.limit }, writeStdout);
-      const mismatches = await renderTraces(resolve(a.dir), { config: a.config, format: a.format as TraceFormat, limit: a.limit }, writeStdout, (m) => process.stderr.write(`worldline: ${m}\n`));
+      const mismatches = await renderTraces(resolve(a.dir), { config: a.config, format: a.format as TraceFormat, limit: a.limit }, writeStdout, (m) =>
+        process.stderr.write(`worldline: ${m}\n`),
+      );
       process.exitCode = mismatches ? 1 : 0;
     },
   })
@@ -204,16 +234,25 @@ await yargs(hideBin(process.argv))
         .option('trace-seed', { type: 'number', default: 0 })
         .option('max-events', { type: 'number', default: DEFAULTS.traceMaxEvents })
         .option('timeout', { type: 'number', default: 60, describe: 'Seconds per input' })
-        .option('format', { choices: ['jsonl', 'text'] as const, default: 'jsonl' as const, describe: 'jsonl: one result per input; text: the episodes\' token text' }),
+        .option('format', {
+          choices: ['jsonl', 'text'] as const,
+          default: 'jsonl' as const,
+          describe: "jsonl: one result per input; text: the episodes' token text",
+        }),
     handler: async (a) => {
-      const results = await traceScript(resolve(a.file as string), (a.stdin as string[]).map((f) => resolve(f)), {
-        python: a.python as PythonVersion,
-        baseImage: a['base-image'],
-        stepIn: a['step-in'],
-        seed: a['trace-seed'],
-        maxEvents: a['max-events'],
-        timeoutS: a.timeout,
-      }, log);
+      const results = await traceScript(
+        resolve(a.file as string),
+        (a.stdin as string[]).map((f) => resolve(f)),
+        {
+          python: a.python as PythonVersion,
+          baseImage: a['base-image'],
+          stepIn: a['step-in'],
+          seed: a['trace-seed'],
+          maxEvents: a['max-events'],
+          timeoutS: a.timeout,
+        },
+        log,
+      );
       process.stdout.write(formatScriptTraces(results, a.format));
       process.exitCode = allTraced(results) ? 0 : 1;
     },

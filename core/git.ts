@@ -46,7 +46,7 @@ export function archiveTo(gitDir: string, commit: string, dest: string): Promise
     let failure: string | null = null;
     const done = (name: string) => (code: number | null) => {
       if (code !== 0) failure ??= `${name} exited ${code}: ${stderr.trim()}`;
-      if (--pending === 0) (failure ? reject(new GitError(failure)) : resolve());
+      if (--pending === 0) failure ? reject(new GitError(failure)) : resolve();
     };
     archive.on('close', done('git archive'));
     tar.on('close', done('tar'));

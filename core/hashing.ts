@@ -32,8 +32,18 @@ export function hashTree(dir: string, suffix: string): string {
       if (entry.isDirectory()) {
         if (entry.name !== '__pycache__') walk(path);
       } else if (!entry.name.endsWith(suffix)) continue;
-      else if (entry.isSymbolicLink()) hash.update(path).update('\0->').update(readlinkSync(join(dir, path))).update('\0');
-      else if (entry.isFile()) hash.update(path).update('\0').update(readFileSync(join(dir, path))).update('\0');
+      else if (entry.isSymbolicLink())
+        hash
+          .update(path)
+          .update('\0->')
+          .update(readlinkSync(join(dir, path)))
+          .update('\0');
+      else if (entry.isFile())
+        hash
+          .update(path)
+          .update('\0')
+          .update(readFileSync(join(dir, path)))
+          .update('\0');
     }
   };
   walk('');

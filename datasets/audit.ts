@@ -102,7 +102,15 @@ export interface AuditReport {
     frame_count: Distribution;
     python_versions: { python_version: string; episodes: number }[];
     /** Traces around agent tasks: FAIL_TO_PASS tests traced on the task state (before) and with the fix (after). */
-    fix_pairs: { tasks_traced: number; pairs: number; before_only: number; after_only: number; before_episodes: number; after_episodes: number; tasks_without_traces: number };
+    fix_pairs: {
+      tasks_traced: number;
+      pairs: number;
+      before_only: number;
+      after_only: number;
+      before_episodes: number;
+      after_episodes: number;
+      tasks_without_traces: number;
+    };
   };
   tests: {
     tests: number;
@@ -115,7 +123,14 @@ export interface AuditReport {
   };
   dominance: {
     top_k: number;
-    configs: { config: string; rows: number; repos: number; top_k_share: number | null; gini: number | null; top: { repo: string; rows: number; share: number }[] }[];
+    configs: {
+      config: string;
+      rows: number;
+      repos: number;
+      top_k_share: number | null;
+      gini: number | null;
+      top: { repo: string; rows: number; share: number }[];
+    }[];
     licenses: { license: string; units: number; repos: number }[];
   };
   /** Unit outcomes as the repos config records them (clone, build, validate, trace). */
@@ -154,7 +169,9 @@ function duckType(f: Field): string {
     case 'list':
       return `${duckType(t.of)}[]`;
     case 'struct':
-      return `STRUCT(${Object.entries(t.fields).map(([n, sub]) => `"${n}" ${duckType(sub)}`).join(', ')})`;
+      return `STRUCT(${Object.entries(t.fields)
+        .map(([n, sub]) => `"${n}" ${duckType(sub)}`)
+        .join(', ')})`;
   }
 }
 
@@ -167,7 +184,12 @@ async function registerConfigs(conn: DuckDBConnection, datasetDir: string): Prom
   for (const [name, schema] of Object.entries(SCHEMAS)) {
     const files = manifest.shards.filter((s) => s.config === name).map((s) => sqlString(join(datasetDir, s.path)));
     if (files.length) await conn.run(`create view ${name} as select * from read_parquet([${files.join(', ')}])`);
-    else await conn.run(`create table ${name} (${Object.entries(schema.fields).map(([n, f]) => `"${n}" ${duckType(f)}`).join(', ')})`);
+    else
+      await conn.run(
+        `create table ${name} (${Object.entries(schema.fields)
+          .map(([n, f]) => `"${n}" ${duckType(f)}`)
+          .join(', ')})`,
+      );
   }
 }
 
@@ -194,7 +216,12 @@ async function distribution(rows: Rows, table: string, expr: string): Promise<Di
   return { ...s, histogram };
 }
 
-const split = (issue: number, mutation: number, total: number): KindSplit => ({ issue_fix: issue, mutation_fix: mutation, total, share: ratio(issue, issue + mutation) });
+const split = (issue: number, mutation: number, total: number): KindSplit => ({
+  issue_fix: issue,
+  mutation_fix: mutation,
+  total,
+  share: ratio(issue, issue + mutation),
+});
 const KIND_COUNTS = `count(*) filter (where kind = 'issue_fix')::bigint as issue_fix, count(*) filter (where kind = 'mutation_fix')::bigint as mutation_fix, count(*)::bigint as total`;
 const RESOLVED = `count(*)::bigint as trajectories, count(*) filter (where resolved)::bigint as resolved`;
 const withRate = <T extends { trajectories: number; resolved: number }>(r: T) => ({ ...r, rate: ratio(r.resolved, r.trajectories) });
@@ -220,7 +247,12 @@ function runHealth(status: RunStatus): AuditReport['run'] {
     g.unit_ids.push(f.unit_id);
     groups.set(`${f.stage}\0${reason}`, g);
   }
-  return { out: status.out, stages: status.stages, failures: [...groups.values()].sort((a, b) => b.units - a.units || a.stage.localeCompare(b.stage) || a.reason.localeCompare(b.reason)), manifest_errors: status.manifest_errors.length };
+  return {
+    out: status.out,
+    stages: status.stages,
+    failures: [...groups.values()].sort((a, b) => b.units - a.units || a.stage.localeCompare(b.stage) || a.reason.localeCompare(b.reason)),
+    manifest_errors: status.manifest_errors.length,
+  };
 }
 
 export async function auditDataset(datasetDirArg: string, opts: AuditOptions = {}): Promise<AuditReport> {
@@ -243,7 +275,9 @@ export async function auditDataset(datasetDirArg: string, opts: AuditOptions = {
     const [taskKinds] = await rows<{ issue_fix: number; mutation_fix: number; total: number }>(`select ${KIND_COUNTS} from tasks`);
     const [trajKinds] = await rows<{ issue_fix: number; mutation_fix: number; total: number }>(`select ${KIND_COUNTS} from trajectories`);
     const tasks = split(taskKinds.issue_fix, taskKinds.mutation_fix, taskKinds.total);
-    const byRepo = await rows<{ repo: string; issue_fix: number; mutation_fix: number; total: number }>(`select repo, ${KIND_COUNTS} from tasks group by repo order by total desc, repo`);
+    const byRepo = await rows<{ repo: string; issue_fix: number; mutation_fix: number; total: number }>(
+      `select repo, ${KIND_COUNTS} from tasks group by repo order by total desc, repo`,
+    );
     const byOperator = await rows<{ operator: string; tasks: number }>(
       `select coalesce(operator, '(none)') as operator, count(*)::bigint as tasks from tasks where kind = 'mutation_fix' group by all order by tasks desc, operator`,
     );
@@ -255,14 +289,24 @@ export async function auditDataset(datasetDirArg: string, opts: AuditOptions = {
     const [overall] = await rows<{ trajectories: number; resolved: number }>(`select ${RESOLVED} from trajectories`);
     const outcomes: AuditReport['outcomes'] = {
       ...withRate(overall),
-      by_kind: (await rows<{ kind: string; trajectories: number; resolved: number }>(`select kind, ${RESOLVED} from trajectories group by kind order by kind`)).map(withRate),
-      by_operator: (await rows<{ operator: string; trajectories: number; resolved: number }>(
-        `select coalesce(t.operator, '(unknown task)') as operator, ${RESOLVED} from trajectories j left join tasks t on t.instance_id = j.task_id where j.kind = 'mutation_fix' group by all order by trajectories desc, operator`,
-      )).map(withRate),
-      by_repo: (await rows<{ repo: string; trajectories: number; resolved: number }>(`select repo, ${RESOLVED} from trajectories group by repo order by trajectories desc, repo`)).map(withRate),
-      by_policy: (await rows<{ policy: string; model: string | null; trajectories: number; resolved: number }>(
-        `select policy, model, ${RESOLVED} from trajectories group by policy, model order by trajectories desc, policy, model nulls first`,
-      )).map(withRate),
+      by_kind: (
+        await rows<{ kind: string; trajectories: number; resolved: number }>(`select kind, ${RESOLVED} from trajectories group by kind order by kind`)
+      ).map(withRate),
+      by_operator: (
+        await rows<{ operator: string; trajectories: number; resolved: number }>(
+          `select coalesce(t.operator, '(unknown task)') as operator, ${RESOLVED} from trajectories j left join tasks t on t.instance_id = j.task_id where j.kind = 'mutation_fix' group by all order by trajectories desc, operator`,
+        )
+      ).map(withRate),
+      by_repo: (
+        await rows<{ repo: string; trajectories: number; resolved: number }>(
+          `select repo, ${RESOLVED} from trajectories group by repo order by trajectories desc, repo`,
+        )
+      ).map(withRate),
+      by_policy: (
+        await rows<{ policy: string; model: string | null; trajectories: number; resolved: number }>(
+          `select policy, model, ${RESOLVED} from trajectories group by policy, model order by trajectories desc, policy, model nulls first`,
+        )
+      ).map(withRate),
       exit_status: await rows(`select exit_status, count(*)::bigint as count from trajectories group by exit_status order by count desc, exit_status`),
       turns: await distribution(rows, 'trajectories', 'turns'),
       tokens: await distribution(rows, 'trajectories', '(prompt_tokens + completion_tokens)'),
@@ -282,22 +326,30 @@ export async function auditDataset(datasetDirArg: string, opts: AuditOptions = {
     const traces: AuditReport['traces'] = {
       ...traceTotals,
       truncation_rate: ratio(traceTotals.truncated, traceTotals.episodes),
-      by_repo: (await rows<{ repo: string; episodes: number; tests: number; truncated: number; fix_episodes: number }>(
-        `select repo, ${TRACE_COUNTS}, count(*) filter (where task_id is not null)::bigint as fix_episodes from traces group by repo order by episodes desc, repo`,
-      )).map((r) => ({ ...r, truncation_rate: ratio(r.truncated, r.episodes) })),
+      by_repo: (
+        await rows<{ repo: string; episodes: number; tests: number; truncated: number; fix_episodes: number }>(
+          `select repo, ${TRACE_COUNTS}, count(*) filter (where task_id is not null)::bigint as fix_episodes from traces group by repo order by episodes desc, repo`,
+        )
+      ).map((r) => ({ ...r, truncation_rate: ratio(r.truncated, r.episodes) })),
       frame_count: await distribution(rows, 'traces', 'frame_count'),
-      python_versions: await rows(`select python_version, count(*)::bigint as episodes from traces group by python_version order by episodes desc, python_version`),
+      python_versions: await rows(
+        `select python_version, count(*)::bigint as episodes from traces group by python_version order by episodes desc, python_version`,
+      ),
       fix_pairs: pairs,
     };
 
     // ---- tests ----
-    const [testTotals] = await rows<{ tests: number; flaky: number }>(`select count(*)::bigint as tests, count(*) filter (where flaky)::bigint as flaky from tests`);
+    const [testTotals] = await rows<{ tests: number; flaky: number }>(
+      `select count(*)::bigint as tests, count(*) filter (where flaky)::bigint as flaky from tests`,
+    );
     const testsReport: AuditReport['tests'] = {
       ...testTotals,
       flaky_rate: ratio(testTotals.flaky, testTotals.tests),
-      by_repo: (await rows<{ repo: string; tests: number; flaky: number }>(
-        `select repo, count(*)::bigint as tests, count(*) filter (where flaky)::bigint as flaky from tests group by repo order by tests desc, repo`,
-      )).map((r) => ({ ...r, flaky_rate: ratio(r.flaky, r.tests) })),
+      by_repo: (
+        await rows<{ repo: string; tests: number; flaky: number }>(
+          `select repo, count(*)::bigint as tests, count(*) filter (where flaky)::bigint as flaky from tests group by repo order by tests desc, repo`,
+        )
+      ).map((r) => ({ ...r, flaky_rate: ratio(r.flaky, r.tests) })),
       outcomes: await rows(`select outcome, count(*)::bigint as count from tests group by outcome order by count desc, outcome`),
       flaky_tests: await rows(`select repo, node_id, run_outcomes from tests where flaky order by repo, node_id limit ${FLAKY_LISTED}`),
     };
@@ -311,11 +363,24 @@ export async function auditDataset(datasetDirArg: string, opts: AuditOptions = {
         select coalesce(max(s), 0)::bigint as rows, count(*)::bigint as repos,
                case when coalesce(max(s), 0) = 0 then null else 2 * sum(i * n) / (max(k) * max(s)) - (max(k) + 1) / max(k) end::double as gini
         from (select n, row_number() over (order by n) as i, count(*) over () as k, sum(n) over () as s from ${perRepo})`);
-      const top = (await rows<{ repo: string; rows: number }>(`select repo, n::bigint as rows from ${perRepo} where n > 0 order by n desc, repo limit ${topK}`))
-        .map((t) => ({ ...t, share: t.rows / g.rows }));
-      dominance.configs.push({ config: name, rows: g.rows, repos: g.repos, top_k_share: ratio(top.reduce((s, t) => s + t.rows, 0), g.rows), gini: g.gini, top });
+      const top = (
+        await rows<{ repo: string; rows: number }>(`select repo, n::bigint as rows from ${perRepo} where n > 0 order by n desc, repo limit ${topK}`)
+      ).map((t) => ({ ...t, share: t.rows / g.rows }));
+      dominance.configs.push({
+        config: name,
+        rows: g.rows,
+        repos: g.repos,
+        top_k_share: ratio(
+          top.reduce((s, t) => s + t.rows, 0),
+          g.rows,
+        ),
+        gini: g.gini,
+        top,
+      });
     }
-    dominance.licenses = await rows(`select license, count(*)::bigint as units, count(distinct repo)::bigint as repos from repos group by license order by units desc, license`);
+    dominance.licenses = await rows(
+      `select license, count(*)::bigint as units, count(distinct repo)::bigint as repos from repos group by license order by units desc, license`,
+    );
 
     const units: AuditReport['units'] = {
       units: configs.repos,

@@ -63,14 +63,17 @@ function barChart(title: string, allRows: BarRow[], max: number, opts: { target?
   const height = rows.length * (BAR + GAP) + GAP + (opts.target ? 14 : 0);
   const bars = rows.map((r, i) => {
     const y = GAP + i * (BAR + GAP);
-    return `<text x="${LABEL - 6}" y="${y + BAR - 5}" text-anchor="end" class="label">${esc(r.label)}</text>` +
+    return (
+      `<text x="${LABEL - 6}" y="${y + BAR - 5}" text-anchor="end" class="label">${esc(r.label)}</text>` +
       `<rect ${markAttrs(r.mark)} x="${LABEL}" y="${y}" width="${Math.max(1, x(r.value) - LABEL).toFixed(1)}" height="${BAR}" fill="${COLORS.bar}"><title>${esc(r.tooltip)}</title></rect>` +
-      `<text x="${(x(r.value) + 4).toFixed(1)}" y="${y + BAR - 5}" class="value" data-value-label="${esc(`${r.mark.series}|${r.mark.key?.join('=') ?? ''}|${r.mark.field}`)}">${esc(r.shown)}</text>`;
+      `<text x="${(x(r.value) + 4).toFixed(1)}" y="${y + BAR - 5}" class="value" data-value-label="${esc(`${r.mark.series}|${r.mark.key?.join('=') ?? ''}|${r.mark.field}`)}">${esc(r.shown)}</text>`
+    );
   });
   let target = '';
   if (opts.target) {
     const tx = x(opts.target.value).toFixed(1);
-    target = `<line ${markAttrs(opts.target)} x1="${tx}" x2="${tx}" y1="0" y2="${height - 12}" stroke="${COLORS.target}" stroke-width="2" stroke-dasharray="4 3"><title>target ${esc(pct(opts.target.value))}</title></line>` +
+    target =
+      `<line ${markAttrs(opts.target)} x1="${tx}" x2="${tx}" y1="0" y2="${height - 12}" stroke="${COLORS.target}" stroke-width="2" stroke-dasharray="4 3"><title>target ${esc(pct(opts.target.value))}</title></line>` +
       `<text x="${tx}" y="${height - 2}" text-anchor="middle" class="value">target ${esc(pct(opts.target.value))}</text>`;
   }
   return figure(title, svg(height, bars.join('') + target, title), note);
@@ -91,12 +94,15 @@ function mixChart(r: AuditReport): string {
     const y = GAP + i * (BAR + GAP);
     const s = row.split.share!;
     const w = s * span;
-    return `<text x="${LABEL - 6}" y="${y + BAR - 5}" text-anchor="end" class="label">${row.label}</text>` +
+    return (
+      `<text x="${LABEL - 6}" y="${y + BAR - 5}" text-anchor="end" class="label">${row.label}</text>` +
       `<rect ${markAttrs({ series: row.series, field: 'share', value: s })} x="${LABEL}" y="${y}" width="${w.toFixed(1)}" height="${BAR}" fill="${COLORS.issue}"><title>${esc(`${row.label}: ${pct(s)} issue-fix (${row.split.issue_fix} of ${row.split.issue_fix + row.split.mutation_fix})`)}</title></rect>` +
       `<rect ${markAttrs({ series: row.series, field: 'mutation_fix', value: row.split.mutation_fix })} x="${(LABEL + w).toFixed(1)}" y="${y}" width="${(span - w).toFixed(1)}" height="${BAR}" fill="${COLORS.mutation}"><title>${esc(`${row.label}: ${row.split.mutation_fix} mutation-fix`)}</title></rect>` +
-      `<text x="${LABEL + span + 4}" y="${y + BAR - 5}" class="value" data-value-label="${row.series}||share">${esc(pct(s))}</text>`;
+      `<text x="${LABEL + span + 4}" y="${y + BAR - 5}" class="value" data-value-label="${row.series}||share">${esc(pct(s))}</text>`
+    );
   });
-  const target = `<line ${markAttrs({ series: 'mix', field: 'target', value: m.target })} x1="${tx}" x2="${tx}" y1="0" y2="${height - 14}" stroke="${COLORS.target}" stroke-width="2"><title>target ${esc(pct(m.target))}</title></line>` +
+  const target =
+    `<line ${markAttrs({ series: 'mix', field: 'target', value: m.target })} x1="${tx}" x2="${tx}" y1="0" y2="${height - 14}" stroke="${COLORS.target}" stroke-width="2"><title>target ${esc(pct(m.target))}</title></line>` +
     `<text x="${tx}" y="${height - 2}" text-anchor="middle" class="value">target ${esc(pct(m.target))}</text>`;
   const legend = `<p class="legend"><span style="background:${COLORS.issue}"></span>issue-fix <span style="background:${COLORS.mutation}"></span>mutation-fix</p>`;
   return figure('Task mix against its target', svg(height, body.join('') + target, 'task mix') + legend);
@@ -114,12 +120,15 @@ function histogram(title: string, series: string, d: Distribution): string {
   const bars = d.histogram.map((b, i) => {
     const h = widest ? ((base - top) * b.count) / widest : 0;
     const range = b.lo === b.hi ? String(b.lo) : `${b.lo}-${b.hi}`;
-    return `<rect ${markAttrs({ series: `${series}.histogram`, key: ['lo', b.lo], field: 'count', value: b.count })} x="${(left + i * bw + 1).toFixed(1)}" y="${(base - h).toFixed(1)}" width="${Math.max(1, bw - 2).toFixed(1)}" height="${Math.max(h, b.count ? 1 : 0).toFixed(1)}" fill="${COLORS.hist}"><title>${esc(`${range}: ${b.count}`)}</title></rect>` +
-      (b.count ? `<text x="${(left + (i + 0.5) * bw).toFixed(1)}" y="${(base - h - 3).toFixed(1)}" text-anchor="middle" class="small">${b.count}</text>` : '');
+    return (
+      `<rect ${markAttrs({ series: `${series}.histogram`, key: ['lo', b.lo], field: 'count', value: b.count })} x="${(left + i * bw + 1).toFixed(1)}" y="${(base - h).toFixed(1)}" width="${Math.max(1, bw - 2).toFixed(1)}" height="${Math.max(h, b.count ? 1 : 0).toFixed(1)}" fill="${COLORS.hist}"><title>${esc(`${range}: ${b.count}`)}</title></rect>` +
+      (b.count ? `<text x="${(left + (i + 0.5) * bw).toFixed(1)}" y="${(base - h - 3).toFixed(1)}" text-anchor="middle" class="small">${b.count}</text>` : '')
+    );
   });
   const first = d.histogram[0];
   const last = d.histogram[d.histogram.length - 1];
-  const axis = `<line x1="${left}" x2="${WIDTH - 10}" y1="${base}" y2="${base}" stroke="#555"/>` +
+  const axis =
+    `<line x1="${left}" x2="${WIDTH - 10}" y1="${base}" y2="${base}" stroke="#555"/>` +
     `<text x="${left}" y="${base + 16}" class="small">${first.lo}</text><text x="${WIDTH - 10}" y="${base + 16}" text-anchor="end" class="small">${last.hi}</text>`;
   const stats = ['min', 'median', 'p90', 'max'] as const;
   const note = `n=${d.count}; ` + stats.map((s) => `${s} ${d[s]}`).join(', ');
@@ -187,47 +196,120 @@ export function auditHtml(r: AuditReport): string {
   const body = [
     `<h1>Worldline dataset audit</h1><p class="path">${esc(r.dataset)}</p>`,
     `<p class="verdict ${m.status.toLowerCase()}" id="verdict">${esc(m.verdict)}</p>`,
-    htmlTable(['config', 'rows'], Object.entries(r.configs).map(([c, n]) => [c, n])),
+    htmlTable(
+      ['config', 'rows'],
+      Object.entries(r.configs).map(([c, n]) => [c, n]),
+    ),
     '<h2>Task mix</h2>',
     mixChart(r),
     barChart('Issue-fix share per repository', repoShare, 1, { target: { series: 'mix', field: 'target', value: m.target }, emptyText: 'no tasks' }),
-    barChart('Each repository\'s share of the tasks', repoOfTasks, 1, { emptyText: 'no tasks' }),
-    barChart('Mutation-fix tasks per operator', m.by_operator.map((x) => countRow('mix.by_operator', 'operator', x.operator, 'tasks', x.tasks, 'tasks')), maxOf(m.by_operator.map((x) => x.tasks)), { emptyText: 'no mutation-fix tasks' }),
-    htmlTable(['policy', 'model', 'issue_fix', 'mutation_fix', 'trajectories', 'issue-fix share'], m.by_policy.map((x) => [x.policy, x.model, x.issue_fix, x.mutation_fix, x.total, pct(x.share)])),
+    barChart("Each repository's share of the tasks", repoOfTasks, 1, { emptyText: 'no tasks' }),
+    barChart(
+      'Mutation-fix tasks per operator',
+      m.by_operator.map((x) => countRow('mix.by_operator', 'operator', x.operator, 'tasks', x.tasks, 'tasks')),
+      maxOf(m.by_operator.map((x) => x.tasks)),
+      { emptyText: 'no mutation-fix tasks' },
+    ),
+    htmlTable(
+      ['policy', 'model', 'issue_fix', 'mutation_fix', 'trajectories', 'issue-fix share'],
+      m.by_policy.map((x) => [x.policy, x.model, x.issue_fix, x.mutation_fix, x.total, pct(x.share)]),
+    ),
     '<h2>Outcomes</h2>',
     `<p>Resolved: ${o.resolved} of ${o.trajectories} trajectories (${pct(o.rate)}).</p>`,
-    barChart('Resolved rate by kind', o.by_kind.map((x) => rateRow('outcomes.by_kind', 'kind', x.kind, x)), 1, { emptyText: 'no trajectories' }),
-    barChart('Resolved rate by mutation operator', o.by_operator.map((x) => rateRow('outcomes.by_operator', 'operator', x.operator, x)), 1, { emptyText: 'no mutation-fix trajectories' }),
-    barChart('Resolved rate by repository', o.by_repo.map((x) => rateRow('outcomes.by_repo', 'repo', x.repo, x)), 1, { emptyText: 'no trajectories' }),
-    htmlTable(['policy', 'model', 'trajectories', 'resolved', 'rate'], o.by_policy.map((x) => [x.policy, x.model, x.trajectories, x.resolved, pct(x.rate)])),
-    barChart('Exit statuses', o.exit_status.map((x) => countRow('outcomes.exit_status', 'exit_status', x.exit_status, 'count', x.count, 'trajectories')), maxOf(o.exit_status.map((x) => x.count)), { emptyText: 'no trajectories' }),
+    barChart(
+      'Resolved rate by kind',
+      o.by_kind.map((x) => rateRow('outcomes.by_kind', 'kind', x.kind, x)),
+      1,
+      { emptyText: 'no trajectories' },
+    ),
+    barChart(
+      'Resolved rate by mutation operator',
+      o.by_operator.map((x) => rateRow('outcomes.by_operator', 'operator', x.operator, x)),
+      1,
+      { emptyText: 'no mutation-fix trajectories' },
+    ),
+    barChart(
+      'Resolved rate by repository',
+      o.by_repo.map((x) => rateRow('outcomes.by_repo', 'repo', x.repo, x)),
+      1,
+      { emptyText: 'no trajectories' },
+    ),
+    htmlTable(
+      ['policy', 'model', 'trajectories', 'resolved', 'rate'],
+      o.by_policy.map((x) => [x.policy, x.model, x.trajectories, x.resolved, pct(x.rate)]),
+    ),
+    barChart(
+      'Exit statuses',
+      o.exit_status.map((x) => countRow('outcomes.exit_status', 'exit_status', x.exit_status, 'count', x.count, 'trajectories')),
+      maxOf(o.exit_status.map((x) => x.count)),
+      { emptyText: 'no trajectories' },
+    ),
     histogram('Turns per trajectory', 'outcomes.turns', o.turns),
     histogram('Tokens per trajectory (prompt + completion)', 'outcomes.tokens', o.tokens),
     '<h2>Traces</h2>',
     `<p>${t.episodes} episodes over ${t.tests} tests; ${t.truncated} truncated episodes (${pct(t.truncation_rate)}), ${t.truncated_tests} truncated tests. Before/after-fix traces: ${t.fix_pairs.pairs} tasks with both, ${t.fix_pairs.before_only} before only, ${t.fix_pairs.after_only} after only; ${t.fix_pairs.tasks_without_traces} tasks without traces.</p>`,
-    barChart('Episodes per repository', t.by_repo.map((x) => countRow('traces.by_repo', 'repo', x.repo, 'episodes', x.episodes, 'episodes')), maxOf(t.by_repo.map((x) => x.episodes)), { emptyText: 'no traces' }),
-    barChart('Truncation rate per repository', t.by_repo.map((x) => ({
-      label: x.repo,
-      value: x.truncation_rate ?? 0,
-      shown: pct(x.truncation_rate),
-      tooltip: `${x.repo}: ${x.truncated} of ${x.episodes} episodes truncated (${pct(x.truncation_rate)})`,
-      mark: { series: 'traces.by_repo', key: ['repo', x.repo] as [string, string], field: 'truncation_rate', value: x.truncation_rate ?? 0 },
-    })), 1, { emptyText: 'no traces' }),
+    barChart(
+      'Episodes per repository',
+      t.by_repo.map((x) => countRow('traces.by_repo', 'repo', x.repo, 'episodes', x.episodes, 'episodes')),
+      maxOf(t.by_repo.map((x) => x.episodes)),
+      { emptyText: 'no traces' },
+    ),
+    barChart(
+      'Truncation rate per repository',
+      t.by_repo.map((x) => ({
+        label: x.repo,
+        value: x.truncation_rate ?? 0,
+        shown: pct(x.truncation_rate),
+        tooltip: `${x.repo}: ${x.truncated} of ${x.episodes} episodes truncated (${pct(x.truncation_rate)})`,
+        mark: { series: 'traces.by_repo', key: ['repo', x.repo] as [string, string], field: 'truncation_rate', value: x.truncation_rate ?? 0 },
+      })),
+      1,
+      { emptyText: 'no traces' },
+    ),
     histogram('Frames per episode', 'traces.frame_count', t.frame_count),
-    htmlTable(['python', 'episodes'], t.python_versions.map((x) => [x.python_version, x.episodes])),
+    htmlTable(
+      ['python', 'episodes'],
+      t.python_versions.map((x) => [x.python_version, x.episodes]),
+    ),
     '<h2>Tests</h2>',
     `<p>${r.tests.tests} tests, ${r.tests.flaky} flaky (${pct(r.tests.flaky_rate)}).</p>`,
-    htmlTable(['repo', 'tests', 'flaky', 'flaky rate'], r.tests.by_repo.map((x) => [x.repo, x.tests, x.flaky, pct(x.flaky_rate)])),
-    htmlTable(['flaky test', 'repo', 'outcomes per run'], r.tests.flaky_tests.map((x) => [x.node_id, x.repo, x.run_outcomes.join(', ')])),
+    htmlTable(
+      ['repo', 'tests', 'flaky', 'flaky rate'],
+      r.tests.by_repo.map((x) => [x.repo, x.tests, x.flaky, pct(x.flaky_rate)]),
+    ),
+    htmlTable(
+      ['flaky test', 'repo', 'outcomes per run'],
+      r.tests.flaky_tests.map((x) => [x.node_id, x.repo, x.run_outcomes.join(', ')]),
+    ),
     '<h2>Dominance</h2>',
-    htmlTable(['config', 'rows', 'repos', `top-${r.dominance.top_k} share`, 'Gini'], r.dominance.configs.map((c) => [c.config, c.rows, c.repos, pct(c.top_k_share), c.gini === null ? 'n/a' : c.gini.toFixed(3)])),
+    htmlTable(
+      ['config', 'rows', 'repos', `top-${r.dominance.top_k} share`, 'Gini'],
+      r.dominance.configs.map((c) => [c.config, c.rows, c.repos, pct(c.top_k_share), c.gini === null ? 'n/a' : c.gini.toFixed(3)]),
+    ),
     ...dominance,
-    htmlTable(['license', 'units', 'repos'], r.dominance.licenses.map((x) => [x.license, x.units, x.repos])),
+    htmlTable(
+      ['license', 'units', 'repos'],
+      r.dominance.licenses.map((x) => [x.license, x.units, x.repos]),
+    ),
     '<h2>Run health</h2>',
-    htmlTable(['unit status', 'units'], r.units.status.map((x) => [x.status, x.count])),
-    htmlTable(['failed stage', 'units', 'reason'], r.units.failures.map((x) => [x.stage, x.units, x.reason])),
+    htmlTable(
+      ['unit status', 'units'],
+      r.units.status.map((x) => [x.status, x.count]),
+    ),
+    htmlTable(
+      ['failed stage', 'units', 'reason'],
+      r.units.failures.map((x) => [x.stage, x.units, x.reason]),
+    ),
     run
-      ? `<p>Ledger: ${esc(run.out)}</p>` + htmlTable(['stage', 'ok', 'failed'], Object.entries(run.stages).map(([s, n]) => [s, n.ok, n.failed])) + htmlTable(['stage', 'units', 'reason'], run.failures.map((f) => [f.stage, f.units, f.reason]))
+      ? `<p>Ledger: ${esc(run.out)}</p>` +
+        htmlTable(
+          ['stage', 'ok', 'failed'],
+          Object.entries(run.stages).map(([s, n]) => [s, n.ok, n.failed]),
+        ) +
+        htmlTable(
+          ['stage', 'units', 'reason'],
+          run.failures.map((f) => [f.stage, f.units, f.reason]),
+        )
       : '<p class="empty">No run ledger beside the dataset.</p>',
   ];
   return `<!doctype html>

@@ -1,5 +1,5 @@
 /** DuckDB, the independent reader our verification, reading and audits go through. */
-import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
+import { type DuckDBConnection, DuckDBInstance } from '@duckdb/node-api';
 
 /** An in-memory DuckDB with a memory cap, closed when `fn` is done. */
 export async function withDuckDB<T>(fn: (conn: DuckDBConnection) => Promise<T>, memoryLimit = '1GB'): Promise<T> {

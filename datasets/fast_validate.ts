@@ -3,7 +3,7 @@
  * building a field path for every nested value. Rows that fail it go through `validateRecord`
  * for the precise field and reason, so errors read exactly the same.
  */
-import { RecordError, validateRecord, type Field, type RecordSchema } from '../schemas/schema.js';
+import { type Field, RecordError, type RecordSchema, validateRecord } from '../schemas/schema.js';
 
 type Check = (v: unknown) => boolean;
 

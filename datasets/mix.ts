@@ -103,7 +103,9 @@ function apportion(drop: number, sizes: Map<string, number>, available: Map<stri
   const whole = exact.map(Math.floor);
   let left = drop - whole.reduce((a, b) => a + b, 0);
   // Largest remainder first; ties go to the larger repository, then by name.
-  const order = repos.map((_, i) => i).sort((a, b) => exact[b] - whole[b] - (exact[a] - whole[a]) || sizes.get(repos[b])! - sizes.get(repos[a])! || (repos[a] < repos[b] ? -1 : 1));
+  const order = repos
+    .map((_, i) => i)
+    .sort((a, b) => exact[b] - whole[b] - (exact[a] - whole[a]) || sizes.get(repos[b])! - sizes.get(repos[a])! || (repos[a] < repos[b] ? -1 : 1));
   for (const i of order) {
     if (left <= 0) break;
     if (whole[i] < available.get(repos[i])!) {
@@ -129,19 +131,26 @@ export function planMix(tasks: TaskRef[], target: number, opts: { tolerance?: nu
   const I = tasks.filter((t) => t.kind === 'issue_fix').length;
   const M = tasks.length - I;
   if (opts.strict) {
-    if (target > 0 && I === 0) throw new MixUnreachable(`cannot reach an issue-fix share of ${pct(target)}: the dataset has no issue-fix tasks (${M} mutation-fix)`);
-    if (target < 1 && M === 0) throw new MixUnreachable(`cannot reach an issue-fix share of ${pct(target)}: the dataset has no mutation-fix tasks (${I} issue-fix)`);
+    if (target > 0 && I === 0)
+      throw new MixUnreachable(`cannot reach an issue-fix share of ${pct(target)}: the dataset has no issue-fix tasks (${M} mutation-fix)`);
+    if (target < 1 && M === 0)
+      throw new MixUnreachable(`cannot reach an issue-fix share of ${pct(target)}: the dataset has no mutation-fix tasks (${I} issue-fix)`);
   }
   const [keepI, keepM] = chooseCounts(I, M, target, tolerance, opts.strict ?? false);
   const after = counts(keepI, keepM);
   const reached = after.share !== null && Math.abs(after.share - target) <= tolerance;
   if (opts.strict && !reached) {
-    throw new MixUnreachable(`cannot reach an issue-fix share of ${pct(target)} within ${(tolerance * 100).toFixed(1)} points from ${I} issue-fix and ${M} mutation-fix tasks (closest: ${pct(after.share)} with ${keepI} + ${keepM})`);
+    throw new MixUnreachable(
+      `cannot reach an issue-fix share of ${pct(target)} within ${(tolerance * 100).toFixed(1)} points from ${I} issue-fix and ${M} mutation-fix tasks (closest: ${pct(after.share)} with ${keepI} + ${keepM})`,
+    );
   }
   const sizes = new Map<string, number>();
   for (const t of tasks) sizes.set(t.repo, (sizes.get(t.repo) ?? 0) + 1);
   const dropped: TaskRef[] = [];
-  for (const [kind, drop] of [['issue_fix', I - keepI], ['mutation_fix', M - keepM]] as const) {
+  for (const [kind, drop] of [
+    ['issue_fix', I - keepI],
+    ['mutation_fix', M - keepM],
+  ] as const) {
     if (drop === 0) continue;
     const ofKind = tasks.filter((t) => t.kind === kind);
     const available = new Map<string, number>();
@@ -166,7 +175,10 @@ export function planMix(tasks: TaskRef[], target: number, opts: { tolerance?: nu
     droppedByRepo[t.repo] ??= { issue_fix: 0, mutation_fix: 0 };
     droppedByRepo[t.repo][t.kind as TaskKind]++;
   }
-  const warning = reached || tasks.length === 0 ? null : `issue-fix share ${pct(after.share)} (target ${pct(target)}): ${I === 0 || M === 0 ? `only ${I} issue-fix and ${M} mutation-fix tasks, all kept` : `the closest reachable from ${I} issue-fix and ${M} mutation-fix tasks`}`;
+  const warning =
+    reached || tasks.length === 0
+      ? null
+      : `issue-fix share ${pct(after.share)} (target ${pct(target)}): ${I === 0 || M === 0 ? `only ${I} issue-fix and ${M} mutation-fix tasks, all kept` : `the closest reachable from ${I} issue-fix and ${M} mutation-fix tasks`}`;
   return {
     target,
     tolerance,

@@ -4,8 +4,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { DatasetManifest, ShardEntry } from './dataset_writer.js';
 import { DuckDBInstance } from '@duckdb/node-api';
+import type { DatasetManifest, ShardEntry } from './dataset_writer.js';
 import { sqlString } from './duckdb.js';
 
 export function readManifestJson(datasetDir: string): DatasetManifest {
@@ -56,7 +56,11 @@ export async function* readRows(datasetDir: string, opts: ReadOptions): AsyncGen
   if (!manifest.configs[opts.config]) {
     throw new Error(`${datasetDir} has no config "${opts.config}" (configs: ${Object.keys(manifest.configs).join(', ')})`);
   }
-  const shards = shardsForRank(manifest.shards.filter((s) => s.config === opts.config), opts.rank ?? 0, opts.worldSize ?? 1);
+  const shards = shardsForRank(
+    manifest.shards.filter((s) => s.config === opts.config),
+    opts.rank ?? 0,
+    opts.worldSize ?? 1,
+  );
   const cols = opts.columns?.length ? opts.columns.map((c) => `"${c.replace(/"/g, '""')}"`).join(', ') : '*';
   let left = opts.limit ?? Infinity;
   for (const shard of shards) {

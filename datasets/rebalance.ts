@@ -7,13 +7,13 @@
  */
 import { existsSync, lstatSync, readdirSync, realpathSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { SCHEMAS } from '../schemas/index.js';
-import { versionsDir, writeDataset, type ConfigSource } from './dataset_writer.js';
-import { query, sqlString } from './duckdb.js';
-import { DEFAULT_MIX_SEED, mixSummary, planMix, type KindCounts, type MixPlan, type TaskRef } from './mix.js';
-import { readManifestJson, readRows } from './reader.js';
-import { verifyDataset, type VerifyReport } from './verify.js';
 import { table } from '../core/table.js';
+import { SCHEMAS } from '../schemas/index.js';
+import { type ConfigSource, versionsDir, writeDataset } from './dataset_writer.js';
+import { query, sqlString } from './duckdb.js';
+import { DEFAULT_MIX_SEED, type KindCounts, type MixPlan, mixSummary, planMix, type TaskRef } from './mix.js';
+import { readManifestJson, readRows } from './reader.js';
+import { type VerifyReport, verifyDataset } from './verify.js';
 
 /** An output folder rebalance will not write (the dataset it reads, or something that is not a dataset). */
 export class RebalanceRefused extends Error {}
@@ -22,9 +22,24 @@ export interface RebalanceReport {
   dataset: string;
   out: string;
   seed: string;
-  mix: { target: number; tolerance: number; before: KindCounts; after: KindCounts; dropped: number; dropped_by_kind: { issue_fix: number; mutation_fix: number } };
+  mix: {
+    target: number;
+    tolerance: number;
+    before: KindCounts;
+    after: KindCounts;
+    dropped: number;
+    dropped_by_kind: { issue_fix: number; mutation_fix: number };
+  };
   /** Tasks per repository before and after, with each repository's share of all tasks. */
-  repos: { repo: string; tasks_before: number; tasks_after: number; share_before: number; share_after: number | null; dropped_issue_fix: number; dropped_mutation_fix: number }[];
+  repos: {
+    repo: string;
+    tasks_before: number;
+    tasks_after: number;
+    share_before: number;
+    share_after: number | null;
+    dropped_issue_fix: number;
+    dropped_mutation_fix: number;
+  }[];
   configs: Record<string, { before: number; after: number; dropped: number }>;
   verify: VerifyReport;
 }
@@ -35,7 +50,8 @@ function checkOut(dataset: string, out: string): void {
   const source = realpathSync(dataset);
   if (existsSync(out) && realpathSync(out) === source) throw new RebalanceRefused(`--out ${out} is the dataset being rebalanced; name a new folder`);
   // Publishing prunes the versions beside `out`: the source must not be one of them.
-  if (source.startsWith(`${resolve(versionsDir(out))}/`)) throw new RebalanceRefused(`--out ${out}: the dataset being rebalanced is one of its versions and would be pruned; name a new folder`);
+  if (source.startsWith(`${resolve(versionsDir(out))}/`))
+    throw new RebalanceRefused(`--out ${out}: the dataset being rebalanced is one of its versions and would be pruned; name a new folder`);
   if (existsSync(join(out, 'manifest.json')) || (st.isDirectory() && !readdirSync(out).length)) return;
   throw new RebalanceRefused(`--out ${out} exists and is not a dataset; name a new folder (or an older rebalanced dataset to replace)`);
 }
@@ -47,11 +63,16 @@ async function taskRefs(files: string[]): Promise<TaskRef[]> {
 
 async function licenseMix(files: string[]): Promise<Record<string, number>> {
   if (!files.length) return {};
-  const rows = await query<{ license: string; n: bigint }>(`select license, count(*) as n from read_parquet([${files.map(sqlString).join(', ')}]) group by license`);
+  const rows = await query<{ license: string; n: bigint }>(
+    `select license, count(*) as n from read_parquet([${files.map(sqlString).join(', ')}]) group by license`,
+  );
   return Object.fromEntries(rows.map((r) => [r.license, Number(r.n)]));
 }
 
-async function* keepOnly(rows: AsyncIterable<Record<string, unknown>>, keep: (row: Record<string, unknown>) => boolean): AsyncGenerator<Record<string, unknown>> {
+async function* keepOnly(
+  rows: AsyncIterable<Record<string, unknown>>,
+  keep: (row: Record<string, unknown>) => boolean,
+): AsyncGenerator<Record<string, unknown>> {
   for await (const r of rows) if (keep(r)) yield r;
 }
 
@@ -68,7 +89,15 @@ function repoShares(refs: TaskRef[], plan: MixPlan): RebalanceReport['repos'] {
   return [...counts.keys()].sort().map((repo) => {
     const { before, after } = counts.get(repo)!;
     const dropped = plan.droppedByRepo[repo] ?? { issue_fix: 0, mutation_fix: 0 };
-    return { repo, tasks_before: before, tasks_after: after, share_before: before / refs.length, share_after: kept ? after / kept : null, dropped_issue_fix: dropped.issue_fix, dropped_mutation_fix: dropped.mutation_fix };
+    return {
+      repo,
+      tasks_before: before,
+      tasks_after: after,
+      share_before: before / refs.length,
+      share_after: kept ? after / kept : null,
+      dropped_issue_fix: dropped.issue_fix,
+      dropped_mutation_fix: dropped.mutation_fix,
+    };
   });
 }
 

@@ -4,7 +4,7 @@
  * goes to a writer one chunk at a time, so a whole config never sits in memory.
  */
 import type { TrajectoryRecord } from '../schemas/trajectories.js';
-import { renderEpisode, type CwmFrame } from './cwm_format.js';
+import { type CwmFrame, renderEpisode } from './cwm_format.js';
 import { readRows } from './reader.js';
 import { messagesView, transitionsView } from './trajectory_views.js';
 
@@ -27,7 +27,12 @@ export type Write = (chunk: string) => Promise<void>;
  * between the two renderers shows up. Each episode that differs is reported to `mismatch` (and
  * written as re-rendered); returns how many differed.
  */
-export async function renderTraces(datasetDir: string, opts: { config: string; format: TraceFormat; limit?: number }, write: Write, mismatch: (m: string) => void): Promise<number> {
+export async function renderTraces(
+  datasetDir: string,
+  opts: { config: string; format: TraceFormat; limit?: number },
+  write: Write,
+  mismatch: (m: string) => void,
+): Promise<number> {
   let mismatches = 0;
   for await (const row of readRows(datasetDir, { config: opts.config, limit: opts.limit, columns: ['node_id', 'function', 'context', 'frames', 'text'] })) {
     const text = renderEpisode(row.context as string, row.frames as CwmFrame[]);

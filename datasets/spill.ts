@@ -26,9 +26,9 @@
 import { createHash } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
+import { readLines } from '../core/jsonl.js';
 import { RecordError, type RecordSchema } from '../schemas/schema.js';
 import { compileEstimator, compileValidator } from './fast_validate.js';
-import { readLines } from '../core/jsonl.js';
 
 export interface SpillSettings {
   shuffle: boolean;

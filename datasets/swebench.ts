@@ -11,12 +11,32 @@ import { readRows } from './reader.js';
 
 /** The fields of a SWE-bench instance (SWE-bench, Lite, Verified), in the harness's order. */
 export const SWEBENCH_FIELDS = [
-  'repo', 'instance_id', 'base_commit', 'patch', 'test_patch', 'problem_statement', 'hints_text', 'created_at', 'version',
-  'FAIL_TO_PASS', 'PASS_TO_PASS', 'environment_setup_commit',
+  'repo',
+  'instance_id',
+  'base_commit',
+  'patch',
+  'test_patch',
+  'problem_statement',
+  'hints_text',
+  'created_at',
+  'version',
+  'FAIL_TO_PASS',
+  'PASS_TO_PASS',
+  'environment_setup_commit',
 ] as const;
 const REQUIRED = ['instance_id', 'repo', 'base_commit', 'patch', 'test_patch', 'problem_statement', 'FAIL_TO_PASS', 'PASS_TO_PASS'] as const;
 /** Our fields beyond SWE-bench's, written by the export unless `swebenchOnly`. */
-export const WORLDLINE_FIELDS = ['kind', 'bug_patch', 'operator', 'mutated_function', 'fix_commit', 'issue_number', 'unit_id', 'image_id', 'python_version'] as const;
+export const WORLDLINE_FIELDS = [
+  'kind',
+  'bug_patch',
+  'operator',
+  'mutated_function',
+  'fix_commit',
+  'issue_number',
+  'unit_id',
+  'image_id',
+  'python_version',
+] as const;
 /** Fields of SWE-bench variants that are accepted and kept in `extra`, not interpreted (Verified's difficulty, SWE-smith's image_name, Multimodal's image_assets). */
 const VARIANT_FIELDS = ['difficulty', 'image_name', 'image_assets'] as const;
 const KNOWN = new Set<string>([...SWEBENCH_FIELDS, ...WORLDLINE_FIELDS, ...VARIANT_FIELDS]);
@@ -107,7 +127,8 @@ function nodeIdList(o: Record<string, unknown>, name: string): string[] {
       throw new LineError(`"${name}" is a string but not JSON: ${(e as Error).message}`);
     }
   }
-  if (!Array.isArray(v) || !v.every((x) => typeof x === 'string')) throw new LineError(`"${name}" must be a list of test ids (a JSON array of strings, or a string holding one)`);
+  if (!Array.isArray(v) || !v.every((x) => typeof x === 'string'))
+    throw new LineError(`"${name}" must be a list of test ids (a JSON array of strings, or a string holding one)`);
   return v;
 }
 

@@ -40,7 +40,8 @@ export async function verifyDataset(datasetDir: string): Promise<VerifyReport> {
     }
     if (size > shard.bytes) problems.push(`${shard.path}: ${size} bytes, the manifest says ${shard.bytes}`);
     const sum = await sha256File(path);
-    if (sum !== shard.sha256) problems.push(`${shard.path}: sha256 mismatch: the manifest says ${shard.sha256}, the file hashes to ${sum} (corrupted or changed after writing)`);
+    if (sum !== shard.sha256)
+      problems.push(`${shard.path}: sha256 mismatch: the manifest says ${shard.sha256}, the file hashes to ${sum} (corrupted or changed after writing)`);
     readable.push(shard);
   }
   await withDuckDB(async (conn) => {
@@ -48,16 +49,27 @@ export async function verifyDataset(datasetDir: string): Promise<VerifyReport> {
     for (const shard of readable) {
       const path = sqlString(join(datasetDir, shard.path));
       try {
-        const meta = (await conn.runAndReadAll(`select count(distinct row_group_id)::int as groups, coalesce(sum(row_group_num_rows) filter (where column_id = 0), 0)::bigint as n from parquet_metadata(${path})`)).getRowObjectsJS()[0] as { groups: number; n: bigint };
+        const meta = (
+          await conn.runAndReadAll(
+            `select count(distinct row_group_id)::int as groups, coalesce(sum(row_group_num_rows) filter (where column_id = 0), 0)::bigint as n from parquet_metadata(${path})`,
+          )
+        ).getRowObjectsJS()[0] as { groups: number; n: bigint };
         if (Number(meta.n) !== shard.rows) problems.push(`${shard.path}: ${meta.n} rows, the manifest says ${shard.rows}`);
         if (meta.groups !== shard.row_groups) problems.push(`${shard.path}: ${meta.groups} row groups, the manifest says ${shard.row_groups}`);
-        const kv = (await conn.runAndReadAll(`select decode(value) as v from parquet_kv_metadata(${path}) where decode(key) = 'worldline.schema_hash'`)).getRowObjectsJS() as { v: string }[];
+        const kv = (
+          await conn.runAndReadAll(`select decode(value) as v from parquet_kv_metadata(${path}) where decode(key) = 'worldline.schema_hash'`)
+        ).getRowObjectsJS() as { v: string }[];
         if (kv[0]?.v !== shard.schema_hash) problems.push(`${shard.path}: schema hash ${kv[0]?.v ?? '(none)'}, the manifest says ${shard.schema_hash}`);
-        const schema = JSON.stringify((await conn.runAndReadAll(`select name, type, repetition_type, converted_type, num_children from parquet_schema(${path})`)).getRowsJson());
+        const schema = JSON.stringify(
+          (await conn.runAndReadAll(`select name, type, repetition_type, converted_type, num_children from parquet_schema(${path})`)).getRowsJson(),
+        );
         const first = schemaByConfig.get(shard.config);
         if (first === undefined) schemaByConfig.set(shard.config, schema);
         else if (first !== schema) problems.push(`${shard.path}: its Parquet schema differs from the first shard of config ${shard.config}`);
-        const columns = (await conn.runAndReadAll(`describe select * from read_parquet(${path})`)).getRowObjectsJS() as { column_name: string; column_type: string }[];
+        const columns = (await conn.runAndReadAll(`describe select * from read_parquet(${path})`)).getRowObjectsJS() as {
+          column_name: string;
+          column_type: string;
+        }[];
         // Decoding every value of every column, nested ones through unnest, proves the pages are sound.
         for (const c of columns) {
           const col = `"${c.column_name.replace(/"/g, '""')}"`;
@@ -83,5 +95,8 @@ export async function verifyDataset(datasetDir: string): Promise<VerifyReport> {
 
 /** The report as text: a FAIL line per problem, then the verdict. */
 export function formatVerify(r: VerifyReport): string {
-  return [...r.problems.map((p) => `FAIL ${p}`), `${r.ok ? 'OK' : 'FAILED'}: ${r.shards} shard(s), ${r.rows} row(s) verified, ${r.problems.length} problem(s)`].join('\n');
+  return [
+    ...r.problems.map((p) => `FAIL ${p}`),
+    `${r.ok ? 'OK' : 'FAILED'}: ${r.shards} shard(s), ${r.rows} row(s) verified, ${r.problems.length} problem(s)`,
+  ].join('\n');
 }

@@ -1,24 +1,25 @@
 /** What each CLI command does, apart from argument parsing (bin/ stays thin). */
+
+import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { buildStage } from './stages/build.js';
-import { cloneStage } from './stages/clone.js';
-import { runStages, unitsForRank, type UnitSummary } from './runtime/executor.js';
+import { sha256 } from '../core/hashing.js';
+import { table } from '../core/table.js';
+import type { DatasetManifest } from '../datasets/dataset_writer.js';
+import { type MixPlan, mixSummary } from '../datasets/mix.js';
+import { runStages, type UnitSummary, unitsForRank } from './runtime/executor.js';
+import { runHistory } from './runtime/history.js';
+import { outLayout } from './runtime/layout.js';
 import { type Manifest, ManifestUnreadable, readManifest } from './runtime/manifest.js';
 import type { PipelineOptions } from './runtime/options.js';
-import { shardOutput } from './stages/shard.js';
-import type { DatasetManifest } from '../datasets/dataset_writer.js';
-import { mixSummary, type MixPlan } from '../datasets/mix.js';
 import type { Stage } from './runtime/stage.js';
-import { table } from '../core/table.js';
 import { recordManifestErrors } from './runtime/status.js';
-import { validateStage } from './stages/validate.js';
-import { traceStage } from './stages/trace.js';
-import { forageStage } from './stages/forage.js';
-import { runHistory } from './runtime/history.js';
-import { sha256 } from '../core/hashing.js';
-import { readFileSync } from 'node:fs';
 import { assertDockerUp } from './sandbox/engine.js';
-import { outLayout } from './runtime/layout.js';
+import { buildStage } from './stages/build.js';
+import { cloneStage } from './stages/clone.js';
+import { forageStage } from './stages/forage.js';
+import { shardOutput } from './stages/shard.js';
+import { traceStage } from './stages/trace.js';
+import { validateStage } from './stages/validate.js';
 
 export const UNIT_STAGES: Record<string, Stage> = {
   clone: cloneStage as Stage,
@@ -67,7 +68,12 @@ export async function runPipeline(manifestFile: string, stageNames: string[], op
   let configs: DatasetManifest['configs'] | null = null;
   let mix: MixPlan | null = null;
   if (stageNames.includes('shard')) {
-    const sharded = await shardOutput(options.out, { manifest: resolve(manifestFile), manifest_sha256: sha256(readFileSync(manifestFile)) }, options.layout, options.issueFixShare);
+    const sharded = await shardOutput(
+      options.out,
+      { manifest: resolve(manifestFile), manifest_sha256: sha256(readFileSync(manifestFile)) },
+      options.layout,
+      options.issueFixShare,
+    );
     configs = sharded.configs;
     mix = sharded.mix;
     if (mix.warning) log(`warning: ${mix.warning}`);
@@ -84,11 +90,27 @@ export function mixLine(mix: MixPlan): string {
   return `tasks: ${after.issue_fix} issue-fix + ${after.mutation_fix} mutation-fix = ${pct(after.share)} issue-fix (target ${pct(mix.target)}${mix.dropped.length ? `; dropped ${mix.dropped.length} of ${before.issue_fix + before.mutation_fix}` : ''})${mix.reached ? '' : ' [target not reached]'}`;
 }
 
-const unitJson = (u: UnitSummary) => ({ unit_id: u.unit.id, repo: u.unit.repo, commit: u.unit.commit ?? null, history_of: u.unit.historyOf ?? null, status: u.status, stage: u.stage, reason: u.reason, ran: u.ran });
+const unitJson = (u: UnitSummary) => ({
+  unit_id: u.unit.id,
+  repo: u.unit.repo,
+  commit: u.unit.commit ?? null,
+  history_of: u.unit.historyOf ?? null,
+  status: u.status,
+  stage: u.stage,
+  reason: u.reason,
+  ran: u.ran,
+});
 
 /** The run as `--json` prints it. */
 export function runJson(run: PipelineRun): Record<string, unknown> {
-  return { exit_code: run.exitCode, manifest_errors: run.manifestErrors, dataset: run.dataset, mix: run.mix && mixSummary(run.mix), units: run.units.map(unitJson), history: run.history.map(unitJson) };
+  return {
+    exit_code: run.exitCode,
+    manifest_errors: run.manifestErrors,
+    dataset: run.dataset,
+    mix: run.mix && mixSummary(run.mix),
+    units: run.units.map(unitJson),
+    history: run.history.map(unitJson),
+  };
 }
 
 /** What `shard` wrote: rows and shards per config, then the task mix. */
@@ -106,7 +128,13 @@ export function formatRun(run: PipelineRun): string {
   ]);
   const parts = [table([['unit', 'status', 'failed at', 'ran now', 'reason'], ...rows])];
   if (run.history.length) {
-    parts.push('', table([['older commit', 'status', 'of', 'reason'], ...run.history.map((h) => [h.unit.id, h.status, h.unit.historyOf ?? '', (h.reason ?? '').slice(0, 120)])]));
+    parts.push(
+      '',
+      table([
+        ['older commit', 'status', 'of', 'reason'],
+        ...run.history.map((h) => [h.unit.id, h.status, h.unit.historyOf ?? '', (h.reason ?? '').slice(0, 120)]),
+      ]),
+    );
   }
   const ok = run.units.filter((u) => u.status === 'ok').length;
   parts.push('', `${ok} of ${run.units.length} units ok${run.manifestErrors ? `; ${run.manifestErrors} manifest line(s) rejected` : ''}`);

@@ -8,9 +8,9 @@ import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import type { PythonVersion } from './runtime/manifest.js';
 import { resolveBase } from './sandbox/base_images.js';
-import { tracersDir } from './sandbox/tracers.js';
 import { assertDockerUp } from './sandbox/engine.js';
 import { runContainer } from './sandbox/sandbox.js';
+import { tracersDir } from './sandbox/tracers.js';
 
 export interface ScriptEpisode {
   function: string;

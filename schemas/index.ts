@@ -1,9 +1,9 @@
 import { reposSchema } from './repos.js';
+import type { RecordSchema } from './schema.js';
+import { tasksSchema } from './tasks.js';
 import { testsSchema } from './tests.js';
 import { tracesSchema } from './traces.js';
-import { tasksSchema } from './tasks.js';
 import { trajectoriesSchema } from './trajectories.js';
-import type { RecordSchema } from './schema.js';
 
 /** Every record kind Worldline writes, by dataset config name. */
 export const SCHEMAS: Record<string, RecordSchema> = {
@@ -14,9 +14,9 @@ export const SCHEMAS: Record<string, RecordSchema> = {
   trajectories: trajectoriesSchema,
 };
 
-export { reposSchema, testsSchema, tracesSchema, tasksSchema, trajectoriesSchema };
 export type { RepoRecord } from './repos.js';
+export type { TaskRecord } from './tasks.js';
 export type { TestRecord } from './tests.js';
 export type { TraceRecord } from './traces.js';
-export type { TaskRecord } from './tasks.js';
 export type { TrajectoryRecord } from './trajectories.js';
+export { reposSchema, tasksSchema, testsSchema, tracesSchema, trajectoriesSchema };

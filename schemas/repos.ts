@@ -1,4 +1,4 @@
-import { bool, defineSchema, float64, int32, int64, list, nullable, string, type Infer } from './schema.js';
+import { bool, defineSchema, float64, type Infer, int32, int64, list, nullable, string } from './schema.js';
 
 /** One row per unit (repository at a commit): provenance, environment, and how far it got. */
 export const reposSchema = defineSchema({
@@ -12,7 +12,7 @@ export const reposSchema = defineSchema({
     ref: nullable(string('The commit or ref the manifest asked for')),
     commit: nullable(string('Resolved commit SHA')),
     python: string('Requested Python version'),
-    history_of: nullable(string('For an older commit traced with --commits: the unit id at the manifest\'s commit')),
+    history_of: nullable(string("For an older commit traced with --commits: the unit id at the manifest's commit")),
     license: string('SPDX id detected from LICENSE/COPYING-style files, or unknown'),
     license_file: nullable(string('The file the license was read from')),
     size_bytes: int64('Bytes in the checkout'),

@@ -166,7 +166,8 @@ function check(schema: string, path: string, f: Field, v: unknown): void {
 }
 
 function checkObject(schema: string, path: string, fields: Fields, v: unknown): void {
-  if (typeof v !== 'object' || Array.isArray(v)) throw new RecordError(schema, path || '(record)', `expected an object, got ${Array.isArray(v) ? 'a list' : typeof v}`);
+  if (typeof v !== 'object' || Array.isArray(v))
+    throw new RecordError(schema, path || '(record)', `expected an object, got ${Array.isArray(v) ? 'a list' : typeof v}`);
   const obj = v as Record<string, unknown>;
   for (const [name, f] of Object.entries(fields)) check(schema, path ? `${path}.${name}` : name, f, obj[name]);
   for (const key of Object.keys(obj)) {

@@ -1,4 +1,4 @@
-import { defineSchema, list, nullable, string, type Infer } from './schema.js';
+import { defineSchema, type Infer, list, nullable, string } from './schema.js';
 
 /**
  * One row per software-engineering task, SWE-bench compatible (instance_id, repo, base_commit,

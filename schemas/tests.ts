@@ -1,4 +1,4 @@
-import { bool, defineSchema, float64, list, nullable, string, type Infer } from './schema.js';
+import { bool, defineSchema, float64, type Infer, list, nullable, string } from './schema.js';
 
 /** One row per test of a validated unit, identified by its pytest node id. */
 export const testsSchema = defineSchema({

@@ -1,4 +1,4 @@
-import { bool, defineSchema, int32, int64, list, nullable, string, struct, type Infer } from './schema.js';
+import { bool, defineSchema, type Infer, int32, int64, list, nullable, string, struct } from './schema.js';
 
 /** A local variable as CWM shows it: its name and its repr, or ".." when unchanged. */
 export const localField = struct({ name: string('Variable name'), value: string('Python repr, or ".." when unchanged since the previous frame') });
@@ -22,19 +22,19 @@ export const tracesSchema = defineSchema({
     unit_id: string('The unit the trace comes from'),
     repo: string('The repository as the manifest names it'),
     commit: string('Resolved commit SHA'),
-    node_id: string("pytest node id of the test that ran the code"),
+    node_id: string('pytest node id of the test that ran the code'),
     task_id: nullable(string('For traces around an agent task: the task instance id')),
     phase: nullable(string('For traces around an agent task: before or after the fix')),
     function: string('Qualified name of the episode entry function'),
     file: string('File of the entry function, relative to the repository root'),
-    line: int32('Line of the entry function\'s def'),
+    line: int32("Line of the entry function's def"),
     episode_index: int32('Position of this episode among the episodes of its test'),
-    context: string('$CONTEXT: the entry function\'s source marked # << START_OF_TRACE, then every stepped-into function'),
+    context: string("$CONTEXT: the entry function's source marked # << START_OF_TRACE, then every stepped-into function"),
     frames: list(frameField, 'The frames, in order'),
-    text: string('The episode in CWM\'s token format, from <|trace_context_start|> to the last <|frame_sep|>'),
+    text: string("The episode in CWM's token format, from <|trace_context_start|> to the last <|frame_sep|>"),
     frame_count: int64('Frames in the episode'),
     line_events: int64('Line frames in the episode'),
-    truncated: bool('The test\'s raw trace hit a cap, so later calls are missing'),
+    truncated: bool("The test's raw trace hit a cap, so later calls are missing"),
     python_version: string('Python version that ran the code'),
     tracer_version: string('Worldline tracer version'),
     image_id: string('Environment image id'),

@@ -1,4 +1,4 @@
-import { bool, defineSchema, float64, int32, int64, list, nullable, string, struct, type Infer } from './schema.js';
+import { bool, defineSchema, float64, type Infer, int32, int64, list, nullable, string, struct } from './schema.js';
 
 export const toolCallField = struct({
   id: string('Tool call id'),

@@ -6,7 +6,7 @@ import type { AuditReport } from '../datasets/audit.js';
 import { writeDataset } from '../datasets/dataset_writer.js';
 import { reposSchema, tasksSchema, testsSchema, tracesSchema, trajectoriesSchema } from '../schemas/index.js';
 import { expectDistribution, gini } from './fixtures/audit_checks.js';
-import { knownRows, writeKnownDataset, type KnownRows } from './fixtures/known_dataset.js';
+import { type KnownRows, knownRows, writeKnownDataset } from './fixtures/known_dataset.js';
 import { cli, tempDir } from './helpers.js';
 
 async function auditJson(dir: string, ...args: string[]): Promise<AuditReport> {
@@ -96,8 +96,14 @@ describe('worldline audit on a generated dataset with known counts', () => {
       { exit_status: 'max_turns', count: 6 },
       { exit_status: 'timeout', count: 6 },
     ]);
-    expectDistribution(o.turns, rows.trajectories.map((t) => t.turns));
-    expectDistribution(o.tokens, rows.trajectories.map((t) => t.prompt_tokens + t.completion_tokens));
+    expectDistribution(
+      o.turns,
+      rows.trajectories.map((t) => t.turns),
+    );
+    expectDistribution(
+      o.tokens,
+      rows.trajectories.map((t) => t.prompt_tokens + t.completion_tokens),
+    );
   });
 
   it('reports traces per repository, truncation, frame counts, Python versions and before/after pairs', () => {
@@ -114,7 +120,10 @@ describe('worldline audit on a generated dataset with known counts', () => {
       { python_version: '3.13.5', episodes: 12 },
     ]);
     expect(t.fix_pairs).toEqual({ tasks_traced: 3, pairs: 2, before_only: 1, after_only: 0, before_episodes: 4, after_episodes: 2, tasks_without_traces: 97 });
-    expectDistribution(t.frame_count, rows.traces.map((x) => x.frame_count));
+    expectDistribution(
+      t.frame_count,
+      rows.traces.map((x) => x.frame_count),
+    );
   });
 
   it('reports tests and flaky tests', () => {
@@ -137,18 +146,28 @@ describe('worldline audit on a generated dataset with known counts', () => {
     ]);
   });
 
-  it('reports each config\'s top repositories and Gini over every repository, and the license mix', () => {
+  it("reports each config's top repositories and Gini over every repository, and the license mix", () => {
     const byConfig = Object.fromEntries(r.dominance.configs.map((c) => [c.config, c]));
     expect(r.dominance.top_k).toBe(2);
     // Rows per repository (alpha, beta, gamma, delta), counted from the generated rows.
     const perRepo = (list: { repo: string }[]) => ['alpha', 'beta', 'gamma', 'delta'].map((repo) => list.filter((x) => x.repo === repo).length);
-    for (const [config, list] of Object.entries({ repos: rows.repos, tests: rows.tests, traces: rows.traces, tasks: rows.tasks, trajectories: rows.trajectories })) {
+    for (const [config, list] of Object.entries({
+      repos: rows.repos,
+      tests: rows.tests,
+      traces: rows.traces,
+      tasks: rows.tasks,
+      trajectories: rows.trajectories,
+    })) {
       const counts = perRepo(list);
       const c = byConfig[config];
       expect(c.rows, config).toBe(list.length);
       expect(c.repos, config).toBe(4);
       expect(c.gini!, config).toBeCloseTo(gini(counts), 12);
-      const top = ['alpha', 'beta', 'gamma', 'delta'].map((repo, i) => ({ repo, rows: counts[i] })).filter((x) => x.rows).sort((a, b) => b.rows - a.rows || a.repo.localeCompare(b.repo)).slice(0, 2);
+      const top = ['alpha', 'beta', 'gamma', 'delta']
+        .map((repo, i) => ({ repo, rows: counts[i] }))
+        .filter((x) => x.rows)
+        .sort((a, b) => b.rows - a.rows || a.repo.localeCompare(b.repo))
+        .slice(0, 2);
       expect(c.top, config).toEqual(top.map((x) => ({ ...x, share: x.rows / list.length })));
       expect(c.top_k_share!, config).toBeCloseTo((top[0].rows + top[1].rows) / list.length, 12);
     }
@@ -163,9 +182,22 @@ describe('worldline audit on a generated dataset with known counts', () => {
   });
 
   it('reports run health from the repos config and from the ledger beside the dataset', () => {
-    expect(r.units).toEqual({ units: 4, status: [{ status: 'ok', count: 3 }, { status: 'failed', count: 1 }], failures: [{ stage: 'build', reason: 'pip install exited 1', units: 1 }] });
+    expect(r.units).toEqual({
+      units: 4,
+      status: [
+        { status: 'ok', count: 3 },
+        { status: 'failed', count: 1 },
+      ],
+      failures: [{ stage: 'build', reason: 'pip install exited 1', units: 1 }],
+    });
     expect(r.run!.out).toBe(out);
-    expect(r.run!.stages).toEqual({ clone: { ok: 4, failed: 0 }, build: { ok: 3, failed: 1 }, validate: { ok: 3, failed: 0 }, trace: { ok: 3, failed: 0 }, forage: { ok: 2, failed: 1 } });
+    expect(r.run!.stages).toEqual({
+      clone: { ok: 4, failed: 0 },
+      build: { ok: 3, failed: 1 },
+      validate: { ok: 3, failed: 0 },
+      trace: { ok: 3, failed: 0 },
+      forage: { ok: 2, failed: 1 },
+    });
     expect(r.run!.failures).toEqual([
       { stage: 'build', reason: 'pip install exited 1', units: 1, unit_ids: ['delta-0000abcd'] },
       { stage: 'forage', reason: 'forage timed out after 3600 s', units: 1, unit_ids: ['gamma-0000abcd'] },
@@ -205,7 +237,12 @@ describe('worldline audit on datasets without tasks', () => {
       expect(r.mix.by_repo).toEqual([]);
       expect(r.outcomes).toMatchObject({ trajectories: 0, resolved: 0, rate: null, by_kind: [], exit_status: [] });
       expect(r.outcomes.turns).toEqual({ count: 0, min: null, median: null, p90: null, max: null, mean: null, histogram: [] });
-      expect(r.traces).toMatchObject({ episodes: 0, tests: 0, truncation_rate: null, fix_pairs: { tasks_traced: 0, pairs: 0, before_only: 0, after_only: 0, before_episodes: 0, after_episodes: 0, tasks_without_traces: 0 } });
+      expect(r.traces).toMatchObject({
+        episodes: 0,
+        tests: 0,
+        truncation_rate: null,
+        fix_pairs: { tasks_traced: 0, pairs: 0, before_only: 0, after_only: 0, before_episodes: 0, after_episodes: 0, tasks_without_traces: 0 },
+      });
       expect(r.dominance.configs.find((c) => c.config === 'tasks')).toEqual({ config: 'tasks', rows: 0, repos: 4, top_k_share: null, gini: null, top: [] });
       expect(r.run).toBeNull();
       const text = await cli(['audit', dataset]);

@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { chromium, type Browser } from 'playwright-core';
+import { type Browser, chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AuditReport } from '../datasets/audit.js';
 import { auditHtml } from '../datasets/audit_html.js';
@@ -71,7 +71,9 @@ async function openReport(browser: Browser, html: string): Promise<PageResult> {
       const box = el.getBoundingClientRect();
       const series = el.getAttribute('data-series')!;
       const key = el.getAttribute('data-key');
-      const label = [...document.querySelectorAll('[data-value-label]')].find((l) => l.getAttribute('data-value-label') === `${series}|${key ?? ''}|${el.getAttribute('data-field')}`);
+      const label = [...document.querySelectorAll('[data-value-label]')].find(
+        (l) => l.getAttribute('data-value-label') === `${series}|${key ?? ''}|${el.getAttribute('data-field')}`,
+      );
       return {
         series,
         key,

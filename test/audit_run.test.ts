@@ -6,17 +6,20 @@
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { packageRoot } from '../core/package.js';
 import type { AuditReport } from '../datasets/audit.js';
 import type { RebalanceReport } from '../datasets/rebalance.js';
-import { STAGES, type LedgerEntry } from '../pipeline/runtime/ledger.js';
-import { packageRoot } from '../core/package.js';
+import { type LedgerEntry, STAGES } from '../pipeline/runtime/ledger.js';
 import { expectDistribution, gini, shards } from './fixtures/audit_checks.js';
 import { buildHistoryRepo } from './fixtures/history_repo.js';
 import { cli, sql, tempDir } from './helpers.js';
 
 type Row = Record<string, unknown>;
 /** Rows in the order of one field, to compare lists whose ties the audit orders its own way. */
-const sortedBy = (key: string) => <T extends object>(rows: T[]): T[] => [...rows].sort((a, b) => String((a as Row)[key]).localeCompare(String((b as Row)[key])));
+const sortedBy =
+  (key: string) =>
+  <T extends object>(rows: T[]): T[] =>
+    [...rows].sort((a, b) => String((a as Row)[key]).localeCompare(String((b as Row)[key])));
 const num = (rows: Row[]) => rows.map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, typeof v === 'bigint' ? Number(v) : v])));
 
 describe('audit and rebalance on a dataset from a real run', () => {
@@ -52,26 +55,54 @@ describe('audit and rebalance on a dataset from a real run', () => {
     expect(m).toBeGreaterThan(0);
     expect(r.mix.tasks).toEqual({ issue_fix: i, mutation_fix: m, total: i + m, share: i / (i + m), distance_points: (i / (i + m) - 0.55) * 100 });
     expect(r.mix.status).toBe(Math.abs(i / (i + m) - 0.55) <= 0.005 ? 'OK' : 'DRIFT');
-    const repos = await q(`select repo, count(*) filter (where kind = 'issue_fix') as issue_fix, count(*) filter (where kind = 'mutation_fix') as mutation_fix, count(*) as total from ${T('tasks')} group by repo`);
-    expect(sortedBy('repo')(r.mix.by_repo)).toEqual(sortedBy('repo')(repos.map((x) => ({ ...x, share: (x.issue_fix as number) / (x.total as number), share_of_tasks: (x.total as number) / (i + m) }))));
+    const repos = await q(
+      `select repo, count(*) filter (where kind = 'issue_fix') as issue_fix, count(*) filter (where kind = 'mutation_fix') as mutation_fix, count(*) as total from ${T('tasks')} group by repo`,
+    );
+    expect(sortedBy('repo')(r.mix.by_repo)).toEqual(
+      sortedBy('repo')(repos.map((x) => ({ ...x, share: (x.issue_fix as number) / (x.total as number), share_of_tasks: (x.total as number) / (i + m) }))),
+    );
     const ops = await q(`select operator, count(*) as tasks from ${T('tasks')} where kind = 'mutation_fix' group by operator`);
-    expect(new Set(r.mix.by_operator.map((o) => JSON.stringify([o.operator, o.tasks, o.share_of_mutations])))).toEqual(new Set(ops.map((o) => JSON.stringify([o.operator, o.tasks, (o.tasks as number) / m]))));
-    const policies = await q(`select policy, model, count(*) filter (where kind = 'issue_fix') as issue_fix, count(*) filter (where kind = 'mutation_fix') as mutation_fix, count(*) as total from ${T('trajectories')} group by all`);
-    expect(sortedBy('policy')(r.mix.by_policy)).toEqual(sortedBy('policy')(policies.map((p) => ({ ...p, share: (p.issue_fix as number) / (p.total as number) }))));
+    expect(new Set(r.mix.by_operator.map((o) => JSON.stringify([o.operator, o.tasks, o.share_of_mutations])))).toEqual(
+      new Set(ops.map((o) => JSON.stringify([o.operator, o.tasks, (o.tasks as number) / m]))),
+    );
+    const policies = await q(
+      `select policy, model, count(*) filter (where kind = 'issue_fix') as issue_fix, count(*) filter (where kind = 'mutation_fix') as mutation_fix, count(*) as total from ${T('trajectories')} group by all`,
+    );
+    expect(sortedBy('policy')(r.mix.by_policy)).toEqual(
+      sortedBy('policy')(policies.map((p) => ({ ...p, share: (p.issue_fix as number) / (p.total as number) }))),
+    );
   });
 
   it('reports outcomes against independent counts', async () => {
     const [all] = await q(`select count(*) as trajectories, count(*) filter (where resolved) as resolved from ${T('trajectories')}`);
     expect(r.outcomes).toMatchObject({ ...all, rate: (all.resolved as number) / (all.trajectories as number) });
     const rated = (rows: Row[]) => rows.map((x) => ({ ...x, rate: (x.resolved as number) / (x.trajectories as number) }));
-    expect(sortedBy('kind')(r.outcomes.by_kind)).toEqual(sortedBy('kind')(rated(await q(`select kind, count(*) as trajectories, count(*) filter (where resolved) as resolved from ${T('trajectories')} group by kind`))));
-    expect(sortedBy('repo')(r.outcomes.by_repo)).toEqual(sortedBy('repo')(rated(await q(`select repo, count(*) as trajectories, count(*) filter (where resolved) as resolved from ${T('trajectories')} group by repo`))));
-    const byOperator = await q(`select t.operator, count(*) as trajectories, count(*) filter (where j.resolved) as resolved from ${T('trajectories')} j join ${T('tasks')} t on t.instance_id = j.task_id where t.kind = 'mutation_fix' group by t.operator`);
+    expect(sortedBy('kind')(r.outcomes.by_kind)).toEqual(
+      sortedBy('kind')(
+        rated(await q(`select kind, count(*) as trajectories, count(*) filter (where resolved) as resolved from ${T('trajectories')} group by kind`)),
+      ),
+    );
+    expect(sortedBy('repo')(r.outcomes.by_repo)).toEqual(
+      sortedBy('repo')(
+        rated(await q(`select repo, count(*) as trajectories, count(*) filter (where resolved) as resolved from ${T('trajectories')} group by repo`)),
+      ),
+    );
+    const byOperator = await q(
+      `select t.operator, count(*) as trajectories, count(*) filter (where j.resolved) as resolved from ${T('trajectories')} j join ${T('tasks')} t on t.instance_id = j.task_id where t.kind = 'mutation_fix' group by t.operator`,
+    );
     expect(sortedBy('operator')(r.outcomes.by_operator)).toEqual(sortedBy('operator')(rated(byOperator)));
-    expect(sortedBy('exit_status')(r.outcomes.exit_status)).toEqual(sortedBy('exit_status')(await q(`select exit_status, count(*) as count from ${T('trajectories')} group by exit_status`)));
+    expect(sortedBy('exit_status')(r.outcomes.exit_status)).toEqual(
+      sortedBy('exit_status')(await q(`select exit_status, count(*) as count from ${T('trajectories')} group by exit_status`)),
+    );
     const lengths = await q(`select turns, prompt_tokens + completion_tokens as tokens from ${T('trajectories')}`);
-    expectDistribution(r.outcomes.turns, lengths.map((x) => x.turns as number));
-    expectDistribution(r.outcomes.tokens, lengths.map((x) => x.tokens as number));
+    expectDistribution(
+      r.outcomes.turns,
+      lengths.map((x) => x.turns as number),
+    );
+    expectDistribution(
+      r.outcomes.tokens,
+      lengths.map((x) => x.tokens as number),
+    );
   });
 
   it('reports traces, before/after pairs and flaky tests against independent counts', async () => {
@@ -81,10 +112,20 @@ describe('audit and rebalance on a dataset from a real run', () => {
     expect(r.traces.truncated).toBe(episodes.filter((e) => e.truncated).length);
     for (const row of r.traces.by_repo) {
       const mine = episodes.filter((e) => e.repo === row.repo);
-      expect(row).toEqual({ repo: row.repo, episodes: mine.length, tests: new Set(mine.map((e) => `${e.unit_id} ${e.node_id}`)).size, truncated: mine.filter((e) => e.truncated).length, truncation_rate: mine.filter((e) => e.truncated).length / mine.length, fix_episodes: mine.filter((e) => e.task_id !== null).length });
+      expect(row).toEqual({
+        repo: row.repo,
+        episodes: mine.length,
+        tests: new Set(mine.map((e) => `${e.unit_id} ${e.node_id}`)).size,
+        truncated: mine.filter((e) => e.truncated).length,
+        truncation_rate: mine.filter((e) => e.truncated).length / mine.length,
+        fix_episodes: mine.filter((e) => e.task_id !== null).length,
+      });
     }
     expect(r.traces.by_repo.reduce((s, x) => s + x.episodes, 0)).toBe(episodes.length);
-    expectDistribution(r.traces.frame_count, episodes.map((e) => e.frame_count as number));
+    expectDistribution(
+      r.traces.frame_count,
+      episodes.map((e) => e.frame_count as number),
+    );
     const versions = new Map<string, number>();
     for (const e of episodes) versions.set(e.python_version as string, (versions.get(e.python_version as string) ?? 0) + 1);
     expect(new Map(r.traces.python_versions.map((v) => [v.python_version, v.episodes]))).toEqual(versions);
@@ -114,20 +155,33 @@ describe('audit and rebalance on a dataset from a real run', () => {
     const universe = (await q(`select distinct repo from ${T('repos')}`)).map((x) => x.repo as string);
     for (const c of r.dominance.configs) {
       const counts = await q(`select repo, count(*) as n from ${T(c.config)} group by repo`);
-      const all = [...new Set([...universe, ...counts.map((x) => x.repo as string)])].map((repo) => ({ repo, rows: (counts.find((x) => x.repo === repo)?.n as number) ?? 0 }));
+      const all = [...new Set([...universe, ...counts.map((x) => x.repo as string)])].map((repo) => ({
+        repo,
+        rows: (counts.find((x) => x.repo === repo)?.n as number) ?? 0,
+      }));
       const total = all.reduce((s, x) => s + x.rows, 0);
       expect(c.rows, c.config).toBe(total);
       expect(c.repos, c.config).toBe(all.length);
-      const top = all.filter((x) => x.rows).sort((a, b) => b.rows - a.rows || a.repo.localeCompare(b.repo)).slice(0, 2);
+      const top = all
+        .filter((x) => x.rows)
+        .sort((a, b) => b.rows - a.rows || a.repo.localeCompare(b.repo))
+        .slice(0, 2);
       expect(c.top, c.config).toEqual(top.map((x) => ({ ...x, share: x.rows / total })));
       expect(c.gini!, c.config).toBeCloseTo(gini(all.map((x) => x.rows)), 12);
     }
-    expect(new Set(r.dominance.licenses.map((l) => JSON.stringify(l)))).toEqual(new Set((await q(`select license, count(*) as units, count(distinct repo) as repos from ${T('repos')} group by license`)).map((l) => JSON.stringify(l))));
+    expect(new Set(r.dominance.licenses.map((l) => JSON.stringify(l)))).toEqual(
+      new Set((await q(`select license, count(*) as units, count(distinct repo) as repos from ${T('repos')} group by license`)).map((l) => JSON.stringify(l))),
+    );
     expect(r.units.failures).toEqual([{ stage: 'clone', reason: expect.stringMatching(/missing does not exist/), units: 1 }]);
     expect(r.run!.out).toBe(out);
     for (const stage of STAGES) {
-      const entries = readdirSync(join(out, 'ledger', stage)).filter((f) => f.endsWith('.json')).map((f) => JSON.parse(readFileSync(join(out, 'ledger', stage, f), 'utf8')) as LedgerEntry);
-      expect(r.run!.stages[stage], stage).toEqual({ ok: entries.filter((e) => e.status === 'ok').length, failed: entries.filter((e) => e.status === 'failed').length });
+      const entries = readdirSync(join(out, 'ledger', stage))
+        .filter((f) => f.endsWith('.json'))
+        .map((f) => JSON.parse(readFileSync(join(out, 'ledger', stage, f), 'utf8')) as LedgerEntry);
+      expect(r.run!.stages[stage], stage).toEqual({
+        ok: entries.filter((e) => e.status === 'ok').length,
+        failed: entries.filter((e) => e.status === 'failed').length,
+      });
     }
     expect(r.run!.failures).toEqual([{ stage: 'clone', reason: r.units.failures[0].reason, units: 1, unit_ids: [expect.stringMatching(/^missing-/)] }]);
     const html = join(dir, 'report.html');
@@ -145,7 +199,10 @@ describe('audit and rebalance on a dataset from a real run', () => {
     expect(report.mix.dropped).toBe(r.mix.tasks.mutation_fix);
     expect((await q(`select count(*) as n from ${shards(reb, 'tasks')} where kind = 'mutation_fix'`))[0].n).toBe(0);
     expect((await q(`select count(*) as n from ${shards(reb, 'tasks')}`))[0].n).toBe(r.mix.tasks.issue_fix);
-    for (const [config, column] of [['trajectories', 'task_id'], ['traces', 'task_id']]) {
+    for (const [config, column] of [
+      ['trajectories', 'task_id'],
+      ['traces', 'task_id'],
+    ]) {
       expect((await q(`select count(*) as n from ${shards(reb, config)} where ${column} in ${mutations}`))[0].n, config).toBe(0);
       const expected = (await q(`select count(*) as n from ${T(config)} where ${column} is null or ${column} not in ${mutations}`))[0].n;
       expect((await q(`select count(*) as n from ${shards(reb, config)}`))[0].n, config).toBe(expected);

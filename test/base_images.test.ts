@@ -2,12 +2,15 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
 import { BASE_RECIPES, baseTag, userBaseImage } from '../pipeline/sandbox/base_images.js';
-import { tempDir } from './helpers.js';
 import { buildImage, inspectImage, removeImage, tarStream } from '../pipeline/sandbox/engine.js';
+import { tempDir } from './helpers.js';
 
 describe('base images', () => {
   it('are tagged by their recipe hash and label their Python and pytest versions', async () => {
-    for (const [python, ref] of [['3.11', inject('base311')], ['3.13', inject('base313')]] as const) {
+    for (const [python, ref] of [
+      ['3.11', inject('base311')],
+      ['3.13', inject('base313')],
+    ] as const) {
       expect(ref).toBe(baseTag(BASE_RECIPES[python]));
       const labels = (await inspectImage(ref))!.Config.Labels!;
       expect(labels['worldline.python']).toMatch(new RegExp(`^${python.replace('.', '\\.')}\\.\\d+$`));
@@ -22,7 +25,10 @@ describe('base images', () => {
 
     const ctx = tempDir('nopytest');
     mkdirSync(ctx, { recursive: true });
-    writeFileSync(join(ctx, 'Dockerfile'), `FROM ${inject('base311')}\nRUN rm -rf /usr/lib/python3/dist-packages/pytest /usr/lib/python3/dist-packages/_pytest /usr/bin/git\nLABEL worldline.unit=test-nopytest\n`);
+    writeFileSync(
+      join(ctx, 'Dockerfile'),
+      `FROM ${inject('base311')}\nRUN rm -rf /usr/lib/python3/dist-packages/pytest /usr/lib/python3/dist-packages/_pytest /usr/bin/git\nLABEL worldline.unit=test-nopytest\n`,
+    );
     const tag = 'worldline/test:no-pytest';
     const built = await buildImage({ context: tarStream(['-C', ctx, 'Dockerfile']), tag, logFile: join(ctx, 'build.log'), timeoutMs: 120_000 });
     expect(built.ok).toBe(true);

@@ -6,7 +6,23 @@ import { cli, tempDir } from './helpers.js';
 describe('the worldline command line', () => {
   it('has --help on every command', async () => {
     const help: Record<string, string> = {};
-    for (const cmd of ['run', 'clone', 'build', 'validate', 'trace', 'shard', 'forage', 'status', 'verify', 'cat', 'render', 'trace-script', 'export', 'audit', 'rebalance']) {
+    for (const cmd of [
+      'run',
+      'clone',
+      'build',
+      'validate',
+      'trace',
+      'shard',
+      'forage',
+      'status',
+      'verify',
+      'cat',
+      'render',
+      'trace-script',
+      'export',
+      'audit',
+      'rebalance',
+    ]) {
       const res = await cli([cmd, '--help']);
       expect(res.code).toBe(0);
       expect(res.stdout).toContain(`worldline ${cmd}`);

@@ -100,11 +100,7 @@ export const CORPUS: Record<string, CorpusProject> = {
     debPackage: 'python3-jsonschema',
     entries: ['jsonschema'],
     apt: ['python3-attr', 'python3-pyrsistent'],
-    pytestArgs: [
-      '--ignore=jsonschema/tests/test_jsonschema_test_suite.py',
-      '--deselect',
-      'jsonschema/tests/test_cli.py::TestCLIIntegration::test_license',
-    ],
+    pytestArgs: ['--ignore=jsonschema/tests/test_jsonschema_test_suite.py', '--deselect', 'jsonschema/tests/test_cli.py::TestCLIIntegration::test_license'],
     expected: { collected: 408, passed: 404, failed: 0, skipped: 4 },
   },
   mpmath: {
@@ -154,11 +150,7 @@ function tail(text: string, max = 2000): string {
   return t.length > max ? `...${t.slice(t.length - max)}` : t;
 }
 
-function run(
-  file: string,
-  args: string[],
-  opts: { cwd?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {},
-): Promise<RunResult> {
+function run(file: string, args: string[], opts: { cwd?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<RunResult> {
   return new Promise((resolve, reject) => {
     execFile(
       file,
@@ -179,13 +171,7 @@ function run(
               : e.killed
                 ? `timed out or killed (${e.signal ?? 'signal'})`
                 : `exited with ${String(e.code ?? e.signal)}`;
-          reject(
-            new CommandError(
-              `${file} ${args.join(' ')}: ${how}${stderr ? `\n${tail(stderr)}` : ''}`,
-              stdout ?? '',
-              stderr ?? '',
-            ),
-          );
+          reject(new CommandError(`${file} ${args.join(' ')}: ${how}${stderr ? `\n${tail(stderr)}` : ''}`, stdout ?? '', stderr ?? ''));
           return;
         }
         resolve({ stdout, stderr });
@@ -254,8 +240,7 @@ async function aptContext(suite: Suite, root: string): Promise<AptContext> {
   const cache = path.join(root, `apt-${suite}`);
   await fs.mkdir(path.join(lists, 'partial'), { recursive: true });
   await fs.mkdir(path.join(cache, 'archives', 'partial'), { recursive: true });
-  const text =
-    `Types: deb\nURIs: ${mirror}\nSuites: ${suite}\nComponents: main\nSigned-By: ${DEBIAN_KEYRING}\n`;
+  const text = `Types: deb\nURIs: ${mirror}\nSuites: ${suite}\nComponents: main\nSigned-By: ${DEBIAN_KEYRING}\n`;
   const current = await fs.readFile(sources, 'utf8').catch(() => undefined);
   if (current !== text) {
     const tmp = `${sources}.${process.pid}.${randomBytes(4).toString('hex')}`;
@@ -267,13 +252,19 @@ async function aptContext(suite: Suite, root: string): Promise<AptContext> {
     root,
     privateLists: lists,
     options: [
-      '-o', `Dir::Etc::SourceList=${sources}`,
-      '-o', 'Dir::Etc::SourceParts=/dev/null',
-      '-o', `Dir::State::Lists=${lists}`,
-      '-o', `Dir::Cache=${cache}`,
+      '-o',
+      `Dir::Etc::SourceList=${sources}`,
+      '-o',
+      'Dir::Etc::SourceParts=/dev/null',
+      '-o',
+      `Dir::State::Lists=${lists}`,
+      '-o',
+      `Dir::Cache=${cache}`,
       // No on-disk binary caches: several processes may share this state.
-      '-o', 'Dir::Cache::pkgcache=',
-      '-o', 'Dir::Cache::srcpkgcache=',
+      '-o',
+      'Dir::Cache::pkgcache=',
+      '-o',
+      'Dir::Cache::srcpkgcache=',
       ...sandbox,
     ],
   };
@@ -342,9 +333,7 @@ async function debVersionField(deb: string, field: string): Promise<string> {
 }
 
 async function newestCachedDeb(dir: string, pkg: string): Promise<string | undefined> {
-  const names = (await fs.readdir(dir).catch(() => [] as string[])).filter(
-    (n) => n.startsWith(`${pkg}_`) && n.endsWith('.deb'),
-  );
+  const names = (await fs.readdir(dir).catch(() => [] as string[])).filter((n) => n.startsWith(`${pkg}_`) && n.endsWith('.deb'));
   if (names.length === 0) return undefined;
   let best = path.join(dir, names[0]);
   if (names.length > 1) {
@@ -377,8 +366,7 @@ function fetchDeb(pkg: string, suite: Suite, root: string): Promise<string> {
     if (ctx.privateLists) await aptUpdateOnce(ctx);
     const tmp = await tempDirIn(dir, `.download-${pkg}-`);
     try {
-      const download = () =>
-        run('apt-get', [...ctx.options, '-q', 'download', pkg], { cwd: tmp, timeoutMs: APT_TIMEOUT_MS });
+      const download = () => run('apt-get', [...ctx.options, '-q', 'download', pkg], { cwd: tmp, timeoutMs: APT_TIMEOUT_MS });
       try {
         await download();
       } catch (err) {
@@ -427,14 +415,22 @@ function gitEnv(): NodeJS.ProcessEnv {
 }
 
 const GIT_CONFIG = [
-  '-c', 'commit.gpgsign=false',
-  '-c', 'core.autocrlf=false',
-  '-c', 'core.safecrlf=false',
-  '-c', 'core.fileMode=true',
-  '-c', 'core.symlinks=true',
-  '-c', 'core.hooksPath=/dev/null',
-  '-c', 'i18n.commitEncoding=UTF-8',
-  '-c', 'safe.directory=*',
+  '-c',
+  'commit.gpgsign=false',
+  '-c',
+  'core.autocrlf=false',
+  '-c',
+  'core.safecrlf=false',
+  '-c',
+  'core.fileMode=true',
+  '-c',
+  'core.symlinks=true',
+  '-c',
+  'core.hooksPath=/dev/null',
+  '-c',
+  'i18n.commitEncoding=UTF-8',
+  '-c',
+  'safe.directory=*',
 ];
 
 function git(cwd: string, args: string[]): Promise<RunResult> {
@@ -478,9 +474,7 @@ async function resolveInRoot(root: string, link: string): Promise<string> {
     if (!st) throw new Error(`dangling link ${path.relative(root, link)}`);
     if (!st.isSymbolicLink()) return current;
     const target = await fs.readlink(current);
-    current = target.startsWith('/')
-      ? path.join(root, target)
-      : path.resolve(path.dirname(current), target);
+    current = target.startsWith('/') ? path.join(root, target) : path.resolve(path.dirname(current), target);
     if (current !== root && !current.startsWith(root + path.sep)) {
       throw new Error(`link ${path.relative(root, link)} points outside the package`);
     }
@@ -546,9 +540,7 @@ async function buildCheckout(project: CorpusProject, deb: string, version: strin
       const src = path.join(dist, entry);
       if (!(await exists(src))) {
         const found = await fs.readdir(dist).catch(() => [] as string[]);
-        throw new Error(
-          `${project.debPackage} ${version} has no ${DIST_PACKAGES}/${entry} (it has: ${found.join(', ') || 'nothing'})`,
-        );
+        throw new Error(`${project.debPackage} ${version} has no ${DIST_PACKAGES}/${entry} (it has: ${found.join(', ') || 'nothing'})`);
       }
       await copyEntry(extract, src, src, path.join(repo, entry));
     }
@@ -565,10 +557,7 @@ async function buildCheckout(project: CorpusProject, deb: string, version: strin
 
     await git(repo, ['init', '-q', '--template=', '-b', 'main']);
     await git(repo, ['add', '-A', '-f', '.']);
-    await git(repo, [
-      'commit', '-q', '--no-verify', '--allow-empty-message',
-      '-m', `${project.name} ${version} from Debian ${project.debPackage}`,
-    ]);
+    await git(repo, ['commit', '-q', '--no-verify', '--allow-empty-message', '-m', `${project.name} ${version} from Debian ${project.debPackage}`]);
     return (await git(repo, ['rev-parse', 'HEAD'])).stdout.trim();
   } finally {
     await fs.rm(extract, { recursive: true, force: true });

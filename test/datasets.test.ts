@@ -2,13 +2,14 @@
  * Datasets from real-corpus records: verification catches corruption, reading streams by rank,
  * and a writer killed mid-shard never leaves a published dataset pointing at a partial file.
  */
-import { cpSync, existsSync, readdirSync, readFileSync, truncateSync, writeFileSync } from 'node:fs';
+
 import { spawn } from 'node:child_process';
+import { cpSync, existsSync, readdirSync, readFileSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
-import { readRows, shardsForRank, readManifestJson } from '../datasets/reader.js';
-import { verifyDataset } from '../datasets/verify.js';
 import { packageRoot } from '../core/package.js';
+import { readManifestJson, readRows, shardsForRank } from '../datasets/reader.js';
+import { verifyDataset } from '../datasets/verify.js';
 import { CORPUS } from './corpus.js';
 import { cli, sql, tempDir } from './helpers.js';
 
@@ -79,10 +80,14 @@ describe('datasets from real-corpus records', () => {
   it('a writer killed mid-shard leaves the published dataset intact; a rerun holds every record once', async () => {
     const before = readManifestJson(dataset);
     const killed = await new Promise<NodeJS.Signals | null>((resolve) => {
-      const child = spawn(process.execPath, [join(packageRoot, 'dist/bin/worldline.js'), 'shard', '--out', out, '--shard-bytes', '20000', '--row-group-rows', '40'], {
-        env: { ...process.env, WORLDLINE_FAULT_KILL_AFTER_ROWS: '100' },
-        stdio: 'ignore',
-      });
+      const child = spawn(
+        process.execPath,
+        [join(packageRoot, 'dist/bin/worldline.js'), 'shard', '--out', out, '--shard-bytes', '20000', '--row-group-rows', '40'],
+        {
+          env: { ...process.env, WORLDLINE_FAULT_KILL_AFTER_ROWS: '100' },
+          stdio: 'ignore',
+        },
+      );
       child.on('close', (_code, signal) => resolve(signal));
     });
     expect(killed).toBe('SIGKILL');

@@ -9,12 +9,12 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pl from 'nodejs-polars';
 import { describe, expect, it } from 'vitest';
-import { writeDataset, type DatasetManifest, type DatasetOptions } from '../datasets/dataset_writer.js';
+import { type DatasetManifest, type DatasetOptions, writeDataset } from '../datasets/dataset_writer.js';
 import { hfFeatureDict } from '../datasets/hf_features.js';
 import { SpilledConfig } from '../datasets/spill.js';
 import { verifyDataset } from '../datasets/verify.js';
-import { testsSchema, type TestRecord } from '../schemas/index.js';
-import { defineSchema, float64, int32, list, nullable, string, struct, type RecordSchema } from '../schemas/schema.js';
+import { type TestRecord, testsSchema } from '../schemas/index.js';
+import { defineSchema, float64, int32, list, nullable, type RecordSchema, string, struct } from '../schemas/schema.js';
 import { sql, tempDir } from './helpers.js';
 
 /** Trace-like rows: frames as list<struct{..., locals: list<struct{name, value}>}>. */
@@ -65,8 +65,18 @@ function traceRow(repo: string, i: number, bytes = 1_000): TraceRow {
   const frames: TraceRow['frames'] = [];
   let size = 0;
   for (let j = 0; size < bytes; j++) {
-    const locals = Array.from({ length: 1 + (j % 4) }, (_, k) => ({ name: `v${k}`, value: JSON.stringify({ x: Math.floor(rand() * 1e6), s: `item-${j}-${k}` }) }));
-    const frame = { kind: j === 0 ? 'call' : 'line', line: 10 + j, depth: j % 3, function: `${repo}.mod.fn_${i % 7}`, locals, value: j % 5 === 4 ? String(j) : null };
+    const locals = Array.from({ length: 1 + (j % 4) }, (_, k) => ({
+      name: `v${k}`,
+      value: JSON.stringify({ x: Math.floor(rand() * 1e6), s: `item-${j}-${k}` }),
+    }));
+    const frame = {
+      kind: j === 0 ? 'call' : 'line',
+      line: 10 + j,
+      depth: j % 3,
+      function: `${repo}.mod.fn_${i % 7}`,
+      locals,
+      value: j % 5 === 4 ? String(j) : null,
+    };
     size += 60 + locals.reduce((s, l) => s + l.value.length + 6, 0);
     frames.push(frame);
   }
@@ -104,12 +114,17 @@ describe('dataset layout, read by DuckDB and polars', () => {
     );
     expect(duck).toEqual({ n: 120n, f: BigInt(frames), l: BigInt(locals) });
     // Every shard mixes repositories (the shuffle), in both readers.
-    const perShard = await sql<{ f: string; repos: bigint }>(`select filename f, count(distinct repo) repos from read_parquet('${glob}', filename = true) group by all`);
+    const perShard = await sql<{ f: string; repos: bigint }>(
+      `select filename f, count(distinct repo) repos from read_parquet('${glob}', filename = true) group by all`,
+    );
     expect(perShard.length).toBe(4);
     for (const s of perShard) expect(s.repos).toBe(3n);
     // Byte-identical Parquet schema and identical HF metadata across shards.
     const schemas = new Set<string>();
-    for (const s of shards) schemas.add(JSON.stringify(await sql(`select name, type, repetition_type, converted_type, num_children::int n from parquet_schema('${join(dir, s.path)}')`)));
+    for (const s of shards)
+      schemas.add(
+        JSON.stringify(await sql(`select name, type, repetition_type, converted_type, num_children::int n from parquet_schema('${join(dir, s.path)}')`)),
+      );
     expect(schemas.size).toBe(1);
     expect([...schemas][0]).toContain('"locals"');
     const hf = await sql<{ v: string }>(`select decode(value) v from parquet_kv_metadata('${glob}') where decode(key) = 'huggingface'`);
@@ -119,7 +134,10 @@ describe('dataset layout, read by DuckDB and polars', () => {
     expect(features).toEqual(hfFeatureDict(traceSchema));
     expect(features.node_id).toEqual({ dtype: 'string', _type: 'Value' });
     expect(features.frames._type).toBe('List');
-    expect(features.frames.feature.locals).toEqual({ feature: { name: { dtype: 'string', _type: 'Value' }, value: { dtype: 'string', _type: 'Value' } }, _type: 'List' });
+    expect(features.frames.feature.locals).toEqual({
+      feature: { name: { dtype: 'string', _type: 'Value' }, value: { dtype: 'string', _type: 'Value' } },
+      _type: 'List',
+    });
 
     // polars, a second independent reader.
     const byId = new Map(rows.map((r) => [r.node_id + r.repo, r]));
@@ -172,7 +190,10 @@ describe('dataset layout, read by DuckDB and polars', () => {
     expect(sums(b.manifest)).toEqual(sums(a.manifest));
     for (const s of a.manifest.shards) expect(readFileSync(join(b.dir, s.path)).equals(readFileSync(join(a.dir, s.path)))).toBe(true);
     expect(sums(c.manifest)).not.toEqual(sums(a.manifest));
-    const order = (dir: string) => sql<{ id: string }>(`select repo || node_id id from read_parquet('${dir}/traces_demo/data/*.parquet', filename = true) order by filename, file_row_number`);
+    const order = (dir: string) =>
+      sql<{ id: string }>(
+        `select repo || node_id id from read_parquet('${dir}/traces_demo/data/*.parquet', filename = true) order by filename, file_row_number`,
+      );
     const ordered = (await order(a.dir)).map((r) => r.id);
     expect(new Set(ordered).size).toBe(90);
     expect(ordered).not.toEqual(rows.map((r) => r.repo + r.node_id));
@@ -224,7 +245,9 @@ describe('dataset layout, read by DuckDB and polars', () => {
     );
     expect(manifest.rejected.length).toBe(5);
     expect(readFileSync(join(dir, 'README.md'), 'utf8')).toContain('| traces_demo | 30 | 2 | 0 | 2 | 3 |');
-    const [d] = await sql<{ n: bigint; big: bigint }>(`select count(*) n, count(*) filter (where node_id like '%test_10_') big from '${dir}/traces_demo/data/*.parquet'`);
+    const [d] = await sql<{ n: bigint; big: bigint }>(
+      `select count(*) n, count(*) filter (where node_id like '%test_10_') big from '${dir}/traces_demo/data/*.parquet'`,
+    );
     expect(d).toEqual({ n: 30n, big: 0n });
     expect(pl.readParquet(join(dir, manifest.shards[0].path)).height + pl.readParquet(join(dir, manifest.shards[1].path)).height).toBe(30);
   });
@@ -267,7 +290,9 @@ describe('dataset layout, read by DuckDB and polars', () => {
     const rerun = rows.slice(0, 20).map((r) => ({ ...r, duration_seconds: r.duration_seconds * 2 }));
     const { dir, manifest } = await write([...rows, ...rerun], { shardMultiple: 2 }, testsSchema);
     expect(manifest.configs.tests).toMatchObject({ rows: 150, shards: 2, duplicates_removed: 20, dedup_ignores: ['duration_seconds'] });
-    const [d] = await sql<{ n: bigint; failed: bigint }>(`select count(*) n, count(*) filter (where outcome = 'failed') failed from '${dir}/tests/data/*.parquet'`);
+    const [d] = await sql<{ n: bigint; failed: bigint }>(
+      `select count(*) n, count(*) filter (where outcome = 'failed') failed from '${dir}/tests/data/*.parquet'`,
+    );
     expect(d).toEqual({ n: 150n, failed: 18n });
     const df = pl.concat(manifest.shards.map((s) => pl.readParquet(join(dir, s.path))));
     expect(df.height).toBe(150);
@@ -278,7 +303,14 @@ describe('dataset layout, read by DuckDB and polars', () => {
   it('splits spill buckets over the memory bound without changing the order or the dedup', () => {
     const rows = [...corpus(30), ...corpus(3)];
     const run = (maxBucketBytes?: number) => {
-      const spill = new SpilledConfig(traceSchema, { shuffle: true, seed: 3, maxRowBytes: 1e9, ignoreFields: ['duration_seconds'], dir: join(tempDir('spill'), 's'), maxBucketBytes });
+      const spill = new SpilledConfig(traceSchema, {
+        shuffle: true,
+        seed: 3,
+        maxRowBytes: 1e9,
+        ignoreFields: ['duration_seconds'],
+        dir: join(tempDir('spill'), 's'),
+        maxBucketBytes,
+      });
       for (const r of rows) spill.add(r);
       spill.count();
       const order = [...spill.emit()].map((x) => x.row.repo + (x.row.node_id as string));

@@ -3,15 +3,16 @@
  * when a test goes pass -> fail; every task graded in fresh containers with no submission and
  * with its gold fix.
  */
-import { join } from 'node:path';
+
 import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { readRows } from '../datasets/reader.js';
-import { gradeSubmission, type GradeEnv } from '../pipeline/agent/grading.js';
 import { AgentEnv } from '../pipeline/agent/agent_env.js';
-import type { TrajectoryRecord } from '../schemas/trajectories.js';
+import { type GradeEnv, gradeSubmission } from '../pipeline/agent/grading.js';
 import { DEFAULTS } from '../pipeline/runtime/options.js';
 import type { TaskRecord } from '../schemas/tasks.js';
+import type { TrajectoryRecord } from '../schemas/trajectories.js';
 import { cli, sql, tempDir } from './helpers.js';
 
 const UNITS = ['toolz', 'h11'];
@@ -47,7 +48,11 @@ describe('mutation-fix tasks on the real corpus', () => {
       expect(t.FAIL_TO_PASS.filter((id) => t.PASS_TO_PASS.includes(id))).toEqual([]);
       expect(t.bug_patch).toMatch(/^--- a\/.*\n\+\+\+ b\//);
       // The statement names the symptom, never the fix.
-      const removed = t.bug_patch!.split('\n').filter((l) => l.startsWith('-') && !l.startsWith('---')).map((l) => l.slice(1).trim()).filter((l) => l.length > 8);
+      const removed = t
+        .bug_patch!.split('\n')
+        .filter((l) => l.startsWith('-') && !l.startsWith('---'))
+        .map((l) => l.slice(1).trim())
+        .filter((l) => l.length > 8);
       for (const line of removed) expect(t.problem_statement).not.toContain(line);
       expect(t.problem_statement).toContain(t.FAIL_TO_PASS[0]);
     }
@@ -95,15 +100,27 @@ describe('mutation-fix tasks on the real corpus', () => {
       }
     };
     const append = (file: string, code: string) => `echo ${b64(code)} | base64 -d >> ${file}`;
-    const forcePass = ['import pytest', '@pytest.hookimpl(hookwrapper=True)', 'def pytest_runtest_makereport(item, call):', '    outcome = yield', '    outcome.get_result().outcome = "passed"', ''].join('\n');
+    const forcePass = [
+      'import pytest',
+      '@pytest.hookimpl(hookwrapper=True)',
+      'def pytest_runtest_makereport(item, call):',
+      '    outcome = yield',
+      '    outcome.get_result().outcome = "passed"',
+      '',
+    ].join('\n');
     const fakeReport = [
       { event: 'start' },
       { event: 'collected', nodeids: all },
       ...all.flatMap((nodeid) => ['setup', 'call', 'teardown'].map((when) => ({ event: 'test', nodeid, when, outcome: 'passed', duration: 0.01 }))),
       { event: 'finish', exitstatus: 0 },
-    ].map((r) => `${JSON.stringify(r)}\n`).join('');
+    ]
+      .map((r) => `${JSON.stringify(r)}\n`)
+      .join('');
     const hostile: Record<string, string> = {
-      'prints fake PASSED lines': append(fixed, `\nprint(${JSON.stringify(all.map((t) => `${t} PASSED`).join('\n'))})\nprint("===== ${all.length} passed in 0.10s =====")\n`),
+      'prints fake PASSED lines': append(
+        fixed,
+        `\nprint(${JSON.stringify(all.map((t) => `${t} PASSED`).join('\n'))})\nprint("===== ${all.length} passed in 0.10s =====")\n`,
+      ),
       'adds a conftest.py that forces every outcome to passed': `echo ${b64(forcePass)} | base64 -d > conftest.py; echo ${b64(forcePass)} | base64 -d >> ${testFile.replace(/[^/]+$/, '')}conftest.py`,
       'adds a pytest.ini that loads a forcing plugin': `echo ${b64(forcePass)} | base64 -d > force_pass.py; printf '[pytest]\\naddopts = -p force_pass\\n' > pytest.ini`,
       'redefines the failing test to pass': append(testFile, `\n\ndef ${testName}():\n    pass\n`),
@@ -136,7 +153,14 @@ describe('mutation-fix tasks on the real corpus', () => {
         ].join('\n'),
       ),
     };
-    const env = (name: string): GradeEnv => ({ options: { ...DEFAULTS, out }, srcLayout: false, vars: {}, pytestArgs: [], hasTimeoutPlugin: true, work: join(out, 'work', 'grade-hostile', name.replace(/\W+/g, '-')) });
+    const env = (name: string): GradeEnv => ({
+      options: { ...DEFAULTS, out },
+      srcLayout: false,
+      vars: {},
+      pytestArgs: [],
+      hasTimeoutPlugin: true,
+      work: join(out, 'work', 'grade-hostile', name.replace(/\W+/g, '-')),
+    });
     for (const [name, script] of Object.entries(hostile)) {
       const grade = await gradeSubmission(task, await submission(script), env(name));
       expect(grade.resolved, `${name}: ${JSON.stringify(grade)}`).toBe(false);
@@ -161,7 +185,9 @@ describe('mutation-fix tasks on the real corpus', () => {
       'open(path, "w").write("".join(lines))',
       '',
     ].join('\n');
-    const breaking = await submission(`echo ${b64(task.patch)} | base64 -d | git apply; echo ${b64(breakIt)} | base64 -d > /tmp/break.py; python3 /tmp/break.py ${fixed} ${task.mutated_function!.split('.').pop()} ${victim}`);
+    const breaking = await submission(
+      `echo ${b64(task.patch)} | base64 -d | git apply; echo ${b64(breakIt)} | base64 -d > /tmp/break.py; python3 /tmp/break.py ${fixed} ${task.mutated_function!.split('.').pop()} ${victim}`,
+    );
     const grade = await gradeSubmission(task, breaking, env('breaks-p2p'));
     expect(grade.resolved).toBe(false);
     expect(grade.fail_to_pass.failed).toEqual([]);
@@ -184,7 +210,11 @@ describe('mutation-fix tasks on the real corpus', () => {
   it('a rollout container holds no trace of the original code, and malformed tool calls become error observations', async () => {
     let checked = 0;
     for (const task of tasks) {
-      const original = task.bug_patch!.split('\n').filter((l) => l.startsWith('-') && !l.startsWith('---')).map((l) => l.slice(1)).filter((l) => l.trim().length > 6);
+      const original = task
+        .bug_patch!.split('\n')
+        .filter((l) => l.startsWith('-') && !l.startsWith('---'))
+        .map((l) => l.slice(1))
+        .filter((l) => l.trim().length > 6);
       const env = await AgentEnv.start(task, {}, { memoryMb: 1024, cpus: 1, pids: 256, bashTimeoutS: 5, outputCap: 2_000_000 });
       try {
         for (const line of original) {
@@ -218,7 +248,10 @@ describe('mutation-fix tasks on the real corpus', () => {
   it('renders trajectories as chat messages for SFT and as transitions for world-model training', async () => {
     const messages = await cli(['render', join(out, 'dataset'), '--config', 'trajectories', '--format', 'messages']);
     expect(messages.code).toBe(0);
-    const convs = messages.stdout.trim().split('\n').map((l) => JSON.parse(l) as { trajectory_id: string; messages: { role: string; tool_calls?: unknown[]; tool_call_id?: string }[] });
+    const convs = messages.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { trajectory_id: string; messages: { role: string; tool_calls?: unknown[]; tool_call_id?: string }[] });
     expect(convs.length).toBe(trajectories.length);
     for (const c of convs) {
       const t = trajectories.find((x) => x.trajectory_id === c.trajectory_id)!;
@@ -227,7 +260,10 @@ describe('mutation-fix tasks on the real corpus', () => {
       expect(c.messages.filter((m) => m.role === 'tool').every((m) => typeof m.tool_call_id === 'string')).toBe(true);
     }
     const transitions = await cli(['render', join(out, 'dataset'), '--config', 'trajectories', '--format', 'transitions']);
-    const rows = transitions.stdout.trim().split('\n').map((l) => JSON.parse(l) as { trajectory_id: string; step: number; state: string; action: string; next_state: string; reward: number; done: boolean });
+    const rows = transitions.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { trajectory_id: string; step: number; state: string; action: string; next_state: string; reward: number; done: boolean });
     expect(rows.length).toBe(trajectories.reduce((n, t) => n + t.steps.length, 0));
     for (const t of trajectories) {
       const mine = rows.filter((r) => r.trajectory_id === t.trajectory_id);
@@ -240,7 +276,7 @@ describe('mutation-fix tasks on the real corpus', () => {
     expect(wrong.code).toBe(2);
   });
 
-  it('traces each task\'s FAIL_TO_PASS tests before and after the fix, marked with the task and phase', async () => {
+  it("traces each task's FAIL_TO_PASS tests before and after the fix, marked with the task and phase", async () => {
     const rows = await sql<{ task_id: string; phase: string; node_id: string; n: bigint }>(
       `select task_id, phase, node_id, count(*) as n from '${out}/dataset/traces/data/*.parquet' where task_id is not null group by all`,
     );

@@ -8,8 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { ensureBaseImage } from '../pipeline/sandbox/base_images.js';
-import { materializeCorpus } from './corpus.js';
 import { assertDockerUp, imagesLabelled, removeImage } from '../pipeline/sandbox/engine.js';
+import { materializeCorpus } from './corpus.js';
 
 export const CORPUS_NAMES = ['toolz', 'h11', 'isodate', 'hyperlink', 'simplejson'];
 

@@ -3,6 +3,7 @@ import { mkdtempSync } from 'node:fs';
 import { join } from 'node:path';
 import { inject } from 'vitest';
 import { packageRoot } from '../core/package.js';
+
 export { query as sql } from '../datasets/duckdb.js';
 
 export interface CliResult {

@@ -1,5 +1,5 @@
-import { join } from 'node:path';
 import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { evenSample } from '../pipeline/runtime/history.js';
 import { buildHistoryRepo } from './fixtures/history_repo.js';
@@ -17,7 +17,20 @@ describe('--commits K: tracing older commits', () => {
     const manifest = join(dir, 'manifest.jsonl');
     writeFileSync(manifest, JSON.stringify({ repo: join(dir, 'slugs'), commit: shas[4] }) + '\n');
     const out = join(dir, 'out');
-    const res = await cli(['run', '--manifest', manifest, '--out', out, '--stages', 'clone,build,validate,trace,shard', '--json', '--commits', '2', '--validate-runs', '1']);
+    const res = await cli([
+      'run',
+      '--manifest',
+      manifest,
+      '--out',
+      out,
+      '--stages',
+      'clone,build,validate,trace,shard',
+      '--json',
+      '--commits',
+      '2',
+      '--validate-runs',
+      '1',
+    ]);
     expect(res.code, res.stderr).toBe(0);
     const run = JSON.parse(res.stdout) as { units: { unit_id: string }[]; history: { commit: string; status: string; history_of: string }[] };
     const head = run.units[0].unit_id;
@@ -26,7 +39,9 @@ describe('--commits K: tracing older commits', () => {
       [shas[3], 'ok', head],
       [shas[2], 'ok', head],
     ]);
-    const repos = await sql<{ commit: string; history_of: string | null; passed: bigint }>(`select commit, history_of, passed from '${out}/dataset/repos/data/*.parquet' order by passed desc, commit`);
+    const repos = await sql<{ commit: string; history_of: string | null; passed: bigint }>(
+      `select commit, history_of, passed from '${out}/dataset/repos/data/*.parquet' order by passed desc, commit`,
+    );
     expect(repos).toEqual(
       [
         { commit: shas[4], history_of: null, passed: 6n },
@@ -34,11 +49,28 @@ describe('--commits K: tracing older commits', () => {
         { commit: shas[2], history_of: head, passed: 5n },
       ].sort((a, b) => Number(b.passed - a.passed) || a.commit.localeCompare(b.commit)),
     );
-    const traces = await sql<{ commit: string; n: bigint }>(`select commit, count(distinct node_id) as n from '${out}/dataset/traces/data/*.parquet' group by commit order by n desc, commit`);
+    const traces = await sql<{ commit: string; n: bigint }>(
+      `select commit, count(distinct node_id) as n from '${out}/dataset/traces/data/*.parquet' group by commit order by n desc, commit`,
+    );
     expect(new Set(traces.map((t) => t.commit))).toEqual(new Set([shas[4], shas[3], shas[2]]));
-    const buggy = await sql<{ text: string }>(`select text from '${out}/dataset/traces/data/*.parquet' where commit = '${shas[2]}' and function = 'unique_slug' limit 1`);
+    const buggy = await sql<{ text: string }>(
+      `select text from '${out}/dataset/traces/data/*.parquet' where commit = '${shas[2]}' and function = 'unique_slug' limit 1`,
+    );
     expect(buggy[0].text).toContain('<|line_sep|>');
-    const again = await cli(['run', '--manifest', manifest, '--out', out, '--stages', 'clone,build,validate,trace,shard', '--json', '--commits', '2', '--validate-runs', '1']);
+    const again = await cli([
+      'run',
+      '--manifest',
+      manifest,
+      '--out',
+      out,
+      '--stages',
+      'clone,build,validate,trace,shard',
+      '--json',
+      '--commits',
+      '2',
+      '--validate-runs',
+      '1',
+    ]);
     expect((JSON.parse(again.stdout) as { history: { ran: string[] }[] }).history.map((h) => h.ran)).toEqual([[], []]);
   }, 300_000);
 });

@@ -8,21 +8,19 @@
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { beforeAll, describe, expect, it } from 'vitest';
-import { gradeSubmission, type GradeEnv } from '../pipeline/agent/grading.js';
+import { beforeAll, describe, expect, inject, it } from 'vitest';
+import { type GradeEnv, gradeSubmission } from '../pipeline/agent/grading.js';
 import { Ledger } from '../pipeline/runtime/ledger.js';
 import { readManifest } from '../pipeline/runtime/manifest.js';
 import { DEFAULTS, type PipelineOptions } from '../pipeline/runtime/options.js';
+import type { BuildRecord, CloneRecord } from '../pipeline/runtime/records.js';
 import type { StageContext } from '../pipeline/runtime/stage.js';
-import { mineIssueTasks, type IssueMiningOutcome } from '../pipeline/tasks/issue_verification.js';
 import { candidatePatches, findIssueCandidates, isTestFile, packagesOf } from '../pipeline/tasks/issue_candidates.js';
 import { issueReferences, matchIssue, parseIssueExport, readIssueExport } from '../pipeline/tasks/issue_export.js';
+import { type IssueMiningOutcome, mineIssueTasks } from '../pipeline/tasks/issue_verification.js';
 import type { TaskRecord } from '../schemas/tasks.js';
 import { buildHistoryRepo } from './fixtures/history_repo.js';
 import { cli, tempDir } from './helpers.js';
-import { inject } from 'vitest';
-import type { CloneRecord } from '../pipeline/runtime/records.js';
-import type { BuildRecord } from '../pipeline/runtime/records.js';
 
 const ISSUE_3 = {
   number: 3,
@@ -60,12 +58,13 @@ describe('issue export and history scan (no containers)', () => {
   });
 
   it('classifies test files as grading does and names the packages of code files', () => {
-    for (const f of ['tests/test_a.py', 'pkg/tests/data.json', 'test/x.py', 'test_a.py', 'pkg/a_test.py', 'conftest.py', 'pkg/conftest.py']) expect(isTestFile(f), f).toBe(true);
+    for (const f of ['tests/test_a.py', 'pkg/tests/data.json', 'test/x.py', 'test_a.py', 'pkg/a_test.py', 'conftest.py', 'pkg/conftest.py'])
+      expect(isTestFile(f), f).toBe(true);
     for (const f of ['pkg/a.py', 'pkg/testing.py', 'contest.py', 'README.md', 'latest/a.py']) expect(isTestFile(f), f).toBe(false);
     expect(packagesOf(['slugs/__init__.py', 'src/other/x.py', 'mod.py', 'setup.py'])).toEqual(['slugs', 'other', 'mod', 'setup']);
   });
 
-  it('finds the fixture\'s commits that change code with tests, and pairs the code-only fix with the test after it', async () => {
+  it("finds the fixture's commits that change code with tests, and pairs the code-only fix with the test after it", async () => {
     const dir = tempDir('issue-scan');
     const shas = buildHistoryRepo(join(dir, 'slugs'));
     const gitDir = join(dir, 'slugs', '.git');
@@ -149,7 +148,11 @@ describe('issue-fix tasks from the fixture repository, run in its image', () => 
     expect(task.bug_patch).toContain('-        n += 1');
     // The other candidates are features landed with their tests; without #N their statement is the commit message.
     const maxLen = mined.tasks.find((t) => t.fix_commit === shas[1])!;
-    expect(maxLen).toMatchObject({ issue_number: null, problem_statement: 'slugify: optional max_len\n', FAIL_TO_PASS: ['tests/test_slugify.py::test_truncates_at_a_word_boundary'] });
+    expect(maxLen).toMatchObject({
+      issue_number: null,
+      problem_statement: 'slugify: optional max_len\n',
+      FAIL_TO_PASS: ['tests/test_slugify.py::test_truncates_at_a_word_boundary'],
+    });
     expect(maxLen.PASS_TO_PASS).toEqual(['tests/test_slugify.py::test_drops_punctuation', 'tests/test_slugify.py::test_lowercases_and_joins']);
     expect(new Set(mined.tasks.map((t) => t.instance_id)).size).toBe(mined.tasks.length);
   });

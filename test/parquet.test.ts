@@ -4,8 +4,7 @@ import pl from 'nodejs-polars';
 import { describe, expect, it } from 'vitest';
 import { writeDataset } from '../datasets/dataset_writer.js';
 import { ensureZstd, ParquetFileWriter } from '../datasets/parquet/writer.js';
-import { bool, defineSchema, float64, int32, int64, list, nullable, string, struct } from '../schemas/schema.js';
-import { RecordError, validateRecord } from '../schemas/schema.js';
+import { bool, defineSchema, float64, int32, int64, list, nullable, RecordError, string, struct, validateRecord } from '../schemas/schema.js';
 import { sql, tempDir } from './helpers.js';
 
 const frameSchema = defineSchema({
@@ -38,7 +37,8 @@ describe('Parquet writing', () => {
     });
     const shards = manifest.shards;
     expect(shards.length).toBeGreaterThan(1);
-    for (const [i, s] of shards.entries()) expect(s.path).toBe(`frames_demo/data/train-${String(i).padStart(5, '0')}-of-${String(shards.length).padStart(5, '0')}.parquet`);
+    for (const [i, s] of shards.entries())
+      expect(s.path).toBe(`frames_demo/data/train-${String(i).padStart(5, '0')}-of-${String(shards.length).padStart(5, '0')}.parquet`);
     const glob = join(dir, 'frames_demo/data/*.parquet');
     const [count] = await sql<{ n: bigint; frames: bigint; x: bigint }>(
       `select count(*) n, sum(len(frames)) frames, (select count(*) from (select unnest(frames, recursive := true) from '${glob}')) x from '${glob}'`,
@@ -48,14 +48,23 @@ describe('Parquet writing', () => {
     expect(count.frames).toBe(BigInt(expectedFrames));
     expect(count.x).toBe(BigInt(expectedFrames));
     const back = await sql<{ id: string; n: bigint; score: number | null; frames: unknown }>(`select id, n, score, frames from '${glob}' where id = 'r7'`);
-    expect(back[0]).toEqual({ id: 'r7', n: 7_000_000_049n, score: 1, frames: [
-      { kind: 'call', line: 1n, locals: [{ name: 'x', value: '7' }] },
-      { kind: 'line', line: 2n, locals: [{ name: 'x', value: '8' }] },
-      { kind: 'line', line: 3n, locals: [{ name: 'x', value: '9' }] },
-    ] });
-    const meta = await sql<{ k: string; v: string }>(`select decode(key) as k, decode(value) as v from parquet_kv_metadata('${glob}') where decode(key) = 'worldline.schema_version'`);
+    expect(back[0]).toEqual({
+      id: 'r7',
+      n: 7_000_000_049n,
+      score: 1,
+      frames: [
+        { kind: 'call', line: 1n, locals: [{ name: 'x', value: '7' }] },
+        { kind: 'line', line: 2n, locals: [{ name: 'x', value: '8' }] },
+        { kind: 'line', line: 3n, locals: [{ name: 'x', value: '9' }] },
+      ],
+    });
+    const meta = await sql<{ k: string; v: string }>(
+      `select decode(key) as k, decode(value) as v from parquet_kv_metadata('${glob}') where decode(key) = 'worldline.schema_version'`,
+    );
     expect(meta.map((m) => m.v)).toEqual(shards.map(() => '3'));
-    const rowGroups = await sql<{ files: bigint; n_groups: bigint }>(`select count(distinct file_name) files, count(distinct (file_name, row_group_id)) as n_groups from parquet_metadata('${glob}')`);
+    const rowGroups = await sql<{ files: bigint; n_groups: bigint }>(
+      `select count(distinct file_name) files, count(distinct (file_name, row_group_id)) as n_groups from parquet_metadata('${glob}')`,
+    );
     expect(rowGroups[0].n_groups).toBe(BigInt(shards.reduce((s, x) => s + x.row_groups, 0)));
     const onDisk = JSON.parse(readFileSync(join(dir, 'manifest.json'), 'utf8'));
     expect(onDisk.configs.frames_demo.rows).toBe(500);
@@ -99,7 +108,13 @@ describe('Parquet writing', () => {
       obj:
         i % 6 === 0
           ? null
-          : { a: i % 4 ? i * 3 : null, b: Array.from({ length: i % 3 }, (_, j) => ({ c: text(i * j), d: j % 2 ? null : Array.from({ length: (i + j) % 4 }, (_, k) => (i + k) % 2 === 0) })) },
+          : {
+              a: i % 4 ? i * 3 : null,
+              b: Array.from({ length: i % 3 }, (_, j) => ({
+                c: text(i * j),
+                d: j % 2 ? null : Array.from({ length: (i + j) % 4 }, (_, k) => (i + k) % 2 === 0),
+              })),
+            },
     }));
     await ensureZstd();
     const expected = rows.map((r) => JSON.parse(JSON.stringify(r)));
@@ -120,9 +135,13 @@ describe('Parquet writing', () => {
         const stats = await sql<{ lo: string; hi: string; nn: bigint }>(
           `select stats_min_value lo, stats_max_value hi, stats_null_count nn from parquet_metadata('${path}') where path_in_schema = 'id' order by row_group_id`,
         );
-        expect(stats.map((s) => [s.lo, s.hi, s.nn])).toEqual([['0', '399', 0n], ['400', '799', 0n], ['800', '1199', 0n], ['1200', '1499', 0n]]);
+        expect(stats.map((s) => [s.lo, s.hi, s.nn])).toEqual([
+          ['0', '399', 0n],
+          ['400', '799', 0n],
+          ['800', '1199', 0n],
+          ['1200', '1499', 0n],
+        ]);
       }
     }
   });
 });
-

@@ -7,7 +7,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { packageRoot } from '../core/package.js';
-import { parseEpisode, renderEpisode, type CwmFrame } from '../datasets/cwm_format.js';
+import { type CwmFrame, parseEpisode, renderEpisode } from '../datasets/cwm_format.js';
 import { readRows } from '../datasets/reader.js';
 import { CORPUS } from './corpus.js';
 import { CORPUS_NAMES } from './global-setup.js';
@@ -21,7 +21,12 @@ interface RunJson {
 
 const shardHashes = (out: string) => {
   const manifest = JSON.parse(readFileSync(join(out, 'dataset', 'manifest.json'), 'utf8')) as { shards: { path: string }[] };
-  return manifest.shards.map((s) => [s.path, createHash('sha256').update(readFileSync(join(out, 'dataset', s.path))).digest('hex')]);
+  return manifest.shards.map((s) => [
+    s.path,
+    createHash('sha256')
+      .update(readFileSync(join(out, 'dataset', s.path)))
+      .digest('hex'),
+  ]);
 };
 
 describe('the real corpus, end to end', () => {
@@ -53,17 +58,31 @@ describe('the real corpus, end to end', () => {
     );
     const expected = [...CORPUS_NAMES].sort().map((name) => {
       const e = CORPUS[name].expected;
-      return { repo: name, collected: BigInt(e.collected), passed: BigInt(e.passed), failed: BigInt(e.failed), skipped: BigInt(e.skipped), python_version: expect.stringMatching(/^3\.11\./), traceable: true };
+      return {
+        repo: name,
+        collected: BigInt(e.collected),
+        passed: BigInt(e.passed),
+        failed: BigInt(e.failed),
+        skipped: BigInt(e.skipped),
+        python_version: expect.stringMatching(/^3\.11\./),
+        traceable: true,
+      };
     });
     expect(repos).toEqual(expected);
     const perRepo = await sql<{ repo: string; n: bigint; passed: bigint }>(
       `select regexp_extract(repo, '[^/]+$') as repo, count(*) as n, count(*) filter (where outcome = 'passed' and not flaky) as passed from '${out}/dataset/tests/data/*.parquet' group by all order by repo`,
     );
-    expect(perRepo).toEqual([...CORPUS_NAMES].sort().map((name) => ({ repo: name, n: BigInt(CORPUS[name].expected.collected), passed: BigInt(CORPUS[name].expected.passed) })));
+    expect(perRepo).toEqual(
+      [...CORPUS_NAMES].sort().map((name) => ({ repo: name, n: BigInt(CORPUS[name].expected.collected), passed: BigInt(CORPUS[name].expected.passed) })),
+    );
     const ids = await sql<{ node_id: string; file: string; run_outcomes: string[] }>(
       `select node_id, file, run_outcomes from '${out}/dataset/tests/data/*.parquet' where node_id like 'toolz/tests/test_itertoolz.py::test_groupby%' order by node_id`,
     );
-    expect(ids[0]).toEqual({ node_id: 'toolz/tests/test_itertoolz.py::test_groupby', file: 'toolz/tests/test_itertoolz.py', run_outcomes: ['passed', 'passed'] });
+    expect(ids[0]).toEqual({
+      node_id: 'toolz/tests/test_itertoolz.py::test_groupby',
+      file: 'toolz/tests/test_itertoolz.py',
+      run_outcomes: ['passed', 'passed'],
+    });
   });
 
   it('records provenance: resolved commit, license from the Debian copyright file, sizes and counts', async () => {
@@ -147,23 +166,43 @@ describe('hostile and broken input', () => {
         const o = JSON.parse(l) as { repo: string };
         return JSON.stringify({ ...o, repo: join(packageRoot, 'examples', o.repo) });
       });
-    const lines = [
-      ...examples.slice(0, 3),
-      '{"repo": "/nowhere", "colour": "blue"',
-      `{"repo": "file://${dir}/does-not-exist.git"}`,
-      ...examples.slice(3),
-    ];
+    const lines = [...examples.slice(0, 3), '{"repo": "/nowhere", "colour": "blue"', `{"repo": "file://${dir}/does-not-exist.git"}`, ...examples.slice(3)];
     writeFileSync(manifestFile, lines.join('\n') + '\n');
-    const res = await cli(['run', '--manifest', manifestFile, '--out', out, '--stages', 'clone,build,validate,trace,shard', '--json', '--suite-timeout', '15', '--test-timeout', '0']);
+    const res = await cli([
+      'run',
+      '--manifest',
+      manifestFile,
+      '--out',
+      out,
+      '--stages',
+      'clone,build,validate,trace,shard',
+      '--json',
+      '--suite-timeout',
+      '15',
+      '--test-timeout',
+      '0',
+    ]);
     expect(res.code).toBe(1);
     run = JSON.parse(res.stdout) as RunJson;
   }, 900_000);
 
   it('records every broken unit with a precise reason while the others finish', () => {
     expect(run.manifest_errors).toBe(1);
-    expect(unit('does-not-exist.git')).toMatchObject({ status: 'failed', stage: 'clone', reason: expect.stringMatching(/^cannot get file:\/\/.*does-not-exist\.git: git clone failed: fatal: .*does-not-exist\.git/) });
-    expect(unit('broken-install')).toMatchObject({ status: 'failed', stage: 'build', reason: expect.stringMatching(/image build failed: .*returned a non-zero code: 3/) });
-    expect(unit('hangs')).toMatchObject({ status: 'failed', stage: 'validate', reason: expect.stringMatching(/^run 1: the suite exceeded its wall timeout and was killed; 1 of 2 collected tests had reported \(suite timeout: 15 s\)$/) });
+    expect(unit('does-not-exist.git')).toMatchObject({
+      status: 'failed',
+      stage: 'clone',
+      reason: expect.stringMatching(/^cannot get file:\/\/.*does-not-exist\.git: git clone failed: fatal: .*does-not-exist\.git/),
+    });
+    expect(unit('broken-install')).toMatchObject({
+      status: 'failed',
+      stage: 'build',
+      reason: expect.stringMatching(/image build failed: .*returned a non-zero code: 3/),
+    });
+    expect(unit('hangs')).toMatchObject({
+      status: 'failed',
+      stage: 'validate',
+      reason: expect.stringMatching(/^run 1: the suite exceeded its wall timeout and was killed; 1 of 2 collected tests had reported \(suite timeout: 15 s\)$/),
+    });
     expect(unit('no-tests')).toMatchObject({ status: 'failed', stage: 'validate', reason: 'run 1: no tests collected (pytest exit 5)' });
     for (const name of ['calc', 'textstats', 'fake-passed', 'flaky']) expect(unit(name)).toMatchObject({ status: 'ok' });
   });
@@ -189,7 +228,16 @@ describe('hostile and broken input', () => {
   });
 
   it('puts src/ on the import path, applies env vars, and counts skips and xfails', async () => {
-    const rows = await sql<{ repo: string; src_layout: boolean; passed: bigint; skipped: bigint; xfailed: bigint; license: string; status: string; reason: string | null }>(
+    const rows = await sql<{
+      repo: string;
+      src_layout: boolean;
+      passed: bigint;
+      skipped: bigint;
+      xfailed: bigint;
+      license: string;
+      status: string;
+      reason: string | null;
+    }>(
       `select regexp_extract(repo, '[^/]+$') as repo, src_layout, passed, skipped, xfailed, license, status, reason from '${out}/dataset/repos/data/*.parquet' where repo like '%calc' or repo like '%textstats' order by repo`,
     );
     expect(rows).toEqual([
@@ -202,7 +250,21 @@ describe('hostile and broken input', () => {
 
   it('--retry-failed retries only the failed units and loses nothing already written', async () => {
     const before = await sql<{ n: bigint }>(`select count(*) as n from '${out}/dataset/tests/data/*.parquet'`);
-    const res = await cli(['run', '--manifest', manifestFile, '--out', out, '--stages', 'clone,build,validate,trace,shard', '--json', '--suite-timeout', '15', '--test-timeout', '0', '--retry-failed']);
+    const res = await cli([
+      'run',
+      '--manifest',
+      manifestFile,
+      '--out',
+      out,
+      '--stages',
+      'clone,build,validate,trace,shard',
+      '--json',
+      '--suite-timeout',
+      '15',
+      '--test-timeout',
+      '0',
+      '--retry-failed',
+    ]);
     expect(res.code).toBe(1);
     const retry = JSON.parse(res.stdout) as RunJson;
     for (const u of retry.units) {
@@ -221,7 +283,12 @@ describe('the real corpus on Python 3.13 (trixie base)', () => {
     const out = join(dir, 'out');
     const manifestFile = join(dir, 'manifest.jsonl');
     const corpusRoot = inject('corpusRoot');
-    writeFileSync(manifestFile, CORPUS_NAMES.map((name) => JSON.stringify({ repo: join(corpusRoot, name), python: '3.13', env: { apt: CORPUS[name].apt, pytest_args: CORPUS[name].pytestArgs } })).join('\n') + '\n');
+    writeFileSync(
+      manifestFile,
+      CORPUS_NAMES.map((name) =>
+        JSON.stringify({ repo: join(corpusRoot, name), python: '3.13', env: { apt: CORPUS[name].apt, pytest_args: CORPUS[name].pytestArgs } }),
+      ).join('\n') + '\n',
+    );
     const res = await cli(['run', '--manifest', manifestFile, '--out', out, '--stages', 'clone,build,validate,trace,shard', '--json', '--validate-runs', '1']);
     expect(res.code, res.stderr).toBe(0);
     const units = (JSON.parse(res.stdout) as RunJson).units;

@@ -5,19 +5,20 @@
  * them) and the submission is graded in a fresh container. The replay policy then runs that
  * trajectory again and reports exactly the steps whose observations differ.
  */
+
+import { writeFileSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { readRows } from '../datasets/reader.js';
-import { TOOL_SPECS, type EnvLimits } from '../pipeline/agent/agent_env.js';
+import { type EnvLimits, TOOL_SPECS } from '../pipeline/agent/agent_env.js';
 import type { GradeEnv } from '../pipeline/agent/grading.js';
 import { openaiPolicy, type RetryInfo } from '../pipeline/agent/policies/openai.js';
-import { DEFAULTS } from '../pipeline/runtime/options.js';
-import { hunksOf, type ChatMessage } from '../pipeline/agent/policy.js';
 import { compareObservations, defaultNormalize, replayBudgets, replayPolicy } from '../pipeline/agent/policies/replay.js';
-import { rollout, type Budgets } from '../pipeline/agent/rollout.js';
+import { type ChatMessage, hunksOf } from '../pipeline/agent/policy.js';
+import { type Budgets, rollout } from '../pipeline/agent/rollout.js';
+import { DEFAULTS } from '../pipeline/runtime/options.js';
 import type { TaskRecord } from '../schemas/tasks.js';
 import type { TrajectoryRecord } from '../schemas/trajectories.js';
 import { cli, tempDir } from './helpers.js';
@@ -62,7 +63,10 @@ class ScriptedServer {
         }
         const seen: SeenRequest = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body };
         this.requests.push(seen);
-        const reply = req.method === 'POST' && req.url === '/v1/chat/completions' ? this.script(this.requests.length - 1, seen) : { status: 404, body: { error: { message: `no route ${req.method} ${req.url}` } } };
+        const reply =
+          req.method === 'POST' && req.url === '/v1/chat/completions'
+            ? this.script(this.requests.length - 1, seen)
+            : { status: 404, body: { error: { message: `no route ${req.method} ${req.url}` } } };
         if (reply.stall) return;
         if (reply.hangUp) {
           req.socket.destroy();
@@ -102,7 +106,11 @@ function completion(i: number, message: ScriptedMessage, usage: { prompt_tokens:
 }
 
 const call = (id: string, name: string, args: unknown) => ({ id, type: 'function' as const, function: { name, arguments: JSON.stringify(args) } });
-const error = (status: number, message: string, headers: Record<string, string> = {}): Reply => ({ status, headers, body: { error: { message, type: 'server_error', code: null } } });
+const error = (status: number, message: string, headers: Record<string, string> = {}): Reply => ({
+  status,
+  headers,
+  body: { error: { message, type: 'server_error', code: null } },
+});
 const shq = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 
 // ---------------------------------------------------------------------------------------------
@@ -120,21 +128,43 @@ describe('the openai policy against a scripted server (client path)', () => {
 
   it('sends the conversation in the API format with the tools, sampling and headers, and passes malformed tool calls through', async () => {
     const { server, baseURL } = await serve((i) =>
-      completion(i, {
-        content: null,
-        tool_calls: [
-          { id: 'c1', type: 'function', function: { name: 'edit', arguments: '{"path": "a.py", "search": ' } },
-          { type: 'function', function: { name: 'rm_rf', arguments: '{}' } },
-          { id: 'c3', type: 'function', function: { name: 'view', arguments: '{"path": "a.py"}' } },
-        ],
-      }, { prompt_tokens: 321, completion_tokens: 45 }),
+      completion(
+        i,
+        {
+          content: null,
+          tool_calls: [
+            { id: 'c1', type: 'function', function: { name: 'edit', arguments: '{"path": "a.py", "search": ' } },
+            { type: 'function', function: { name: 'rm_rf', arguments: '{}' } },
+            { id: 'c3', type: 'function', function: { name: 'view', arguments: '{"path": "a.py"}' } },
+          ],
+        },
+        { prompt_tokens: 321, completion_tokens: 45 },
+      ),
     );
-    const policy = openaiPolicy({ baseURL, model: 'qwen-coder', apiKey: 'sk-test', temperature: 0.7, topP: 0.95, maxTokens: 2048, seed: 11, headers: { 'x-team': 'worldline' }, extraBody: { top_k: 20 }, maxRetries: 0 });
+    const policy = openaiPolicy({
+      baseURL,
+      model: 'qwen-coder',
+      apiKey: 'sk-test',
+      temperature: 0.7,
+      topP: 0.95,
+      maxTokens: 2048,
+      seed: 11,
+      headers: { 'x-team': 'worldline' },
+      extraBody: { top_k: 20 },
+      maxRetries: 0,
+    });
     expect(policy).toMatchObject({ name: 'openai', model: 'qwen-coder' });
     const messages: ChatMessage[] = [
       { role: 'system', content: 'sys' },
       { role: 'user', content: 'fix it' },
-      { role: 'assistant', content: '', tool_calls: [{ id: 'a1', name: 'bash', arguments: '{"command": "ls"}' }, { id: 'a2', name: 'view', arguments: 'not json' }] },
+      {
+        role: 'assistant',
+        content: '',
+        tool_calls: [
+          { id: 'a1', name: 'bash', arguments: '{"command": "ls"}' },
+          { id: 'a2', name: 'view', arguments: 'not json' },
+        ],
+      },
       { role: 'tool', content: 'README\n', name: 'bash', tool_call_id: 'a1' },
       { role: 'tool', content: 'error: bad', name: 'view', tool_call_id: 'a2' },
       { role: 'assistant', content: 'thinking aloud' },
@@ -177,8 +207,15 @@ describe('the openai policy against a scripted server (client path)', () => {
   });
 
   it('retries a dropped connection, 429 and 5xx, waiting what retry-after or retry-after-ms asks, else backing off, then answers', async () => {
-    const script: Reply[] = [{ hangUp: true }, error(429, 'slow down', { 'retry-after': '0' }), error(503, 'overloaded', { 'retry-after-ms': '10' }), error(502, 'bad gateway', { 'retry-after-ms': '10', 'retry-after': '9' })];
-    const { server, baseURL } = await serve((i) => script[i] ?? completion(i, { content: 'done', tool_calls: [call('s1', 'submit', {})] }, { prompt_tokens: 10, completion_tokens: 2 }));
+    const script: Reply[] = [
+      { hangUp: true },
+      error(429, 'slow down', { 'retry-after': '0' }),
+      error(503, 'overloaded', { 'retry-after-ms': '10' }),
+      error(502, 'bad gateway', { 'retry-after-ms': '10', 'retry-after': '9' }),
+    ];
+    const { server, baseURL } = await serve(
+      (i) => script[i] ?? completion(i, { content: 'done', tool_calls: [call('s1', 'submit', {})] }, { prompt_tokens: 10, completion_tokens: 2 }),
+    );
     const retries: RetryInfo[] = [];
     const policy = openaiPolicy({ baseURL, model: 'm', apiKey: 'k', maxRetries: 5, onRetry: (r) => retries.push(r) });
     const turn = await policy.next([{ role: 'user', content: 'go' }]);
@@ -186,7 +223,12 @@ describe('the openai policy against a scripted server (client path)', () => {
     expect(server.requests).toHaveLength(5);
     // Every retry is the same request.
     for (const r of server.requests) expect(r.body).toEqual(server.requests[0].body);
-    expect(retries.map((r) => [r.attempt, r.status])).toEqual([[0, null], [1, 429], [2, 503], [3, 502]]);
+    expect(retries.map((r) => [r.attempt, r.status])).toEqual([
+      [0, null],
+      [1, 429],
+      [2, 503],
+      [3, 502],
+    ]);
     // No header: the client's backoff, at least 375 ms for the first retry (0.5 s less up to 25 % jitter).
     expect(retries[0].delayMs).toBeGreaterThanOrEqual(370);
     // A header: the wait the server asked for, shorter than any backoff; retry-after-ms wins over retry-after.
@@ -229,17 +271,38 @@ describe('the openai policy against a scripted server (client path)', () => {
 
 describe('the replay policy (comparison logic)', () => {
   const recording = (observations: string[]): TrajectoryRecord => ({
-    trajectory_id: 't.openai.x', task_id: 't', kind: 'mutation_fix', repo: 'r', policy: 'openai', model: 'm',
+    trajectory_id: 't.openai.x',
+    task_id: 't',
+    kind: 'mutation_fix',
+    repo: 'r',
+    policy: 'openai',
+    model: 'm',
     messages: [
       { role: 'system', content: 's', name: null, tool_call_id: null, tool_calls: [] },
       { role: 'user', content: 'u', name: null, tool_call_id: null, tool_calls: [] },
       ...observations.flatMap((o, i) => [
-        { role: 'assistant', content: `turn ${i}`, name: null, tool_call_id: null, tool_calls: [{ id: `c${i}`, type: 'function', function: { name: 'bash', arguments: JSON.stringify({ command: `step ${i}` }) } }] },
+        {
+          role: 'assistant',
+          content: `turn ${i}`,
+          name: null,
+          tool_call_id: null,
+          tool_calls: [{ id: `c${i}`, type: 'function', function: { name: 'bash', arguments: JSON.stringify({ command: `step ${i}` }) } }],
+        },
         { role: 'tool', content: o, name: 'bash', tool_call_id: `c${i}`, tool_calls: [] },
       ]),
     ],
     steps: observations.map((o, i) => ({ action: `bash ${JSON.stringify({ command: `step ${i}` })}`, observation: o, exit_code: 0, duration_seconds: 0.1 })),
-    submission: null, resolved: false, reward: 0, exit_status: 'max_turns', turns: observations.length, prompt_tokens: 5, completion_tokens: 5, wall_seconds: 1, max_turns: 7, max_tokens: 100, max_wall_seconds: 60,
+    submission: null,
+    resolved: false,
+    reward: 0,
+    exit_status: 'max_turns',
+    turns: observations.length,
+    prompt_tokens: 5,
+    completion_tokens: 5,
+    wall_seconds: 1,
+    max_turns: 7,
+    max_tokens: 100,
+    max_wall_seconds: 60,
   });
 
   it('replays assistant turns verbatim, compares the observations it sees, and stops at the first difference when asked', async () => {
@@ -247,7 +310,10 @@ describe('the replay policy (comparison logic)', () => {
     expect(replayBudgets(rec)).toEqual({ maxTurns: 7, maxTokens: 100, maxWallS: 60 });
     const p = replayPolicy(rec);
     expect(p).toMatchObject({ name: 'replay', model: 'm' });
-    const convo: ChatMessage[] = [{ role: 'system', content: 's' }, { role: 'user', content: 'u' }];
+    const convo: ChatMessage[] = [
+      { role: 'system', content: 's' },
+      { role: 'user', content: 'u' },
+    ];
     const t0 = await p.next(convo);
     expect(t0).toEqual({ content: 'turn 0', toolCalls: [{ id: 'c0', name: 'bash', arguments: '{"command":"step 0"}' }], promptTokens: 0, completionTokens: 0 });
     convo.push({ role: 'assistant', content: t0.content, tool_calls: t0.toolCalls }, { role: 'tool', content: '1 failed in 0.07s', tool_call_id: 'c0' });
@@ -262,15 +328,24 @@ describe('the replay policy (comparison logic)', () => {
     expect(p.differences()).toEqual([{ step: 2, action: 'bash {"command":"step 2"}', recorded: 'same', observed: 'other' }]);
     // With a finished record, missing steps count too.
     const finished = { steps: [{ action: '', observation: '1 failed in 9s', exit_code: 1, duration_seconds: 0 }] };
-    expect(p.differences(finished).map((d) => [d.step, d.observed])).toEqual([[1, null], [2, null]]);
-    expect(replayPolicy(rec, { normalize: null }).differences(finished).map((d) => d.step)).toEqual([0, 1, 2]);
+    expect(p.differences(finished).map((d) => [d.step, d.observed])).toEqual([
+      [1, null],
+      [2, null],
+    ]);
+    expect(
+      replayPolicy(rec, { normalize: null })
+        .differences(finished)
+        .map((d) => d.step),
+    ).toEqual([0, 1, 2]);
 
     const strict = replayPolicy(rec, { stopAtFirstDifference: true });
     const c: ChatMessage[] = [{ role: 'user', content: 'u' }];
     const s0 = await strict.next(c);
     c.push({ role: 'assistant', content: s0.content, tool_calls: s0.toolCalls }, { role: 'tool', content: 'something else', tool_call_id: 'c0' });
     await expect(strict.next(c)).rejects.toThrow(/diverged at step 0 \(bash \{"command":"step 0"\}\)/);
-    expect(compareObservations(rec.steps, ['1 failed in 1.00s', 'obj at 0xabcdef12', 'same', 'extra'], defaultNormalize)).toEqual([{ step: 3, action: '', recorded: null, observed: 'extra' }]);
+    expect(compareObservations(rec.steps, ['1 failed in 1.00s', 'obj at 0xabcdef12', 'same', 'extra'], defaultNormalize)).toEqual([
+      { step: 3, action: '', recorded: null, observed: 'extra' },
+    ]);
   });
 });
 
@@ -283,7 +358,14 @@ describe('openai and replay policies on a real mutation task, through the real t
   const runEnv = { PYTHONPATH: '', PYTHONDONTWRITEBYTECODE: '1', TZ: 'UTC' };
   const budgets: Budgets = { maxTurns: 20, maxTokens: 1_000_000, maxWallS: 600 };
   let grades = 0;
-  const gradeEnv = (): GradeEnv => ({ options: { ...DEFAULTS, out }, srcLayout: false, vars: {}, pytestArgs: [], hasTimeoutPlugin: true, work: join(out, 'work', 'grade-policies', String(grades++)) });
+  const gradeEnv = (): GradeEnv => ({
+    options: { ...DEFAULTS, out },
+    srcLayout: false,
+    vars: {},
+    pytestArgs: [],
+    hasTimeoutPlugin: true,
+    work: join(out, 'work', 'grade-policies', String(grades++)),
+  });
   let recorded: TrajectoryRecord;
   const servers: ScriptedServer[] = [];
 
@@ -292,7 +374,21 @@ describe('openai and replay policies on a real mutation task, through the real t
     out = join(dir, 'out');
     const manifest = join(dir, 'manifest.jsonl');
     writeFileSync(manifest, JSON.stringify({ repo: join(inject('corpusRoot'), 'h11') }) + '\n');
-    const res = await cli(['run', '--manifest', manifest, '--out', out, '--validate-runs', '1', '--policy', 'none', '--mutations-per-unit', '1', '--mutation-tries', '30']);
+    const res = await cli([
+      'run',
+      '--manifest',
+      manifest,
+      '--out',
+      out,
+      '--validate-runs',
+      '1',
+      '--policy',
+      'none',
+      '--mutations-per-unit',
+      '1',
+      '--mutation-tries',
+      '30',
+    ]);
     expect(res.code, res.stderr).toBe(0);
     const tasks: TaskRecord[] = [];
     for await (const row of readRows(join(out, 'dataset'), { config: 'tasks' })) tasks.push(row as unknown as TaskRecord);
@@ -320,17 +416,36 @@ describe('openai and replay policies on a real mutation task, through the real t
           call('call_view', 'view', { path: file, start: Math.max(1, firstLine - 5), end: firstLine + 25 }),
         ],
       },
-      ...hunks.map((h, i) => ({ content: `Restore the code in ${h.path} (${i + 1}/${hunks.length}).`, tool_calls: [call(`call_edit${i}`, 'edit', { path: h.path, search: h.search, replace: h.replace })] })),
+      ...hunks.map((h, i) => ({
+        content: `Restore the code in ${h.path} (${i + 1}/${hunks.length}).`,
+        tool_calls: [call(`call_edit${i}`, 'edit', { path: h.path, search: h.search, replace: h.replace })],
+      })),
       { content: 'Rerun the tests.', tool_calls: [call('call_run2', 'bash', { command: runTests })] },
       { content: 'They pass; submitting.', tool_calls: [call('call_submit', 'submit', {})] },
     ];
     const usage = (k: number) => ({ prompt_tokens: 1000 + 100 * k, completion_tokens: 20 + k });
     const failures: Reply[] = [error(429, 'Rate limit reached', { 'retry-after': '0' }), error(500, 'The server had an error', { 'retry-after-ms': '10' })];
-    const server = new ScriptedServer((i) => (i < failures.length ? failures[i] : i - failures.length < turns.length ? completion(i, turns[i - failures.length], usage(i - failures.length)) : error(400, 'the script is over')));
+    const server = new ScriptedServer((i) =>
+      i < failures.length
+        ? failures[i]
+        : i - failures.length < turns.length
+          ? completion(i, turns[i - failures.length], usage(i - failures.length))
+          : error(400, 'the script is over'),
+    );
     servers.push(server);
     const baseURL = await server.start();
     const retries: RetryInfo[] = [];
-    const policy = openaiPolicy({ baseURL, model: 'scripted-coder', apiKey: 'test-key', temperature: 0.2, topP: 0.9, maxTokens: 4096, maxRetries: 3, timeoutMs: 30_000, onRetry: (r) => retries.push(r) });
+    const policy = openaiPolicy({
+      baseURL,
+      model: 'scripted-coder',
+      apiKey: 'test-key',
+      temperature: 0.2,
+      topP: 0.9,
+      maxTokens: 4096,
+      maxRetries: 3,
+      timeoutMs: 30_000,
+      onRetry: (r) => retries.push(r),
+    });
 
     const traj = await rollout(task, policy, budgets, limits, runEnv, gradeEnv());
     recorded = traj;
@@ -363,11 +478,21 @@ describe('openai and replay policies on a real mutation task, through the real t
     }
 
     // The trajectory: resolved in a fresh container, everything recorded verbatim.
-    expect(traj).toMatchObject({ policy: 'openai', model: 'scripted-coder', task_id: task.instance_id, exit_status: 'submitted', resolved: true, reward: 1, turns: turns.length });
+    expect(traj).toMatchObject({
+      policy: 'openai',
+      model: 'scripted-coder',
+      task_id: task.instance_id,
+      exit_status: 'submitted',
+      resolved: true,
+      reward: 1,
+      turns: turns.length,
+    });
     expect(traj.prompt_tokens).toBe(turns.reduce((s, _, k) => s + usage(k).prompt_tokens, 0));
     expect(traj.completion_tokens).toBe(turns.reduce((s, _, k) => s + usage(k).completion_tokens, 0));
     const assistants = traj.messages.filter((m) => m.role === 'assistant');
-    expect(assistants.map((m) => ({ content: m.content, tool_calls: m.tool_calls }))).toEqual(turns.map((t) => ({ content: t.content ?? '', tool_calls: t.tool_calls })));
+    expect(assistants.map((m) => ({ content: m.content, tool_calls: m.tool_calls }))).toEqual(
+      turns.map((t) => ({ content: t.content ?? '', tool_calls: t.tool_calls })),
+    );
     const calls = turns.flatMap((t) => t.tool_calls!);
     expect(toolMessages.map((m) => [m.tool_call_id, m.name])).toEqual(calls.map((c) => [c.id, c.function.name]));
     expect(traj.steps.map((s) => s.action)).toEqual(calls.map((c) => `${c.function.name} ${c.function.arguments}`));
@@ -405,10 +530,15 @@ describe('openai and replay policies on a real mutation task, through the real t
     const stopped = await rollout(task, strict, replayBudgets(tampered), limits, runEnv, gradeEnv());
     expect(stopped.exit_status).toBe('error');
     expect(stopped.messages.at(-1)!.content).toMatch(new RegExp(`diverged at step ${tamperedStep}`));
-    expect(strict.differences()).toEqual([{ step: tamperedStep, action: recorded.steps[tamperedStep].action, recorded: 'tampered', observed: recorded.steps[tamperedStep].observation }]);
+    expect(strict.differences()).toEqual([
+      { step: tamperedStep, action: recorded.steps[tamperedStep].action, recorded: 'tampered', observed: recorded.steps[tamperedStep].observation },
+    ]);
     // Everything after the stop is missing from the replay.
     expect(strict.differences(stopped).map((d) => [d.step, d.observed === null])).toEqual(
-      recorded.steps.map((_, i) => i).filter((i) => i >= tamperedStep).map((i) => [i, i > tamperedStep]),
+      recorded.steps
+        .map((_, i) => i)
+        .filter((i) => i >= tamperedStep)
+        .map((i) => [i, i > tamperedStep]),
     );
 
     // A different task state (the code before the mutation): the tests pass at once, the viewed

@@ -2,8 +2,8 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import type { RebalanceReport } from '../datasets/rebalance.js';
 import { readManifestJson } from '../datasets/reader.js';
+import type { RebalanceReport } from '../datasets/rebalance.js';
 import { shards } from './fixtures/audit_checks.js';
 import { writeKnownDataset } from './fixtures/known_dataset.js';
 import { cli, sql, tempDir } from './helpers.js';
@@ -52,11 +52,21 @@ describe('worldline rebalance', () => {
       expect(target > 0.4 ? r.mix.dropped_by_kind.issue_fix : r.mix.dropped_by_kind.mutation_fix).toBe(0);
 
       // Each repository keeps about its share of the tasks.
-      const perRepo = async (dataset: string) => Object.fromEntries((await sql<{ repo: string; n: bigint }>(`select repo, count(*) as n from ${shards(dataset, 'tasks')} group by repo`)).map((x) => [x.repo, Number(x.n)]));
+      const perRepo = async (dataset: string) =>
+        Object.fromEntries(
+          (await sql<{ repo: string; n: bigint }>(`select repo, count(*) as n from ${shards(dataset, 'tasks')} group by repo`)).map((x) => [
+            x.repo,
+            Number(x.n),
+          ]),
+        );
       const before = await perRepo(src);
       const after = await perRepo(out);
       for (const repo of Object.keys(before)) expect(Math.abs(after[repo] / total - before[repo] / 100), repo).toBeLessThan(0.01);
-      expect(r.repos.map((x) => [x.repo, x.tasks_after, x.dropped_issue_fix + x.dropped_mutation_fix])).toEqual(Object.keys(before).sort().map((repo) => [repo, after[repo], before[repo] - after[repo]]));
+      expect(r.repos.map((x) => [x.repo, x.tasks_after, x.dropped_issue_fix + x.dropped_mutation_fix])).toEqual(
+        Object.keys(before)
+          .sort()
+          .map((repo) => [repo, after[repo], before[repo] - after[repo]]),
+      );
 
       // Dropped tasks leave no trajectory and no before/after trace behind; kept tasks keep all of theirs.
       const dropped = `(select instance_id from ${shards(src, 'tasks')} except select instance_id from ${shards(out, 'tasks')})`;
@@ -75,7 +85,11 @@ describe('worldline rebalance', () => {
 
       // Other configs: the same rows.
       for (const config of ['repos', 'tests']) {
-        expect(r.configs[config]).toEqual({ before: readManifestJson(src).configs[config].rows, after: readManifestJson(src).configs[config].rows, dropped: 0 });
+        expect(r.configs[config]).toEqual({
+          before: readManifestJson(src).configs[config].rows,
+          after: readManifestJson(src).configs[config].rows,
+          dropped: 0,
+        });
         expect(await difference(shards(src, config), shards(out, config)), config).toBe(0);
       }
       expect(r.verify.ok).toBe(true);

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { writeDataset } from '../datasets/dataset_writer.js';
 import { readRows } from '../datasets/reader.js';
 import { SCHEMAS } from '../schemas/index.js';
-import { hfFeatures, validateRecord, type Field, type RecordSchema } from '../schemas/schema.js';
+import { type Field, hfFeatures, type RecordSchema, validateRecord } from '../schemas/schema.js';
 import { tempDir } from './helpers.js';
 
 /** A deterministic sample value for a field: every nested level filled, nulls where allowed. */

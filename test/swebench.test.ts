@@ -9,7 +9,8 @@ const issueTask: TaskRecord = {
   repo: '/data/slugs',
   unit_id: 'slugs-1a2b3c4d',
   base_commit: 'a'.repeat(40),
-  patch: 'diff --git a/slugs/__init__.py b/slugs/__init__.py\n--- a/slugs/__init__.py\n+++ b/slugs/__init__.py\n@@ -8 +8,2 @@\n         slug = "%s-%d" % (base, n)\n+        n += 1\n',
+  patch:
+    'diff --git a/slugs/__init__.py b/slugs/__init__.py\n--- a/slugs/__init__.py\n+++ b/slugs/__init__.py\n@@ -8 +8,2 @@\n         slug = "%s-%d" % (base, n)\n+        n += 1\n',
   test_patch: 'diff --git a/tests/test_unique.py b/tests/test_unique.py\n',
   bug_patch: 'diff --git a/tests/test_unique.py b/tests/test_unique.py\n--- "quoted" \\ \u00e9\n',
   problem_statement: 'unique_slug hangs\n\nWith "hello-2" taken it never returns.\n',
@@ -46,7 +47,7 @@ const SWEBENCH_ROW = {
   base_commit: 'd16bfe05a744909de4b27f5875fe0d4ed41ce607',
   patch: 'diff --git a/astropy/modeling/separable.py b/astropy/modeling/separable.py\n',
   test_patch: 'diff --git a/astropy/modeling/tests/test_separable.py b/astropy/modeling/tests/test_separable.py\n',
-  problem_statement: 'Modeling\'s `separability_matrix` does not compute separability correctly for nested CompoundModels\n',
+  problem_statement: "Modeling's `separability_matrix` does not compute separability correctly for nested CompoundModels\n",
   hints_text: '',
   created_at: '2022-03-03T15:14:54Z',
   version: '4.3',
@@ -87,8 +88,15 @@ describe('SWE-bench JSON Lines', () => {
     expect(() => exportSwebench([mutationTask], { swebenchOnly: true })).toThrow(/binary_op__cafef00d: a mutation_fix task cannot be written/);
   });
 
-  it('imports SWE-bench\'s own rows as issue-fix tasks, F2P/P2P as JSON strings or arrays', () => {
-    const asArrays = { ...SWEBENCH_ROW, instance_id: 'astropy__astropy-1', FAIL_TO_PASS: ['a.py::t'], PASS_TO_PASS: [], version: 4.3, created_at: 1646320494000 };
+  it("imports SWE-bench's own rows as issue-fix tasks, F2P/P2P as JSON strings or arrays", () => {
+    const asArrays = {
+      ...SWEBENCH_ROW,
+      instance_id: 'astropy__astropy-1',
+      FAIL_TO_PASS: ['a.py::t'],
+      PASS_TO_PASS: [],
+      version: 4.3,
+      created_at: 1646320494000,
+    };
     const { tasks, errors } = importSwebench([JSON.stringify(SWEBENCH_ROW), '', JSON.stringify(asArrays)].join('\n') + '\n', 'swe.jsonl');
     expect(errors).toEqual([]);
     expect(tasks[0]).toMatchObject({

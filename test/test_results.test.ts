@@ -2,9 +2,9 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
 import { countVerdicts, foldReport, mergeRuns } from '../pipeline/sandbox/pytest_report.js';
-import { tempDir } from './helpers.js';
-import { tracersDir } from '../pipeline/sandbox/tracers.js';
 import { runContainer } from '../pipeline/sandbox/sandbox.js';
+import { tracersDir } from '../pipeline/sandbox/tracers.js';
+import { tempDir } from './helpers.js';
 
 const line = (o: object) => JSON.stringify(o);
 const phase = (nodeid: string, when: string, outcome: string, extra: object = {}) => line({ event: 'test', nodeid, when, outcome, duration: 0.1, ...extra });
@@ -14,12 +14,22 @@ describe('folding the reporting plugin output', () => {
   const report = [
     line({ event: 'start' }),
     line({ event: 'collected', nodeids: ids }),
-    phase('t.py::a', 'setup', 'passed'), phase('t.py::a', 'call', 'passed'), phase('t.py::a', 'teardown', 'passed'),
-    phase('t.py::b', 'setup', 'passed'), phase('t.py::b', 'call', 'failed', { message: 'assert 1 == 2' }), phase('t.py::b', 'teardown', 'passed'),
-    phase('t.py::c', 'setup', 'failed', { message: 'fixture boom' }), phase('t.py::c', 'teardown', 'passed'),
-    phase('t.py::d', 'setup', 'skipped', { message: 'no db' }), phase('t.py::d', 'teardown', 'passed'),
-    phase('t.py::e', 'setup', 'passed'), phase('t.py::e', 'call', 'skipped', { wasxfail: true }), phase('t.py::e', 'teardown', 'passed'),
-    phase('t.py::f', 'setup', 'passed'), phase('t.py::f', 'call', 'passed'), phase('t.py::f', 'teardown', 'failed', { message: 'leak' }),
+    phase('t.py::a', 'setup', 'passed'),
+    phase('t.py::a', 'call', 'passed'),
+    phase('t.py::a', 'teardown', 'passed'),
+    phase('t.py::b', 'setup', 'passed'),
+    phase('t.py::b', 'call', 'failed', { message: 'assert 1 == 2' }),
+    phase('t.py::b', 'teardown', 'passed'),
+    phase('t.py::c', 'setup', 'failed', { message: 'fixture boom' }),
+    phase('t.py::c', 'teardown', 'passed'),
+    phase('t.py::d', 'setup', 'skipped', { message: 'no db' }),
+    phase('t.py::d', 'teardown', 'passed'),
+    phase('t.py::e', 'setup', 'passed'),
+    phase('t.py::e', 'call', 'skipped', { wasxfail: true }),
+    phase('t.py::e', 'teardown', 'passed'),
+    phase('t.py::f', 'setup', 'passed'),
+    phase('t.py::f', 'call', 'passed'),
+    phase('t.py::f', 'teardown', 'failed', { message: 'leak' }),
     line({ event: 'finish', exitstatus: 1 }),
   ].join('\n');
 
@@ -38,7 +48,9 @@ describe('folding the reporting plugin output', () => {
 
   it('rejects a report that disagrees with the exit code', () => {
     expect(foldReport(report, 0, false).problem).toMatch(/exited 0 but the report has 3 failing/);
-    const allPass = [line({ event: 'collected', nodeids: ['t.py::a'] }), phase('t.py::a', 'call', 'passed'), line({ event: 'finish', exitstatus: 0 })].join('\n');
+    const allPass = [line({ event: 'collected', nodeids: ['t.py::a'] }), phase('t.py::a', 'call', 'passed'), line({ event: 'finish', exitstatus: 0 })].join(
+      '\n',
+    );
     expect(foldReport(allPass, 1, false).problem).toMatch(/exited 1 but the report has no failing test/);
     expect(foldReport('', 1, false).problem).toMatch(/reporting plugin wrote nothing/);
     expect(foldReport(line({ event: 'collected', nodeids: [] }), 5, false).problem).toBe('no tests collected (pytest exit 5)');
@@ -53,7 +65,16 @@ describe('folding the reporting plugin output', () => {
 
   it('marks a test flaky when its outcome differs between runs', () => {
     const run = (outcome: string) =>
-      foldReport([line({ event: 'collected', nodeids: ['t.py::a', 't.py::b'] }), phase('t.py::a', 'call', 'passed'), phase('t.py::b', 'call', outcome), line({ event: 'finish', exitstatus: 0 })].join('\n'), outcome === 'failed' ? 1 : 0, false);
+      foldReport(
+        [
+          line({ event: 'collected', nodeids: ['t.py::a', 't.py::b'] }),
+          phase('t.py::a', 'call', 'passed'),
+          phase('t.py::b', 'call', outcome),
+          line({ event: 'finish', exitstatus: 0 }),
+        ].join('\n'),
+        outcome === 'failed' ? 1 : 0,
+        false,
+      );
     const verdicts = mergeRuns([run('passed'), run('failed')]);
     expect(verdicts.map((v) => [v.nodeid, v.flaky, v.runOutcomes])).toEqual([
       ['t.py::a', false, ['passed', 'passed']],
@@ -71,8 +92,16 @@ describe('signed reports (grading)', () => {
     const dir = tempDir('signed');
     writeFileSync(join(dir, 'test_x.py'), tests);
     writeFileSync(join(dir, 'key'), key);
-    const script = 'cd /w && exec 3< key && WORLDLINE_REPORT_KEY_FD=3 WORLDLINE_REPORT=/w/report.jsonl python3 -m pytest -q -p worldline_report -p no:cacheprovider test_x.py; echo $? > /w/exit';
-    await runContainer({ image: inject('base311'), cmd: ['sh', '-c', script], env: { PYTHONPATH: '/worldline/lib' }, binds: [`${tracersDir}:/worldline/lib:ro`, `${dir}:/w`], limits: { memoryBytes: 512 << 20, pids: 128, cpus: 1 }, timeoutMs: 60_000 });
+    const script =
+      'cd /w && exec 3< key && WORLDLINE_REPORT_KEY_FD=3 WORLDLINE_REPORT=/w/report.jsonl python3 -m pytest -q -p worldline_report -p no:cacheprovider test_x.py; echo $? > /w/exit';
+    await runContainer({
+      image: inject('base311'),
+      cmd: ['sh', '-c', script],
+      env: { PYTHONPATH: '/worldline/lib' },
+      binds: [`${tracersDir}:/worldline/lib:ro`, `${dir}:/w`],
+      limits: { memoryBytes: 512 << 20, pids: 128, cpus: 1 },
+      timeoutMs: 60_000,
+    });
     return { report: readFileSync(join(dir, 'report.jsonl'), 'utf8'), exit: Number(readFileSync(join(dir, 'exit'), 'utf8')) };
   }
 
@@ -81,7 +110,10 @@ describe('signed reports (grading)', () => {
     expect(exit).toBe(1);
     const honest = foldReport(report, exit, false, key);
     expect(honest.problem).toBeNull();
-    expect(honest.tests.map((t) => [t.nodeid, t.outcome])).toEqual([['test_x.py::test_ok', 'passed'], ['test_x.py::test_bad', 'failed']]);
+    expect(honest.tests.map((t) => [t.nodeid, t.outcome])).toEqual([
+      ['test_x.py::test_ok', 'passed'],
+      ['test_x.py::test_bad', 'failed'],
+    ]);
     // Unsigned, the same report reads as plain JSON Lines would not: every line carries a MAC.
     expect(report.split('\n')[0]).toMatch(/^[0-9a-f]{64} \{/);
     expect(foldReport(report, exit, false, 'x'.repeat(64)).problem).toMatch(/not signed by the reporting plugin/);
@@ -115,6 +147,9 @@ describe('signed reports (grading)', () => {
     const run = foldReport(report, exit, false, key);
     expect(run.problem).toBeNull();
     expect(run.tests[0].message).toBeNull();
-    expect(run.tests.map((t) => [t.nodeid, t.outcome])).toEqual([['test_x.py::test_key_is_gone', 'passed'], ['test_x.py::test_reroute', 'failed']]);
+    expect(run.tests.map((t) => [t.nodeid, t.outcome])).toEqual([
+      ['test_x.py::test_key_is_gone', 'passed'],
+      ['test_x.py::test_reroute', 'failed'],
+    ]);
   }, 120_000);
 });

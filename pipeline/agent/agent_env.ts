@@ -7,8 +7,8 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { TaskRecord } from '../../schemas/tasks.js';
 import { FIXED_COMMIT_ENV } from '../../core/git.js';
+import type { TaskRecord } from '../../schemas/tasks.js';
 import { tarStream } from '../sandbox/engine.js';
 import { SandboxSession } from '../sandbox/sandbox.js';
 
@@ -16,10 +16,30 @@ export const TOOL_NAMES = ['bash', 'view', 'edit', 'create', 'submit'] as const;
 
 /** JSON-schema tool definitions, in the OpenAI tools format. */
 export const TOOL_SPECS = [
-  { name: 'bash', description: 'Run a shell command in /repo (no network). Output is capped.', parameters: { type: 'object', properties: { command: { type: 'string' } }, required: ['command'] } },
-  { name: 'view', description: 'Show a file with line numbers (optionally a line range), or list a folder.', parameters: { type: 'object', properties: { path: { type: 'string' }, start: { type: 'integer' }, end: { type: 'integer' } }, required: ['path'] } },
-  { name: 'edit', description: 'Replace the one exact occurrence of `search` in a file with `replace`.', parameters: { type: 'object', properties: { path: { type: 'string' }, search: { type: 'string' }, replace: { type: 'string' } }, required: ['path', 'search', 'replace'] } },
-  { name: 'create', description: 'Create a new file with the given content.', parameters: { type: 'object', properties: { path: { type: 'string' }, content: { type: 'string' } }, required: ['path', 'content'] } },
+  {
+    name: 'bash',
+    description: 'Run a shell command in /repo (no network). Output is capped.',
+    parameters: { type: 'object', properties: { command: { type: 'string' } }, required: ['command'] },
+  },
+  {
+    name: 'view',
+    description: 'Show a file with line numbers (optionally a line range), or list a folder.',
+    parameters: { type: 'object', properties: { path: { type: 'string' }, start: { type: 'integer' }, end: { type: 'integer' } }, required: ['path'] },
+  },
+  {
+    name: 'edit',
+    description: 'Replace the one exact occurrence of `search` in a file with `replace`.',
+    parameters: {
+      type: 'object',
+      properties: { path: { type: 'string' }, search: { type: 'string' }, replace: { type: 'string' } },
+      required: ['path', 'search', 'replace'],
+    },
+  },
+  {
+    name: 'create',
+    description: 'Create a new file with the given content.',
+    parameters: { type: 'object', properties: { path: { type: 'string' }, content: { type: 'string' } }, required: ['path', 'content'] },
+  },
   { name: 'submit', description: 'Submit the current changes to /repo as your fix. Ends the episode.', parameters: { type: 'object', properties: {} } },
 ].map((f) => ({ type: 'function' as const, function: f }));
 
@@ -57,7 +77,12 @@ export class AgentEnv {
 
   /** Starts a container at the task state: base + bug patch + test patch, as one fresh commit. */
   static async start(task: TaskRecord, env: Record<string, string>, limits: EnvLimits): Promise<AgentEnv> {
-    const session = await SandboxSession.start({ image: task.image_id, env, limits, labels: { 'worldline.role': 'rollout', 'worldline.task': task.instance_id } });
+    const session = await SandboxSession.start({
+      image: task.image_id,
+      env,
+      limits,
+      labels: { 'worldline.role': 'rollout', 'worldline.task': task.instance_id },
+    });
     const agentEnv = new AgentEnv(session, limits);
     try {
       const staging = mkdtempSync(join(tmpdir(), 'worldline-task-'));
@@ -68,7 +93,9 @@ export class AgentEnv {
       } finally {
         rmSync(staging, { recursive: true, force: true });
       }
-      const identity = Object.entries(FIXED_COMMIT_ENV).map(([k, v]) => `${k}='${v}'`).join(' ');
+      const identity = Object.entries(FIXED_COMMIT_ENV)
+        .map(([k, v]) => `${k}='${v}'`)
+        .join(' ');
       // The old .git (which holds the environment baseline, i.e. the unmutated code) goes away.
       const setup = [
         'set -e',
@@ -114,7 +141,9 @@ export class AgentEnv {
       return done(`error: the arguments of ${tc.name} are not valid JSON (${(e as Error).message})`, null, true);
     }
     const spec = TOOL_SPECS.find((t) => t.function.name === tc.name)!.function;
-    const missing = ((spec.parameters as { required?: string[] }).required ?? []).filter((k) => typeof args[k] !== 'string' || (k === 'search' && args[k] === ''));
+    const missing = ((spec.parameters as { required?: string[] }).required ?? []).filter(
+      (k) => typeof args[k] !== 'string' || (k === 'search' && args[k] === ''),
+    );
     if (missing.length) return done(`error: ${tc.name} needs ${missing.map((m) => `"${m}"`).join(', ')} (strings)`, null, true);
     if (tc.name === 'bash') {
       const res = await this.exec(['bash', '-c', args.command as string], this.limits.bashTimeoutS);
@@ -127,7 +156,8 @@ export class AgentEnv {
       return done(res.output.trim() ? 'submitted' : 'submitted (no changes)', 0, false, res.output);
     }
     const encoded = Buffer.from(JSON.stringify(args)).toString('base64');
-    if (encoded.length > TOOL_ARG_CAP) return done(`error: ${tc.name} arguments are too large (${encoded.length} bytes encoded; at most ${TOOL_ARG_CAP})`, null, true);
+    if (encoded.length > TOOL_ARG_CAP)
+      return done(`error: ${tc.name} arguments are too large (${encoded.length} bytes encoded; at most ${TOOL_ARG_CAP})`, null, true);
     const res = await this.exec(['python3', '/worldline/lib/agent_tools.py', tc.name, encoded], 60);
     return done(res.output, res.exitCode, res.exitCode !== 0);
   }

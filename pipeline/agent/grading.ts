@@ -14,13 +14,13 @@
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { shQuote } from '../../core/shell.js';
 import type { TaskRecord } from '../../schemas/tasks.js';
 import type { PipelineOptions } from '../runtime/options.js';
-import { shQuote } from '../../core/shell.js';
-import { hunksOf } from './policy.js';
-import { pytestCommand } from '../sandbox/suite_run.js';
 import { foldReport, type Outcome } from '../sandbox/pytest_report.js';
 import { runSandboxed } from '../sandbox/sandbox.js';
+import { pytestCommand } from '../sandbox/suite_run.js';
+import { hunksOf } from './policy.js';
 
 export interface Grade {
   resolved: boolean;

@@ -59,8 +59,7 @@ export function hunksOf(patch: string): Hunk[] {
       if (line.startsWith(' ')) {
         cur.old.push(body);
         cur.new.push(body);
-      }
-      else if (line.startsWith('-')) cur.old.push(body);
+      } else if (line.startsWith('-')) cur.old.push(body);
       else if (line.startsWith('+')) cur.new.push(body);
     }
   }

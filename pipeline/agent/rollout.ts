@@ -6,8 +6,8 @@
 import { createHash } from 'node:crypto';
 import type { TaskRecord } from '../../schemas/tasks.js';
 import type { TrajectoryRecord } from '../../schemas/trajectories.js';
-import { AgentEnv, TOOL_SPECS, type EnvLimits } from './agent_env.js';
-import { gradeSubmission, type GradeEnv } from './grading.js';
+import { AgentEnv, type EnvLimits, TOOL_SPECS } from './agent_env.js';
+import { type GradeEnv, gradeSubmission } from './grading.js';
 import type { ChatMessage, Policy, PolicyTurn } from './policy.js';
 
 export interface Budgets {
@@ -22,7 +22,14 @@ export const SYSTEM_PROMPT = [
   'Call exactly one tool per turn. Do not change the tests.',
 ].join('\n');
 
-export async function rollout(task: TaskRecord, policy: Policy, budgets: Budgets, limits: EnvLimits, runEnv: Record<string, string>, grade: GradeEnv): Promise<TrajectoryRecord> {
+export async function rollout(
+  task: TaskRecord,
+  policy: Policy,
+  budgets: Budgets,
+  limits: EnvLimits,
+  runEnv: Record<string, string>,
+  grade: GradeEnv,
+): Promise<TrajectoryRecord> {
   const started = Date.now();
   const messages: ChatMessage[] = [
     { role: 'system', content: `${SYSTEM_PROMPT}\n\nTools (JSON schema): ${JSON.stringify(TOOL_SPECS.map((t) => t.function))}` },
@@ -64,7 +71,12 @@ export async function rollout(task: TaskRecord, policy: Policy, budgets: Budgets
       for (const tc of turn.toolCalls) {
         const obs = await env.call(tc);
         messages.push({ role: 'tool', content: obs.output, name: tc.name, tool_call_id: tc.id });
-        steps.push({ action: `${tc.name} ${tc.arguments}`, observation: obs.output, exit_code: obs.exitCode, duration_seconds: Math.round(obs.durationS * 1000) / 1000 });
+        steps.push({
+          action: `${tc.name} ${tc.arguments}`,
+          observation: obs.output,
+          exit_code: obs.exitCode,
+          duration_seconds: Math.round(obs.durationS * 1000) / 1000,
+        });
         if (obs.submitted !== undefined) {
           submission = obs.submitted;
           exitStatus = 'submitted';
@@ -76,7 +88,10 @@ export async function rollout(task: TaskRecord, policy: Policy, budgets: Budgets
     await env.close();
   }
   const graded = await gradeSubmission(task, submission, grade);
-  const id = createHash('sha256').update(JSON.stringify([task.instance_id, policy.name, policy.model, messages.map((m) => m.content)])).digest('hex').slice(0, 12);
+  const id = createHash('sha256')
+    .update(JSON.stringify([task.instance_id, policy.name, policy.model, messages.map((m) => m.content)]))
+    .digest('hex')
+    .slice(0, 12);
   return {
     trajectory_id: `${task.instance_id}.${policy.name}.${id}`,
     task_id: task.instance_id,

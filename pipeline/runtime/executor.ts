@@ -54,7 +54,17 @@ async function runUnit(unit: Unit, stages: Stage[], options: PipelineOptions, le
       if (e instanceof PrerequisiteMissing) return { ...summary, status: 'failed', reason: e.message };
       // The key could not be computed (e.g. the base image is unusable): record it, retry next time.
       const reason = `${stage.name}: ${(e as Error).message}`;
-      ledger.put({ stage: stage.name, unit_id: unit.id, unit: ref, key: '', status: 'failed', reason, record: null, seconds: 0, finished_at: new Date().toISOString() });
+      ledger.put({
+        stage: stage.name,
+        unit_id: unit.id,
+        unit: ref,
+        key: '',
+        status: 'failed',
+        reason,
+        record: null,
+        seconds: 0,
+        finished_at: new Date().toISOString(),
+      });
       return { ...summary, status: 'failed', reason };
     }
     const done = ledger.get(stage.name, unit.id);

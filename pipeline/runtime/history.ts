@@ -6,15 +6,15 @@
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { runStages, type UnitSummary } from './executor.js';
 import { git } from '../../core/git.js';
 import { hashOf } from '../../core/hashing.js';
+import { runStages, type UnitSummary } from './executor.js';
+import { mirrorPath } from './layout.js';
 import { Ledger } from './ledger.js';
 import type { Unit } from './manifest.js';
 import type { PipelineOptions } from './options.js';
-import type { Stage } from './stage.js';
 import type { CloneRecord } from './records.js';
-import { mirrorPath } from './layout.js';
+import type { Stage } from './stage.js';
 
 /** Evenly spaced picks from `items`, newest first, at most `n`. */
 export function evenSample<T>(items: T[], n: number): T[] {

@@ -1,7 +1,7 @@
-import { jsonObjectLine, LineError } from '../../core/jsonl.js';
 import { readFileSync } from 'node:fs';
 import { basename, dirname, isAbsolute, resolve } from 'node:path';
 import { hashOf } from '../../core/hashing.js';
+import { jsonObjectLine, LineError } from '../../core/jsonl.js';
 
 /** Python versions we have an offline base recipe for; `--base-image` lifts the restriction. */
 export const PYTHON_VERSIONS = ['3.11', '3.13'] as const;
@@ -100,7 +100,12 @@ export function slugFor(location: string, kind: SourceKind): string {
   const trimmed = location.replace(/\/+$/, '').replace(/\.git$/, '');
   let parts: string[];
   if (kind === 'git-url' && !trimmed.startsWith('file://')) {
-    parts = trimmed.replace(/^[a-z][a-z0-9+.-]*:\/\/[^/]+\//i, '').replace(/^[^@]+@[^:]+:/, '').split('/').filter(Boolean).slice(-2);
+    parts = trimmed
+      .replace(/^[a-z][a-z0-9+.-]*:\/\/[^/]+\//i, '')
+      .replace(/^[^@]+@[^:]+:/, '')
+      .split('/')
+      .filter(Boolean)
+      .slice(-2);
   } else {
     parts = [basename(trimmed.replace(/^file:\/\//, ''))];
   }

@@ -4,13 +4,13 @@
  * A user with a registry may name any image instead; it is probed for what we need.
  */
 import { execFile as execFileCb } from 'node:child_process';
-import { mkdirSync, rmSync, writeFileSync, readdirSync } from 'node:fs';
+import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { hashOf } from '../../core/hashing.js';
-import type { PythonVersion } from '../runtime/manifest.js';
 import { withLock } from '../../core/lock.js';
 import { cacheDir } from '../runtime/layout.js';
+import type { PythonVersion } from '../runtime/manifest.js';
 import { importImage, inspectImage, tarStream } from './engine.js';
 import { runContainer } from './sandbox.js';
 
@@ -144,7 +144,11 @@ export async function userBaseImage(ref: string): Promise<BaseImage> {
   }
   const res = await runContainer({
     image: ref,
-    cmd: ['sh', '-c', `command -v python3 >/dev/null || { echo NO_PYTHON3; exit 0; }; python3 -c '${PROBE.replace(/'/g, "'\\''")}'; command -v git >/dev/null || echo NO_GIT`],
+    cmd: [
+      'sh',
+      '-c',
+      `command -v python3 >/dev/null || { echo NO_PYTHON3; exit 0; }; python3 -c '${PROBE.replace(/'/g, "'\\''")}'; command -v git >/dev/null || echo NO_GIT`,
+    ],
     limits: { memoryBytes: 512 << 20, pids: 64, cpus: 1 },
     timeoutMs: 60_000,
   });

@@ -2,10 +2,11 @@
  * The Docker Engine itself, on dockerode: the client, and images (build, import, inspect, remove).
  * Containers are sandbox.ts's. Nothing outside pipeline/sandbox/ talks to the engine.
  */
-import Docker from 'dockerode';
-import { createWriteStream } from 'node:fs';
+
 import { spawn } from 'node:child_process';
+import { createWriteStream } from 'node:fs';
 import type { Readable } from 'node:stream';
+import Docker from 'dockerode';
 
 let client: Docker | undefined;
 

@@ -3,8 +3,9 @@
  * pytest's exit code: a suite can print anything, but it cannot make the plugin's hooks lie
  * and the exit code agree at the same time without being caught.
  */
-import type { SuiteCounts } from '../runtime/records.js';
+
 import { createHmac, timingSafeEqual } from 'node:crypto';
+import type { SuiteCounts } from '../runtime/records.js';
 
 export type Outcome = 'passed' | 'failed' | 'error' | 'skipped' | 'xfailed' | 'xpassed' | 'missing';
 
@@ -80,7 +81,8 @@ function signedLines(reportText: string, key: string): { lines: ReportLine[]; ta
     const body = raw.slice(space + 1);
     const mac = createHmac('sha256', key).update(body, 'utf8').digest('hex');
     const given = raw.slice(0, space);
-    if (space !== 64 || !timingSafeEqual(Buffer.from(given), Buffer.from(mac))) return { lines, tampered: `line ${i + 1} of the report is not signed by the reporting plugin` };
+    if (space !== 64 || !timingSafeEqual(Buffer.from(given), Buffer.from(mac)))
+      return { lines, tampered: `line ${i + 1} of the report is not signed by the reporting plugin` };
     const line = JSON.parse(body) as ReportLine & { seq: number };
     if (line.seq !== lines.length) return { lines, tampered: `line ${i + 1} of the report is out of sequence (lines were removed, repeated or reordered)` };
     lines.push(line);
@@ -128,7 +130,12 @@ export function foldReport(reportText: string, exitCode: number | null, timedOut
     return { nodeid, outcome, message, duration: Math.round(duration * 1e6) / 1e6 };
   });
   const run: SuiteRun = { exitCode, timedOut, tests, collectErrors, finished, problem: null };
-  run.problem = tampered !== null ? `the report was tampered with: ${tampered}` : key !== undefined ? (signedCheck(lines, exitCode) ?? crossCheck(run, lines.length > 0)) : crossCheck(run, lines.length > 0);
+  run.problem =
+    tampered !== null
+      ? `the report was tampered with: ${tampered}`
+      : key !== undefined
+        ? (signedCheck(lines, exitCode) ?? crossCheck(run, lines.length > 0))
+        : crossCheck(run, lines.length > 0);
   return run;
 }
 
@@ -142,7 +149,8 @@ function signedCheck(lines: ReportLine[], exitCode: number | null): string | nul
     seen.add(k);
   }
   const finish = lines.find((l) => l.event === 'finish') as { exitstatus: number } | undefined;
-  if (finish && exitCode !== null && finish.exitstatus !== exitCode) return `pytest finished with status ${finish.exitstatus} but the process exited ${exitCode}: something ran after the session`;
+  if (finish && exitCode !== null && finish.exitstatus !== exitCode)
+    return `pytest finished with status ${finish.exitstatus} but the process exited ${exitCode}: something ran after the session`;
   return null;
 }
 
@@ -152,7 +160,8 @@ function crossCheck(run: SuiteRun, anyReport: boolean): string | null {
     const reported = run.tests.filter((t) => t.outcome !== 'missing').length;
     return `the suite exceeded its wall timeout and was killed; ${reported} of ${run.tests.length} collected tests had reported`;
   }
-  if (!anyReport) return `pytest exited ${run.exitCode} and the reporting plugin wrote nothing (the plugin did not load, or pytest failed before configuring it)`;
+  if (!anyReport)
+    return `pytest exited ${run.exitCode} and the reporting plugin wrote nothing (the plugin did not load, or pytest failed before configuring it)`;
   switch (run.exitCode) {
     case 0:
       if (failing) return `pytest exited 0 but the report has ${failing} failing test(s): the report cannot be trusted`;
@@ -207,7 +216,18 @@ export function mergeRuns(runs: SuiteRun[]): TestVerdict[] {
 }
 
 export function countVerdicts(verdicts: TestVerdict[]): SuiteCounts {
-  const c: SuiteCounts = { collected: verdicts.length, passed: 0, failed: 0, error: 0, skipped: 0, xfailed: 0, xpassed: 0, missing: 0, flaky: 0, stable_passed: 0 };
+  const c: SuiteCounts = {
+    collected: verdicts.length,
+    passed: 0,
+    failed: 0,
+    error: 0,
+    skipped: 0,
+    xfailed: 0,
+    xpassed: 0,
+    missing: 0,
+    flaky: 0,
+    stable_passed: 0,
+  };
   for (const v of verdicts) {
     c[v.outcome] += 1;
     if (v.flaky) c.flaky += 1;

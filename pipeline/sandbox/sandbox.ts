@@ -6,8 +6,9 @@
  * run's resource limits and no network. `SandboxSession` is a long-lived container the agent's
  * tools exec into. `runContainer` is the bare form both build on.
  */
-import type Docker from 'dockerode';
+
 import type { Readable } from 'node:stream';
+import type Docker from 'dockerode';
 import { docker } from './engine.js';
 import { tracersDir } from './tracers.js';
 
@@ -183,7 +184,12 @@ export class SandboxSession {
 
   /** Runs a command in /repo under `timeout`, keeping the first `cap` characters of its output. */
   async exec(cmd: string[], timeoutS: number, cap: number): Promise<{ output: string; exitCode: number | null }> {
-    const ex = await this.container.exec({ Cmd: ['timeout', '-k', '5', String(timeoutS), ...cmd], AttachStdout: true, AttachStderr: true, WorkingDir: '/repo' });
+    const ex = await this.container.exec({
+      Cmd: ['timeout', '-k', '5', String(timeoutS), ...cmd],
+      AttachStdout: true,
+      AttachStderr: true,
+      WorkingDir: '/repo',
+    });
     const stream = await ex.start({ hijack: true, stdin: false });
     let output = '';
     let dropped = 0;

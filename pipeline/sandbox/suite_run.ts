@@ -5,12 +5,12 @@
  */
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { shQuote } from '../../core/shell.js';
+import { outLayout } from '../runtime/layout.js';
 import type { Unit } from '../runtime/manifest.js';
 import type { PipelineOptions } from '../runtime/options.js';
-import { shQuote } from '../../core/shell.js';
 import { foldReport, type SuiteRun } from './pytest_report.js';
 import { runSandboxed } from './sandbox.js';
-import { outLayout } from '../runtime/layout.js';
 
 /** Exit status `timeout(1)` returns when the time limit hit. */
 export const TIMEOUT_EXIT = 124;

@@ -6,14 +6,14 @@
  */
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { resolveBase, type BaseImage } from '../sandbox/base_images.js';
 import { FIXED_COMMIT_ENV } from '../../core/git.js';
 import { hashOf } from '../../core/hashing.js';
-import type { UnitEnv } from '../runtime/manifest.js';
 import { shQuote } from '../../core/shell.js';
-import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
-import type { BuildRecord, } from '../runtime/records.js';
 import { outLayout } from '../runtime/layout.js';
+import type { UnitEnv } from '../runtime/manifest.js';
+import type { BuildRecord } from '../runtime/records.js';
+import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
+import { type BaseImage, resolveBase } from '../sandbox/base_images.js';
 import { buildImage, inspectImage, tarStream } from '../sandbox/engine.js';
 
 /** Bump when the Dockerfile below changes shape. */
@@ -22,9 +22,7 @@ const BUILD_REVISION = 1;
 export function dockerfile(base: BaseImage, env: UnitEnv, srcLayout: boolean, labels: Record<string, string>): string {
   const lines = [`FROM ${base.ref}`, 'COPY repo/ /repo/', 'WORKDIR /repo'];
   if (env.apt.length) {
-    lines.push(
-      `RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends ${env.apt.map(shQuote).join(' ')} && rm -rf /var/lib/apt/lists/*`,
-    );
+    lines.push(`RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends ${env.apt.map(shQuote).join(' ')} && rm -rf /var/lib/apt/lists/*`);
   }
   if (env.pip.length) {
     lines.push(

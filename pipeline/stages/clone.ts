@@ -5,12 +5,12 @@
  */
 import { existsSync, lstatSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { archiveTo, FIXED_COMMIT_ENV, git, GitError } from '../../core/git.js';
+import { archiveTo, FIXED_COMMIT_ENV, GitError, git } from '../../core/git.js';
 import { hashTree } from '../../core/hashing.js';
 import { detectLicense } from '../../core/license.js';
 import { withLock } from '../../core/lock.js';
-import type { Unit } from '../runtime/manifest.js';
 import { mirrorPath, mirrorsDir, outLayout } from '../runtime/layout.js';
+import type { Unit } from '../runtime/manifest.js';
 import { failed, ok, type Stage, type StageContext } from '../runtime/stage.js';
 
 const SNAPSHOT_EXCLUDES = ['__pycache__/', '*.py[cod]', '.pytest_cache/', '.mypy_cache/', '.tox/', '.venv/', '*.egg-info/'];

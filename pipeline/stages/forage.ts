@@ -1,18 +1,17 @@
-
-import { mutationTasks } from '../tasks/mutation_tasks.js';
-import { ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
+import { readFileSync } from 'node:fs';
+import { sha256 } from '../../core/hashing.js';
+import { readRows } from '../../datasets/reader.js';
 import type { TaskRecord } from '../../schemas/tasks.js';
 import type { TrajectoryRecord } from '../../schemas/trajectories.js';
-import { oraclePolicy } from '../agent/policies/oracle.js';
-import { rollout, type Budgets } from '../agent/rollout.js';
-import { readRows } from '../../datasets/reader.js';
-import { mineIssueTasks } from '../tasks/issue_verification.js';
-import { readIssueExport, type IssueText } from '../tasks/issue_export.js';
 import { openaiPolicy } from '../agent/policies/openai.js';
-import { replayBudgets, replayPolicy, type ReplayPolicy } from '../agent/policies/replay.js';
+import { oraclePolicy } from '../agent/policies/oracle.js';
+import { type ReplayPolicy, replayBudgets, replayPolicy } from '../agent/policies/replay.js';
 import type { Policy } from '../agent/policy.js';
-import { sha256 } from '../../core/hashing.js';
-import { readFileSync } from 'node:fs';
+import { type Budgets, rollout } from '../agent/rollout.js';
+import { ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
+import { type IssueText, readIssueExport } from '../tasks/issue_export.js';
+import { mineIssueTasks } from '../tasks/issue_verification.js';
+import { mutationTasks } from '../tasks/mutation_tasks.js';
 
 const issueExports = new Map<string, Map<number, IssueText>>();
 function issueExport(file: string | undefined): Map<number, IssueText> | undefined {
@@ -20,12 +19,12 @@ function issueExport(file: string | undefined): Map<number, IssueText> | undefin
   if (!issueExports.has(file)) issueExports.set(file, readIssueExport(file));
   return issueExports.get(file);
 }
-import { traceAroundFixes } from '../tasks/fix_traces.js';
-import type { CloneRecord } from '../runtime/records.js';
-import type { BuildRecord } from '../runtime/records.js';
+
 import { writeFileAtomic } from '../../core/atomic.js';
 import { outLayout } from '../runtime/layout.js';
+import type { BuildRecord, CloneRecord } from '../runtime/records.js';
 import { TRACER_CODE, tracerCodeHash } from '../sandbox/tracers.js';
+import { traceAroundFixes } from '../tasks/fix_traces.js';
 
 const jsonl = (rows: object[]) => rows.map((r) => JSON.stringify(r)).join('\n') + (rows.length ? '\n' : '');
 
@@ -49,7 +48,14 @@ function recordingsFrom(dir: string): Promise<Map<string, TrajectoryRecord>> {
 async function policyFor(ctx: StageContext, task: TaskRecord, budgets: Budgets): Promise<{ policy: Policy; budgets: Budgets; replay?: ReplayPolicy } | null> {
   const o = ctx.options;
   if (o.policy === 'oracle') return { policy: oraclePolicy(task, o.mutantTestTimeoutS), budgets };
-  if (o.policy === 'openai') return { policy: openaiPolicy({ ...o.openai!, onRetry: (r) => ctx.log(`openai ${task.instance_id}: retry ${r.attempt} after HTTP ${r.status ?? 'error'} and ${r.delayMs} ms`) }), budgets };
+  if (o.policy === 'openai')
+    return {
+      policy: openaiPolicy({
+        ...o.openai!,
+        onRetry: (r) => ctx.log(`openai ${task.instance_id}: retry ${r.attempt} after HTTP ${r.status ?? 'error'} and ${r.delayMs} ms`),
+      }),
+      budgets,
+    };
   const recorded = (await recordingsFrom(o.replayFrom!)).get(task.instance_id);
   if (!recorded) {
     ctx.log(`replay ${task.instance_id}: no recording in ${o.replayFrom}; skipped`);
@@ -73,11 +79,20 @@ async function rolloutAll(ctx: StageContext, clone: CloneRecord, build: BuildRec
       chosen.budgets,
       { memoryMb: o.memoryMb, cpus: o.cpus, pids: o.pids, bashTimeoutS: o.bashTimeoutS, outputCap: 20_000 },
       runEnv,
-      { options: o, srcLayout: clone.src_layout, vars: ctx.unit.env.vars, pytestArgs: ctx.unit.env.pytest_args, hasTimeoutPlugin: build.pytest_timeout, work: outLayout.work(o.out, 'grade', ctx.unit.id, String(i)) },
+      {
+        options: o,
+        srcLayout: clone.src_layout,
+        vars: ctx.unit.env.vars,
+        pytestArgs: ctx.unit.env.pytest_args,
+        hasTimeoutPlugin: build.pytest_timeout,
+        work: outLayout.work(o.out, 'grade', ctx.unit.id, String(i)),
+      },
     );
     if (chosen.replay) {
       const diffs = chosen.replay.differences(traj);
-      ctx.log(`replay ${task.instance_id}: ${diffs.length ? `observations differ at steps ${diffs.map((d) => d.step).join(', ')}` : 'every observation as recorded'}`);
+      ctx.log(
+        `replay ${task.instance_id}: ${diffs.length ? `observations differ at steps ${diffs.map((d) => d.step).join(', ')}` : 'every observation as recorded'}`,
+      );
     }
     out.push(traj);
   }
@@ -111,7 +126,10 @@ export const forageStage: Stage<'forage'> = {
     ctx.log(`forage ${ctx.unit.id}: trying up to ${ctx.options.mutationTries} mutations`);
     const m = await mutationTasks(ctx, clone, build);
     // Older commits (--commits) share the head's history: only the head mines it.
-    const mined = ctx.unit.historyOf || ctx.options.issueCandidates === 0 ? null : await mineIssueTasks(ctx, clone, build, { issues: issueExport(ctx.options.issuesFile), maxCandidates: ctx.options.issueCandidates });
+    const mined =
+      ctx.unit.historyOf || ctx.options.issueCandidates === 0
+        ? null
+        : await mineIssueTasks(ctx, clone, build, { issues: issueExport(ctx.options.issuesFile), maxCandidates: ctx.options.issueCandidates });
     for (const d of mined?.dropped ?? []) ctx.log(`forage ${ctx.unit.id}: issue candidate ${d.fix_commit.slice(0, 12)} dropped: ${d.reason}`);
     const tasks = [...m.tasks, ...(mined?.tasks ?? [])];
     const trajectories = await rolloutAll(ctx, clone, build, tasks);

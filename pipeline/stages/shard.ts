@@ -8,9 +8,20 @@ import { existsSync } from 'node:fs';
 import { sha256 } from '../../core/hashing.js';
 import { readLines } from '../../core/jsonl.js';
 import { toolVersion } from '../../core/package.js';
-import { writeDataset, type DatasetLayout, type DatasetManifest } from '../../datasets/dataset_writer.js';
-import { DEFAULT_ISSUE_FIX_SHARE, DEFAULT_MIX_SEED, mixSummary, planMix, type MixPlan, type TaskRef } from '../../datasets/mix.js';
-import { reposSchema, tasksSchema, testsSchema, tracesSchema, trajectoriesSchema, type RepoRecord, type TaskRecord, type TestRecord, type TraceRecord, type TrajectoryRecord } from '../../schemas/index.js';
+import { type DatasetLayout, type DatasetManifest, writeDataset } from '../../datasets/dataset_writer.js';
+import { DEFAULT_ISSUE_FIX_SHARE, DEFAULT_MIX_SEED, type MixPlan, mixSummary, planMix, type TaskRef } from '../../datasets/mix.js';
+import {
+  type RepoRecord,
+  reposSchema,
+  type TaskRecord,
+  type TestRecord,
+  type TraceRecord,
+  type TrajectoryRecord,
+  tasksSchema,
+  testsSchema,
+  tracesSchema,
+  trajectoriesSchema,
+} from '../../schemas/index.js';
 import { outLayout } from '../runtime/layout.js';
 import { Ledger, type LedgerEntry } from '../runtime/ledger.js';
 import type { BuildRecord, CloneRecord, TraceStageRecord, ValidateRecord } from '../runtime/records.js';
@@ -90,7 +101,12 @@ function* keepOnly<T>(rows: Iterable<T>, keep: (row: T) => boolean): Generator<T
  * The run's task mix is settled here, the one place that sees every unit's tasks: tasks beyond the
  * issue-fix share are dropped with their trajectories and before/after traces (see datasets/mix.ts).
  */
-export async function shardOutput(out: string, provenance: Record<string, unknown> = {}, layout: DatasetLayout = {}, issueFixShare = DEFAULT_ISSUE_FIX_SHARE): Promise<DatasetManifest & { mix: MixPlan }> {
+export async function shardOutput(
+  out: string,
+  provenance: Record<string, unknown> = {},
+  layout: DatasetLayout = {},
+  issueFixShare = DEFAULT_ISSUE_FIX_SHARE,
+): Promise<DatasetManifest & { mix: MixPlan }> {
   const ledger = new Ledger(out);
   const clones = ledger.all<CloneRecord>('clone');
   const repos = clones.map((c) => repoRow(c, ledger));
@@ -102,24 +118,43 @@ export async function shardOutput(out: string, provenance: Record<string, unknow
   for (const t of tasks()) refs.push({ id: t.instance_id, kind: t.kind, repo: t.repo });
   const mix = planMix(refs, issueFixShare, { seed: DEFAULT_MIX_SEED });
   const kept = (id: string | null) => id === null || mix.keep.has(id);
-  const manifest = await writeDataset(outLayout.dataset(out), [
-    { schema: reposSchema, rows: repos },
-    { schema: testsSchema, rows: partRows<TestRecord>(done('validate'), (id) => outLayout.part(out, 'tests', id)) },
-    { schema: tracesSchema, rows: concat(partRows<TraceRecord>(done('trace'), (id) => outLayout.part(out, 'traces', id)), keepOnly(partRows<TraceRecord>(done('forage'), (id) => outLayout.part(out, 'task_traces', id)), (r) => kept(r.task_id))) },
-    { schema: tasksSchema, rows: keepOnly(tasks(), (t) => kept(t.instance_id)) },
-    { schema: trajectoriesSchema, rows: keepOnly(partRows<TrajectoryRecord>(done('forage'), (id) => outLayout.part(out, 'trajectories', id)), (t) => kept(t.task_id)) },
-  ], {
-    ...layout,
-    licenses,
-    provenance: {
-      tool: 'worldline',
-      tool_version: toolVersion(),
-      units: repos.length,
-      units_hash: sha256(repos.map((r) => `${r.unit_id}:${r.commit}`).join('\n')).slice(0, 16),
-      created_at: new Date().toISOString(),
-      mix: mixSummary(mix),
-      ...provenance,
+  const manifest = await writeDataset(
+    outLayout.dataset(out),
+    [
+      { schema: reposSchema, rows: repos },
+      { schema: testsSchema, rows: partRows<TestRecord>(done('validate'), (id) => outLayout.part(out, 'tests', id)) },
+      {
+        schema: tracesSchema,
+        rows: concat(
+          partRows<TraceRecord>(done('trace'), (id) => outLayout.part(out, 'traces', id)),
+          keepOnly(
+            partRows<TraceRecord>(done('forage'), (id) => outLayout.part(out, 'task_traces', id)),
+            (r) => kept(r.task_id),
+          ),
+        ),
+      },
+      { schema: tasksSchema, rows: keepOnly(tasks(), (t) => kept(t.instance_id)) },
+      {
+        schema: trajectoriesSchema,
+        rows: keepOnly(
+          partRows<TrajectoryRecord>(done('forage'), (id) => outLayout.part(out, 'trajectories', id)),
+          (t) => kept(t.task_id),
+        ),
+      },
+    ],
+    {
+      ...layout,
+      licenses,
+      provenance: {
+        tool: 'worldline',
+        tool_version: toolVersion(),
+        units: repos.length,
+        units_hash: sha256(repos.map((r) => `${r.unit_id}:${r.commit}`).join('\n')).slice(0, 16),
+        created_at: new Date().toISOString(),
+        mix: mixSummary(mix),
+        ...provenance,
+      },
     },
-  });
+  );
   return { ...manifest, mix };
 }

@@ -7,12 +7,12 @@
 import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { writeJsonl } from '../../core/jsonl.js';
+import type { TestRecord } from '../../schemas/tests.js';
+import { outLayout } from '../runtime/layout.js';
+import type { BuildRecord, CloneRecord, TraceStageRecord } from '../runtime/records.js';
 import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
 import { firstProblem, pytestCommand, runSuite } from '../sandbox/suite_run.js';
-import { traceRows, type TraceOrigin } from '../sandbox/tracer_output.js';
-import type { TestRecord } from '../../schemas/tests.js';
-import type { BuildRecord, CloneRecord, TraceStageRecord, } from '../runtime/records.js';
-import { outLayout } from '../runtime/layout.js';
+import { type TraceOrigin, traceRows } from '../sandbox/tracer_output.js';
 import { TRACER_CODE, tracerCodeHash } from '../sandbox/tracers.js';
 
 const TRACE_REVISION = 1;
@@ -63,7 +63,8 @@ export const traceStage: Stage<'trace'> = {
     });
     try {
       const problem = firstProblem(suite.runs);
-      if (!suite.runs.length) return failed(`the traced suite did not start (container exit ${suite.containerExit}): ${suite.containerOutput.trim().slice(-300)}`);
+      if (!suite.runs.length)
+        return failed(`the traced suite did not start (container exit ${suite.containerExit}): ${suite.containerOutput.trim().slice(-300)}`);
       if (problem) return failed(`traced ${problem}`);
       const record = await writeTraceRecords(ctx, join(suite.work, 'traces.jsonl'), clone, build);
       // Outcome parity: the tracer must not change what a test does.

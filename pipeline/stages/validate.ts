@@ -1,12 +1,11 @@
-
 import { rmSync } from 'node:fs';
+import { writeFileAtomic } from '../../core/atomic.js';
 import type { TestRecord } from '../../schemas/tests.js';
-import { firstProblem, pytestCommand, runSuite, TIMEOUT_EXIT } from '../sandbox/suite_run.js';
+import { outLayout } from '../runtime/layout.js';
+import type { BuildRecord, CloneRecord, ValidateRecord } from '../runtime/records.js';
 import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
 import { countVerdicts, mergeRuns, type TestVerdict } from '../sandbox/pytest_report.js';
-import { writeFileAtomic } from '../../core/atomic.js';
-import type { BuildRecord, CloneRecord, ValidateRecord } from '../runtime/records.js';
-import { outLayout } from '../runtime/layout.js';
+import { firstProblem, pytestCommand, runSuite, TIMEOUT_EXIT } from '../sandbox/suite_run.js';
 import { TRACER_CODE, tracerCodeHash } from '../sandbox/tracers.js';
 
 /** Bump when how the suite is run changes in a way the key's other fields do not show. */
@@ -62,7 +61,9 @@ export const validateStage: Stage<'validate'> = {
       ...counts,
       traceable: counts.stable_passed > 0,
     };
-    ctx.log(`validate ${unit.id}: ${counts.collected} collected, ${counts.passed} passed, ${counts.failed} failed, ${counts.flaky} flaky (${seconds.toFixed(1)} s)`);
+    ctx.log(
+      `validate ${unit.id}: ${counts.collected} collected, ${counts.passed} passed, ${counts.failed} failed, ${counts.flaky} flaky (${seconds.toFixed(1)} s)`,
+    );
     if (problem) return failed(problem, record);
     writeFileAtomic(outLayout.part(options.out, 'tests', unit.id), verdicts.map((v) => JSON.stringify(testRow(v, clone, build, ctx))).join('\n') + '\n');
     if (!record.traceable) {

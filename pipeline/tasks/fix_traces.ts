@@ -5,17 +5,16 @@
  */
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { writeJsonl } from '../../core/jsonl.js';
+import { shQuote } from '../../core/shell.js';
 import type { TaskRecord } from '../../schemas/tasks.js';
 import type { TraceRecord } from '../../schemas/traces.js';
-import { shQuote } from '../../core/shell.js';
-import type { StageContext } from '../runtime/stage.js';
-import { pytestCommand } from '../sandbox/suite_run.js';
-import type { CloneRecord } from '../runtime/records.js';
-import type { BuildRecord } from '../runtime/records.js';
 import { outLayout } from '../runtime/layout.js';
-import { traceRows } from '../sandbox/tracer_output.js';
-import { writeJsonl } from '../../core/jsonl.js';
+import type { BuildRecord, CloneRecord } from '../runtime/records.js';
+import type { StageContext } from '../runtime/stage.js';
 import { runSandboxed } from '../sandbox/sandbox.js';
+import { pytestCommand } from '../sandbox/suite_run.js';
+import { traceRows } from '../sandbox/tracer_output.js';
 
 /** Per-test timeout under the tracer, as a multiple of --mutant-test-timeout. */
 const TRACED_MUTANT_FACTOR = 5;
@@ -62,7 +61,14 @@ async function* aroundOneTask(ctx: StageContext, task: TaskRecord, clone: CloneR
       labels: { 'worldline.unit': ctx.unit.id, 'worldline.stage': 'task-traces' },
     });
     for (const phase of ['before', 'after'] as const) {
-      yield* traceRows(join(work, `${phase}.jsonl`), { unitId: ctx.unit.id, repo: ctx.unit.repo, commit: clone.commit, imageId: build.image_id, taskId: task.instance_id, phase });
+      yield* traceRows(join(work, `${phase}.jsonl`), {
+        unitId: ctx.unit.id,
+        repo: ctx.unit.repo,
+        commit: clone.commit,
+        imageId: build.image_id,
+        taskId: task.instance_id,
+        phase,
+      });
     }
   } finally {
     rmSync(work, { recursive: true, force: true });
@@ -72,7 +78,8 @@ async function* aroundOneTask(ctx: StageContext, task: TaskRecord, clone: CloneR
 /** Traces every task of the unit before and after its fix; returns the number of rows. */
 export async function traceAroundFixes(ctx: StageContext, tasks: TaskRecord[], clone: CloneRecord, build: BuildRecord): Promise<number> {
   async function* all(): AsyncGenerator<TraceRecord> {
-    for (const [i, task] of tasks.entries()) yield* aroundOneTask(ctx, task, clone, build, outLayout.work(ctx.options.out, 'task-traces', ctx.unit.id, String(i)));
+    for (const [i, task] of tasks.entries())
+      yield* aroundOneTask(ctx, task, clone, build, outLayout.work(ctx.options.out, 'task-traces', ctx.unit.id, String(i)));
   }
   return writeJsonl(outLayout.part(ctx.options.out, 'task_traces', ctx.unit.id), all());
 }

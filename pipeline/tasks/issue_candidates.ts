@@ -1,4 +1,3 @@
-
 import { git } from '../../core/git.js';
 
 /** Test files: the same rule grading uses to put test files back (tests/ or test/ folders, test_*.py, *_test.py, conftest.py). */
@@ -118,14 +117,26 @@ export async function findIssueCandidates(gitDir: string, head: string, opts: Ca
       const next = commits[i - 1];
       const nextChanged = await filesOf(i - 1);
       if (nextChanged.some(isCode) || !nextChanged.some((f) => TEST_MODULE.test(f))) continue;
-      const nextModules = [...(await existingFiles(gitDir, next.sha, nextChanged.filter((f) => TEST_MODULE.test(f))))];
+      const nextModules = [
+        ...(await existingFiles(
+          gitDir,
+          next.sha,
+          nextChanged.filter((f) => TEST_MODULE.test(f)),
+        )),
+      ];
       if (!(await importsAny(gitDir, next.sha, nextModules, packagesOf(code.filter(isCode))))) continue;
       tests_commit = next.sha;
       test_files = nextChanged.filter(isTestFile);
       shape = 'paired';
       messages.push(next.message);
     }
-    const test_modules = [...(await existingFiles(gitDir, tests_commit, test_files.filter((f) => TEST_MODULE.test(f))))].sort();
+    const test_modules = [
+      ...(await existingFiles(
+        gitDir,
+        tests_commit,
+        test_files.filter((f) => TEST_MODULE.test(f)),
+      )),
+    ].sort();
     if (!test_modules.length) continue;
     out.push({ fix_commit: c.sha, parent: c.parent, tests_commit, shape, code_files: code, test_files, test_modules, messages });
   }
@@ -133,7 +144,11 @@ export async function findIssueCandidates(gitDir: string, head: string, opts: Ca
 }
 
 /** The three patches of a candidate, relative to the unit's commit `unitCommit` (see the header). */
-export async function candidatePatches(gitDir: string, unitCommit: string, cand: IssueCandidate): Promise<{ bug_patch: string; test_patch: string; patch: string; changed: string[] }> {
+export async function candidatePatches(
+  gitDir: string,
+  unitCommit: string,
+  cand: IssueCandidate,
+): Promise<{ bug_patch: string; test_patch: string; patch: string; changed: string[] }> {
   const diff = (from: string, to: string, paths?: string[]) =>
     git(['--literal-pathspecs', '--git-dir', gitDir, 'diff', '--binary', ...DIFF_FLAGS, from, to, ...(paths ? ['--', ...paths] : [])]);
   const [bug_patch, test_patch, patch, changed] = await Promise.all([

@@ -8,18 +8,17 @@
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { TaskRecord } from '../../schemas/tasks.js';
-import { runSandboxed } from '../sandbox/sandbox.js';
 import { git } from '../../core/git.js';
 import { shQuote } from '../../core/shell.js';
-import type { StageContext } from '../runtime/stage.js';
-import { pytestCommand, TIMEOUT_EXIT } from '../sandbox/suite_run.js';
-import { foldReport, type SuiteRun } from '../sandbox/pytest_report.js';
-import { issueProblemStatement, matchIssue, type IssueText } from './issue_export.js';
-import { candidatePatches, findIssueCandidates, type CandidateOptions } from './issue_candidates.js';
-import type { CloneRecord } from '../runtime/records.js';
-import type { BuildRecord } from '../runtime/records.js';
+import type { TaskRecord } from '../../schemas/tasks.js';
 import { mirrorPath, outLayout } from '../runtime/layout.js';
+import type { BuildRecord, CloneRecord } from '../runtime/records.js';
+import type { StageContext } from '../runtime/stage.js';
+import { foldReport, type SuiteRun } from '../sandbox/pytest_report.js';
+import { runSandboxed } from '../sandbox/sandbox.js';
+import { pytestCommand, TIMEOUT_EXIT } from '../sandbox/suite_run.js';
+import { type CandidateOptions, candidatePatches, findIssueCandidates } from './issue_candidates.js';
+import { type IssueText, issueProblemStatement, matchIssue } from './issue_export.js';
 
 interface IssueMiningOptions extends CandidateOptions {
   /** The issue export, by number (see readIssueExport); without it the commit message is the problem statement. */
@@ -112,7 +111,9 @@ export async function mineIssueTasks(ctx: StageContext, clone: CloneRecord, buil
   const afterRuns = Math.max(1, opts.afterRuns ?? 2);
   const testTimeoutS = opts.testTimeoutS ?? options.mutantTestTimeoutS;
   // An explicit rootdir keeps node ids relative to /repo whatever files are named on the command line.
-  const pytest = pytestCommand(['--rootdir=/repo', ...unit.env.pytest_args], testTimeoutS, build.pytest_timeout).map(shQuote).join(' ');
+  const pytest = pytestCommand(['--rootdir=/repo', ...unit.env.pytest_args], testTimeoutS, build.pytest_timeout)
+    .map(shQuote)
+    .join(' ');
   const suiteTimeoutS = Math.min(options.suiteTimeoutS, 900);
   const seen = new Set<string>();
   for (const [i, cand] of candidates.entries()) {

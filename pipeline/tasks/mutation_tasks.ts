@@ -10,18 +10,31 @@ import { readLines } from '../../core/jsonl.js';
 import type { TaskRecord } from '../../schemas/tasks.js';
 import type { TestRecord } from '../../schemas/tests.js';
 import type { TraceRecord } from '../../schemas/traces.js';
-import type { StageContext } from '../runtime/stage.js';
-import { pytestCommand } from '../sandbox/suite_run.js';
-import { foldReport } from '../sandbox/pytest_report.js';
-import type { CloneRecord } from '../runtime/records.js';
-import type { BuildRecord } from '../runtime/records.js';
 import { outLayout } from '../runtime/layout.js';
+import type { BuildRecord, CloneRecord } from '../runtime/records.js';
+import type { StageContext } from '../runtime/stage.js';
+import { foldReport } from '../sandbox/pytest_report.js';
 import { runSandboxed } from '../sandbox/sandbox.js';
+import { pytestCommand } from '../sandbox/suite_run.js';
 
 /** Must match the operators of tracers/worldline_mutate. */
 export const OPERATORS = [
-  'remove_body_part', 'remove_body', 'remove_param', 'reorder_call_args', 'swap_variables', 'remove_import', 'remove_return',
-  'binary_op', 'unary_op', 'bool_op', 'compare_op', 'invert_if', 'remove_loop', 'remove_assign', 'shuffle_statements', 'change_constant',
+  'remove_body_part',
+  'remove_body',
+  'remove_param',
+  'reorder_call_args',
+  'swap_variables',
+  'remove_import',
+  'remove_return',
+  'binary_op',
+  'unary_op',
+  'bool_op',
+  'compare_op',
+  'invert_if',
+  'remove_loop',
+  'remove_assign',
+  'shuffle_statements',
+  'change_constant',
 ] as const;
 
 const TEST_FILE = /(^|\/)(tests?|testing)\/|(^|\/)test_[^/]*\.py$|_test\.py$|(^|\/)conftest\.py$/;
@@ -36,7 +49,10 @@ export interface Candidate {
   tests: string[];
 }
 
-const rank = (seed: number, ...parts: string[]) => createHash('sha256').update([seed, ...parts].join('\0')).digest('hex');
+const rank = (seed: number, ...parts: string[]) =>
+  createHash('sha256')
+    .update([seed, ...parts].join('\0'))
+    .digest('hex');
 
 /** Functions of the repository's own (non-test) code, with the stable passing tests that reach them. */
 export function reachedFunctions(out: string, unitId: string): Map<string, { file: string; qualname: string; tests: Set<string> }> {
@@ -50,7 +66,13 @@ export function reachedFunctions(out: string, unitId: string): Map<string, { fil
   if (!existsSync(part)) return reached;
   for (const line of readLines(part)) {
     const ep = JSON.parse(line) as TraceRecord;
-    if (!stable.has(ep.node_id) || TEST_FILE.test(ep.file) || ep.file.startsWith('/') || /<(lambda|listcomp|dictcomp|setcomp|genexpr|module)>/.test(ep.function)) continue;
+    if (
+      !stable.has(ep.node_id) ||
+      TEST_FILE.test(ep.file) ||
+      ep.file.startsWith('/') ||
+      /<(lambda|listcomp|dictcomp|setcomp|genexpr|module)>/.test(ep.function)
+    )
+      continue;
     const key = `${ep.file}::${ep.function}`;
     let entry = reached.get(key);
     if (!entry) {
@@ -67,7 +89,13 @@ export function planCandidates(reached: ReturnType<typeof reachedFunctions>, see
   const pairs: (Candidate & { order: string })[] = [];
   for (const { file, qualname, tests } of reached.values()) {
     const sorted = [...tests].sort();
-    const chosen = sorted.length > MAX_TESTS_PER_CANDIDATE ? sorted.sort((a, b) => rank(seed, a).localeCompare(rank(seed, b))).slice(0, MAX_TESTS_PER_CANDIDATE).sort() : sorted;
+    const chosen =
+      sorted.length > MAX_TESTS_PER_CANDIDATE
+        ? sorted
+            .sort((a, b) => rank(seed, a).localeCompare(rank(seed, b)))
+            .slice(0, MAX_TESTS_PER_CANDIDATE)
+            .sort()
+        : sorted;
     for (const operator of OPERATORS) {
       const order = rank(seed, file, qualname, operator);
       pairs.push({ file, qualname, operator, seed: parseInt(order.slice(0, 8), 16), tests: chosen, order });
@@ -104,7 +132,14 @@ export interface MutationOutcome {
 export function problemStatement(failures: { nodeid: string; message: string | null }[]): string {
   const lines = failures.slice(0, 10).map((f) => `- ${f.nodeid}${f.message ? `: ${f.message.split('\n')[0].slice(0, 300)}` : ''}`);
   const more = failures.length > 10 ? [`- ... and ${failures.length - 10} more`] : [];
-  return ['These tests fail, and they passed before a recent change to the code:', '', ...lines, ...more, '', 'Find the cause in the code and fix it. Do not change the tests.'].join('\n');
+  return [
+    'These tests fail, and they passed before a recent change to the code:',
+    '',
+    ...lines,
+    ...more,
+    '',
+    'Find the cause in the code and fix it. Do not change the tests.',
+  ].join('\n');
 }
 
 /** Runs the candidates in one container of the unit's image and builds the kept tasks. */
@@ -118,7 +153,10 @@ export async function mutationTasks(ctx: StageContext, clone: CloneRecord, build
   mkdirSync(work, { recursive: true });
   try {
     const pytest = pytestCommand(unit.env.pytest_args, options.mutantTestTimeoutS, build.pytest_timeout);
-    writeFileSync(join(work, 'plan.json'), JSON.stringify({ pytest, timeout: options.mutantTestTimeoutS * MAX_TESTS_PER_CANDIDATE + 60, max_failing: options.mutationsPerUnit, candidates }));
+    writeFileSync(
+      join(work, 'plan.json'),
+      JSON.stringify({ pytest, timeout: options.mutantTestTimeoutS * MAX_TESTS_PER_CANDIDATE + 60, max_failing: options.mutationsPerUnit, candidates }),
+    );
     await runSandboxed({
       image: build.image_id,
       cmd: ['python3', '/worldline/lib/forage_mutations.py', '/worldline/out/plan.json', '/worldline/out'],
@@ -162,7 +200,9 @@ export async function mutationTasks(ctx: StageContext, clone: CloneRecord, build
         patch: r.fix_patch!,
         test_patch: '',
         bug_patch: r.bug_patch!,
-        problem_statement: problemStatement(failing.map((id) => ({ nodeid: id, message: byId.get(id)?.message ?? (r.timed_out ? 'timed out' : 'did not run') }))),
+        problem_statement: problemStatement(
+          failing.map((id) => ({ nodeid: id, message: byId.get(id)?.message ?? (r.timed_out ? 'timed out' : 'did not run') })),
+        ),
         hints_text: null,
         FAIL_TO_PASS: failing,
         PASS_TO_PASS: passing,

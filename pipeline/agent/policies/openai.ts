@@ -93,7 +93,12 @@ export function toolCallsOf(message: unknown, turn: number): ToolCall[] {
   const calls = (message as { tool_calls?: unknown })?.tool_calls;
   if (!Array.isArray(calls)) return [];
   return calls.map((raw, i) => {
-    const tc = (raw ?? {}) as { id?: unknown; type?: unknown; function?: { name?: unknown; arguments?: unknown }; custom?: { name?: unknown; input?: unknown } };
+    const tc = (raw ?? {}) as {
+      id?: unknown;
+      type?: unknown;
+      function?: { name?: unknown; arguments?: unknown };
+      custom?: { name?: unknown; input?: unknown };
+    };
     const fn = tc.type === 'custom' && tc.custom ? { name: tc.custom.name, arguments: tc.custom.input } : (tc.function ?? {});
     const args = fn.arguments;
     return {

@@ -13,8 +13,8 @@
  * raw texts.
  */
 import type { TrajectoryRecord } from '../../../schemas/trajectories.js';
-import type { Budgets } from '../rollout.js';
 import type { ChatMessage, Policy, PolicyTurn } from '../policy.js';
+import type { Budgets } from '../rollout.js';
 
 export interface ReplayDifference {
   /** Index of the tool step (0-based, across the whole conversation). */
@@ -47,9 +47,7 @@ export interface ReplayPolicy extends Policy {
 
 /** Masks what legitimately changes between runs of the same commands. */
 export function defaultNormalize(s: string): string {
-  return s
-    .replace(/\bin \d+(?:\.\d+)?s\b(?: \(\d+:\d\d:\d\d(?:\.\d+)?\))?/g, 'in <T>s')
-    .replace(/\b0x[0-9a-fA-F]{6,}\b/g, '0x<ADDR>');
+  return s.replace(/\bin \d+(?:\.\d+)?s\b(?: \(\d+:\d\d:\d\d(?:\.\d+)?\))?/g, 'in <T>s').replace(/\b0x[0-9a-fA-F]{6,}\b/g, '0x<ADDR>');
 }
 
 /** Recorded trajectories run again under their own budgets. */
@@ -93,7 +91,13 @@ export function replayPolicy(trajectory: TrajectoryRecord, opts: ReplayOptions =
     model: trajectory.model,
     progress: () => ({ turns: next, recordedTurns: turns.length }),
     differences(replayed) {
-      if (replayed) return compareObservations(recorded, replayed.steps.map((s) => s.observation), normalize, true);
+      if (replayed)
+        return compareObservations(
+          recorded,
+          replayed.steps.map((s) => s.observation),
+          normalize,
+          true,
+        );
       return compareObservations(recorded, seen, normalize, false);
     },
     async next(messages: ChatMessage[]): Promise<PolicyTurn> {
