@@ -39,4 +39,21 @@ describe('clone', () => {
     expect(await clone()).toEqual([false, true]);
     expect(await clone()).toEqual([false, false]);
   }, 120_000);
+  it('refuses a folder whose .git is a file pointing at another repository on the host', async () => {
+    const dir = tempDir('git-file');
+    const elsewhere = join(dir, 'private');
+    cpSync(join(packageRoot, 'examples', 'repos', 'calc'), elsewhere, { recursive: true });
+    execFileSync('git', ['-C', elsewhere, 'init', '-q']);
+    execFileSync('git', ['-C', elsewhere, '-c', 'user.name=t', '-c', 'user.email=t@localhost', 'commit', '-q', '--allow-empty', '-m', 'private history']);
+    const folder = join(dir, 'innocent');
+    cpSync(join(packageRoot, 'examples', 'repos', 'textstats'), folder, { recursive: true });
+    writeFileSync(join(folder, '.git'), `gitdir: ${join(elsewhere, '.git')}\n`);
+    const manifest = join(dir, 'manifest.jsonl');
+    writeFileSync(manifest, `${JSON.stringify({ repo: folder })}\n`);
+    const res = await cli(['clone', '--manifest', manifest, '--out', join(dir, 'out'), '--json']);
+    expect(res.code).toBe(1);
+    const unit = (JSON.parse(res.stdout) as { units: { status: string; reason: string }[] }).units[0];
+    expect(unit.status).toBe('failed');
+    expect(unit.reason).toMatch(/innocent\/\.git is not a folder \(a pointer to a repository elsewhere\); refused/);
+  });
 });

@@ -94,6 +94,12 @@ async function resolveSource(unit: Unit, mirror: string): Promise<string> {
   if (unit.sourceKind === 'local') {
     if (!existsSync(unit.location)) throw new GitError(`local path ${unit.location} does not exist`);
     if (!statSync(unit.location).isDirectory()) throw new GitError(`local path ${unit.location} is not a folder`);
+    // A .git file (a worktree or submodule pointer) or link makes git read a repository elsewhere
+    // on the host, which would then ship under this folder's name: only a real .git folder counts.
+    const dotGit = join(unit.location, '.git');
+    if (existsSync(dotGit) && !lstatSync(dotGit).isDirectory()) {
+      throw new GitError(`${dotGit} is not a folder (a pointer to a repository elsewhere); refused: name that repository itself`);
+    }
     if (!existsSync(join(unit.location, '.git'))) {
       if (unit.commit) throw new GitError(`${unit.location} is a plain folder, not a git repository, so "commit" cannot be pinned`);
       return snapshotFolder(unit.location, mirror);
