@@ -3,12 +3,13 @@
  * (no network, limits, timeout), as CWM traced competitive-programming solutions: one result
  * per input with the program's output and its function-level episodes.
  */
-import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import type { PythonVersion } from './runtime/manifest.js';
 import { resolveBase } from './sandbox/base_images.js';
 import { assertDockerUp } from './sandbox/engine.js';
+import { readResult } from './sandbox/results.js';
 import { runContainer } from './sandbox/sandbox.js';
 import { tracersDir } from './sandbox/tracers.js';
 
@@ -75,13 +76,13 @@ export async function traceScript(script: string, inputs: string[], opts: TraceS
         timeoutMs: opts.timeoutS * 1000,
         labels: { 'worldline.stage': 'trace-script' },
       });
-      const resultFile = join(dir, 'result.json');
+      const resultText = run.timedOut || run.exitCode !== 0 ? null : readResult(dir, 'result.json');
       if (run.timedOut) {
         results.push({ input, stdout: '', status: 'timeout', error: `exceeded ${opts.timeoutS} s`, truncated: false, python: null, episodes: [] });
-      } else if (run.exitCode !== 0 || !existsSync(resultFile)) {
+      } else if (resultText === null) {
         results.push({ input, stdout: '', status: 'sandbox-error', error: run.output.trim().slice(-500), truncated: false, python: null, episodes: [] });
       } else {
-        const r = JSON.parse(readFileSync(resultFile, 'utf8')) as Omit<ScriptTrace, 'input'> & { episodes: ScriptEpisode[] };
+        const r = JSON.parse(resultText) as Omit<ScriptTrace, 'input'> & { episodes: ScriptEpisode[] };
         results.push({
           input,
           stdout: r.stdout,

@@ -12,12 +12,13 @@
  * introspects the plugin inside the same interpreter could still forge lines: the residual risk.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { shQuote } from '../../core/shell.js';
 import type { TaskRecord } from '../../schemas/tasks.js';
 import type { PipelineOptions } from '../runtime/options.js';
 import { foldReport, type Outcome } from '../sandbox/pytest_report.js';
+import { readResult } from '../sandbox/results.js';
 import { runSandboxed } from '../sandbox/sandbox.js';
 import { pytestCommand } from '../sandbox/suite_run.js';
 import { hunksOf } from './policy.js';
@@ -102,7 +103,8 @@ export async function gradeSubmission(task: TaskRecord, submission: string | nul
     });
     const read = (f: string) => {
       try {
-        return readFileSync(join(work, f), 'utf8');
+        // A refused file (a symlink, say) reads as empty: the submission is then not resolved.
+        return readResult(work, f) ?? '';
       } catch {
         return '';
       }

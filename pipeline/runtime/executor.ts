@@ -8,7 +8,7 @@ import { hashOf } from '../../core/hashing.js';
 import { Ledger, type StageName } from './ledger.js';
 import type { Unit } from './manifest.js';
 import type { PipelineOptions } from './options.js';
-import { PrerequisiteMissing, type Stage, type StageContext, type StageResult } from './stage.js';
+import { PrerequisiteMissing, type Stage, type StageContext, type StageResult, UnitFailure } from './stage.js';
 
 export interface UnitSummary {
   unit: Unit;
@@ -77,7 +77,9 @@ async function runUnit(unit: Unit, stages: Stage[], options: PipelineOptions, le
     try {
       result = await stage.run(ctx);
     } catch (e) {
-      result = { status: 'failed', reason: `internal error in ${stage.name}: ${(e as Error).stack?.split('\n').slice(0, 3).join(' ') ?? e}`, record: null };
+      if (e instanceof UnitFailure) result = { status: 'failed', reason: e.message, record: null };
+      else
+        result = { status: 'failed', reason: `internal error in ${stage.name}: ${(e as Error).stack?.split('\n').slice(0, 3).join(' ') ?? e}`, record: null };
     }
     summary.ran.push(stage.name);
     ledger.put({

@@ -41,3 +41,9 @@ export function requireRecord<S extends StageName>(ctx: StageContext, stage: S):
 }
 
 export class PrerequisiteMissing extends Error {}
+
+/**
+ * Thrown from deep inside a stage when the unit cannot go on for a reason of its own (a refused
+ * result file, say): the executor records it as the stage's failure reason, not as an internal error.
+ */
+export class UnitFailure extends Error {}

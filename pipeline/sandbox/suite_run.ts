@@ -3,13 +3,14 @@
  * network; memory, pids and CPU limits; a wall timeout per run) with our Python on the import
  * path and an output folder outside /repo. Validate, trace and grading all run suites this way.
  */
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { shQuote } from '../../core/shell.js';
 import { outLayout } from '../runtime/layout.js';
 import type { Unit } from '../runtime/manifest.js';
 import type { PipelineOptions } from '../runtime/options.js';
 import { foldReport, type SuiteRun } from './pytest_report.js';
+import { readLogTail, readResult } from './results.js';
 import { runSandboxed } from './sandbox.js';
 
 /** Exit status `timeout(1)` returns when the time limit hit. */
@@ -35,10 +36,6 @@ function runScript(runs: number, suiteTimeoutS: number, pytest: string[]): strin
     'done',
     '',
   ].join('\n');
-}
-
-function readIfExists(path: string): string | null {
-  return existsSync(path) ? readFileSync(path, 'utf8') : null;
 }
 
 export interface SuiteSpec {
@@ -85,9 +82,9 @@ export async function runSuite(spec: SuiteSpec): Promise<SuiteOutcome> {
   const runs: SuiteRun[] = [];
   const logParts: string[] = [result.output];
   for (let i = 1; i <= spec.runs; i++) {
-    const exitText = readIfExists(join(work, `exit-${i}`));
-    const report = readIfExists(join(work, `report-${i}.jsonl`));
-    logParts.push(`==== run ${i} ====\n${readIfExists(join(work, `output-${i}.log`)) ?? '(no output)'}`);
+    const exitText = readResult(work, `exit-${i}`);
+    const report = readResult(work, `report-${i}.jsonl`);
+    logParts.push(`==== run ${i} ====\n${readLogTail(work, `output-${i}.log`) ?? '(no output)'}`);
     if (exitText === null && report === null) break;
     const exitCode = exitText === null ? null : Number(exitText.trim());
     const timedOut = exitCode === null || exitCode === TIMEOUT_EXIT;

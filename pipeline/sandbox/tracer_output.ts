@@ -1,12 +1,7 @@
-/**
- * What the tracer plugin (tracers/worldline_tracer) writes inside the container, read back as
- * `traces` rows: one JSON line per test with its episodes, streamed so a large suite never sits
- * in memory. The trace stage and the traces around a task's fix both read it here.
- */
-import { createReadStream, existsSync } from 'node:fs';
 import { posix } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { TraceRecord } from '../../schemas/traces.js';
+import { streamResult } from './results.js';
 
 interface PluginEpisode {
   function: string;
@@ -52,11 +47,17 @@ export interface TracedTest {
   tracer_version: string;
 }
 
-/** Rows of the plugin's output file (one line per test, possibly large), streamed. */
-export async function* traceRows(pluginOut: string, origin: TraceOrigin, onTest: (t: TracedTest) => void = () => undefined): AsyncGenerator<TraceRecord> {
+/** Rows of the plugin's output file `work/rel` (one line per test, possibly large), streamed. */
+export async function* traceRows(
+  work: string,
+  rel: string,
+  origin: TraceOrigin,
+  onTest: (t: TracedTest) => void = () => undefined,
+): AsyncGenerator<TraceRecord> {
   // No file means no test ran in scope (the plugin writes a line per test it saw).
-  if (!existsSync(pluginOut)) return;
-  for await (const raw of createInterface({ input: createReadStream(pluginOut), crlfDelay: Infinity })) {
+  const input = streamResult(work, rel);
+  if (!input) return;
+  for await (const raw of createInterface({ input, crlfDelay: Infinity })) {
     if (!raw) continue;
     const test = JSON.parse(raw) as PluginLine;
     onTest(test);

@@ -5,7 +5,6 @@
  * are compared with validate's (outcome parity).
  */
 import { readFileSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
 import { writeJsonl } from '../../core/jsonl.js';
 import type { TestRecord } from '../../schemas/tests.js';
 import { outLayout } from '../runtime/layout.js';
@@ -66,7 +65,7 @@ export const traceStage: Stage<'trace'> = {
       if (!suite.runs.length)
         return failed(`the traced suite did not start (container exit ${suite.containerExit}): ${suite.containerOutput.trim().slice(-300)}`);
       if (problem) return failed(`traced ${problem}`);
-      const record = await writeTraceRecords(ctx, join(suite.work, 'traces.jsonl'), clone, build);
+      const record = await writeTraceRecords(ctx, suite.work, clone, build);
       // Outcome parity: the tracer must not change what a test does.
       const reference = new Map<string, TestRecord>();
       for (const line of readFileSync(outLayout.part(options.out, 'tests', unit.id), 'utf8').split('\n')) {
@@ -95,7 +94,7 @@ export const traceStage: Stage<'trace'> = {
 };
 
 /** The unit's traces into its part file, with the stage's figures. */
-async function writeTraceRecords(ctx: StageContext, pluginOut: string, clone: CloneRecord, build: BuildRecord): Promise<TraceStageRecord> {
+async function writeTraceRecords(ctx: StageContext, work: string, clone: CloneRecord, build: BuildRecord): Promise<TraceStageRecord> {
   const record: TraceStageRecord = {
     tests_traced: 0,
     tests_with_line_events: 0,
@@ -113,7 +112,7 @@ async function writeTraceRecords(ctx: StageContext, pluginOut: string, clone: Cl
   const origin: TraceOrigin = { unitId: ctx.unit.id, repo: ctx.unit.repo, commit: clone.commit, imageId: build.image_id, taskId: null, phase: null };
   record.episodes = await writeJsonl(
     outLayout.part(ctx.options.out, 'traces', ctx.unit.id),
-    traceRows(pluginOut, origin, (test) => {
+    traceRows(work, 'traces.jsonl', origin, (test) => {
       record.tests_traced += 1;
       record.tracer_version = test.tracer_version;
       record.line_events += test.line_events;

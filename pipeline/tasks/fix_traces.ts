@@ -61,7 +61,7 @@ async function* aroundOneTask(ctx: StageContext, task: TaskRecord, clone: CloneR
       labels: { 'worldline.unit': ctx.unit.id, 'worldline.stage': 'task-traces' },
     });
     for (const phase of ['before', 'after'] as const) {
-      yield* traceRows(join(work, `${phase}.jsonl`), {
+      yield* traceRows(work, `${phase}.jsonl`, {
         unitId: ctx.unit.id,
         repo: ctx.unit.repo,
         commit: clone.commit,

@@ -6,7 +6,7 @@
  * only when at least one test goes fail -> pass.
  */
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { git } from '../../core/git.js';
 import { shQuote } from '../../core/shell.js';
@@ -15,6 +15,7 @@ import { mirrorPath, outLayout } from '../runtime/layout.js';
 import type { BuildRecord, CloneRecord } from '../runtime/records.js';
 import type { StageContext } from '../runtime/stage.js';
 import { foldReport, type SuiteRun } from '../sandbox/pytest_report.js';
+import { readResult } from '../sandbox/results.js';
 import { runSandboxed } from '../sandbox/sandbox.js';
 import { pytestCommand, TIMEOUT_EXIT } from '../sandbox/suite_run.js';
 import { type CandidateOptions, candidatePatches, findIssueCandidates } from './issue_candidates.js';
@@ -69,10 +70,10 @@ function runScript(pytest: string, modules: string[], suiteTimeoutS: number, aft
 }
 
 function readRun(work: string, name: string): SuiteRun | null {
-  const exitFile = join(work, `exit-${name}`);
-  if (!existsSync(exitFile)) return null;
-  const exitCode = Number(readFileSync(exitFile, 'utf8').trim());
-  const report = existsSync(join(work, `report-${name}.jsonl`)) ? readFileSync(join(work, `report-${name}.jsonl`), 'utf8') : '';
+  const exitText = readResult(work, `exit-${name}`);
+  if (exitText === null) return null;
+  const exitCode = Number(exitText.trim());
+  const report = readResult(work, `report-${name}.jsonl`) ?? '';
   const timedOut = exitCode === TIMEOUT_EXIT || exitCode === 137;
   return foldReport(report, timedOut ? null : exitCode, timedOut);
 }
@@ -148,10 +149,10 @@ export async function mineIssueTasks(ctx: StageContext, clone: CloneRecord, buil
         timeoutMs: ((suiteTimeoutS + 30) * (1 + afterRuns) + 60) * 1000,
         labels: { 'worldline.unit': unit.id, 'worldline.stage': 'forage', 'worldline.issue': cand.fix_commit },
       });
-      const failedFile = join(work, 'failed');
+      const failed = readResult(work, 'failed');
       result = {
-        failed: existsSync(failedFile) ? readFileSync(failedFile, 'utf8').trim().split('\n').slice(0, 3).join(' | ') : null,
-        index: existsSync(join(work, 'index.z')) ? readFileSync(join(work, 'index.z'), 'utf8') : '',
+        failed: failed === null ? null : failed.trim().split('\n').slice(0, 3).join(' | '),
+        index: readResult(work, 'index.z') ?? '',
         before: readRun(work, 'before'),
         after: Array.from({ length: afterRuns }, (_, k) => readRun(work, `after-${k + 1}`)).filter((r): r is SuiteRun => r !== null),
       };

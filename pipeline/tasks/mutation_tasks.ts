@@ -4,7 +4,7 @@
  * only when at least one goes pass -> fail. The gold fix is the reverse of the bug patch.
  */
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { readLines } from '../../core/jsonl.js';
 import type { TaskRecord } from '../../schemas/tasks.js';
@@ -14,6 +14,7 @@ import { outLayout } from '../runtime/layout.js';
 import type { BuildRecord, CloneRecord } from '../runtime/records.js';
 import type { StageContext } from '../runtime/stage.js';
 import { foldReport } from '../sandbox/pytest_report.js';
+import { readResult } from '../sandbox/results.js';
 import { runSandboxed } from '../sandbox/sandbox.js';
 import { pytestCommand } from '../sandbox/suite_run.js';
 
@@ -167,8 +168,10 @@ export async function mutationTasks(ctx: StageContext, clone: CloneRecord, build
       timeoutMs: (options.mutantTestTimeoutS * MAX_TESTS_PER_CANDIDATE + 90) * candidates.length * 1000,
       labels: { 'worldline.unit': unit.id, 'worldline.stage': 'forage' },
     });
-    const resultsFile = join(work, 'results.jsonl');
-    const results = existsSync(resultsFile) ? [...readLines(resultsFile)].map((l) => JSON.parse(l) as DriverResult) : [];
+    const results = (readResult(work, 'results.jsonl') ?? '')
+      .split('\n')
+      .filter((l) => l.trim())
+      .map((l) => JSON.parse(l) as DriverResult);
     const seen = new Set<string>();
     for (const r of results) {
       const cand = candidates[r.index];
@@ -177,7 +180,8 @@ export async function mutationTasks(ctx: StageContext, clone: CloneRecord, build
         continue;
       }
       outcome.applied += 1;
-      const report = r.report && existsSync(join(work, r.report)) ? readFileSync(join(work, r.report), 'utf8') : '';
+      // The driver names its report files from inside the container: checked like every result.
+      const report = (r.report && readResult(work, r.report)) || '';
       const run = foldReport(report, r.timed_out ? null : (r.exit_code ?? null), Boolean(r.timed_out));
       const byId = new Map(run.tests.map((t) => [t.nodeid, t]));
       const failing = cand.tests.filter((id) => byId.get(id)?.outcome !== 'passed');
