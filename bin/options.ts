@@ -22,6 +22,19 @@ const envInt = (...names: string[]) => {
   return undefined;
 };
 
+/**
+ * The rank a cluster scheduler gave this process: ours, else a Slurm array's index counted from
+ * the array's first index and step (`--array=1-8` numbers tasks from 1, `--array=0-15:4` steps
+ * by 4), else a Kubernetes indexed Job's completion index.
+ */
+const schedulerRank = (): number | undefined => {
+  const own = envInt('WORLDLINE_RANK');
+  if (own !== undefined) return own;
+  const slurm = envInt('SLURM_ARRAY_TASK_ID');
+  if (slurm !== undefined) return (slurm - (envInt('SLURM_ARRAY_TASK_MIN') ?? 0)) / (envInt('SLURM_ARRAY_TASK_STEP') ?? 1);
+  return envInt('JOB_COMPLETION_INDEX');
+};
+
 /** The items of a comma-separated option, trimmed, empty ones dropped. */
 export const commaList = (v: unknown): string[] =>
   String(v)
@@ -250,7 +263,7 @@ const spreadOptions = <T>(y: Argv<T>) =>
     })
     .option('rank', {
       type: 'number',
-      default: envInt('WORLDLINE_RANK', 'SLURM_ARRAY_TASK_ID', 'JOB_COMPLETION_INDEX') ?? 0,
+      default: schedulerRank() ?? 0,
       describe: "This process's share of the units (0-based)",
     })
     .option('world-size', {

@@ -72,4 +72,21 @@ describe('the worldline command line', () => {
     expect(seen.length).toBe(5);
     expect(new Set(seen).size).toBe(5);
   });
+  it('takes its rank from a Slurm array numbered from 1 or stepped, and from a Kubernetes indexed Job', async () => {
+    const dir = tempDir('slurm');
+    const manifest = join(dir, 'm.jsonl');
+    const names = ['a', 'b', 'c', 'd'];
+    writeFileSync(manifest, names.map((n) => JSON.stringify({ repo: join(dir, n) })).join('\n'));
+    // The missing folders fail clone, which is enough to see which units this rank took.
+    const unitsOf = async (env: Record<string, string>) => {
+      const res = await cli(['clone', '--manifest', manifest, '--out', join(dir, 'out'), '--json'], env);
+      expect(res.code, res.stderr).toBe(1);
+      return (JSON.parse(res.stdout) as { units: { repo: string }[] }).units.map((u) => u.repo.split('/').pop());
+    };
+    // sbatch --array=1-2: tasks 1 and 2 are ranks 0 and 1 (the last one used to fail the rank check).
+    expect(await unitsOf({ SLURM_ARRAY_TASK_ID: '2', SLURM_ARRAY_TASK_MIN: '1', SLURM_ARRAY_TASK_COUNT: '2' })).toEqual(['b', 'd']);
+    // sbatch --array=0-6:3: tasks 0, 3, 6 are ranks 0, 1, 2.
+    expect(await unitsOf({ SLURM_ARRAY_TASK_ID: '6', SLURM_ARRAY_TASK_MIN: '0', SLURM_ARRAY_TASK_STEP: '3', SLURM_ARRAY_TASK_COUNT: '3' })).toEqual(['c']);
+    expect(await unitsOf({ JOB_COMPLETION_INDEX: '1', WORLDLINE_WORLD_SIZE: '4' })).toEqual(['b']);
+  });
 });
