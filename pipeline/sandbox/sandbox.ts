@@ -25,6 +25,24 @@ export interface RunResult {
 }
 
 /**
+ * What every container gets: no network, the limits, and no way to gain privileges: every
+ * capability dropped (no mknod, chown of others' files, raw sockets or mounts) and setuid
+ * binaries powerless (no-new-privileges).
+ */
+function hostConfig(binds: string[], limits: RunLimits): Docker.ContainerCreateOptions['HostConfig'] {
+  return {
+    NetworkMode: 'none',
+    Binds: binds,
+    Memory: limits.memoryBytes,
+    MemorySwap: limits.memoryBytes,
+    PidsLimit: limits.pids,
+    NanoCpus: Math.round(limits.cpus * 1e9),
+    CapDrop: ['ALL'],
+    SecurityOpt: ['no-new-privileges'],
+  };
+}
+
+/**
  * Runs a command to completion in a fresh container with no network and resource limits,
  * killing it at `timeoutMs`. Output is capped so a chatty suite cannot exhaust memory.
  */
@@ -47,15 +65,7 @@ export async function runContainer(opts: {
     WorkingDir: opts.workdir,
     Labels: { 'worldline.role': 'run', ...opts.labels },
     NetworkDisabled: true,
-    HostConfig: {
-      NetworkMode: 'none',
-      Binds: opts.binds,
-      Memory: opts.limits.memoryBytes,
-      MemorySwap: opts.limits.memoryBytes,
-      PidsLimit: opts.limits.pids,
-      NanoCpus: Math.round(opts.limits.cpus * 1e9),
-      AutoRemove: false,
-    },
+    HostConfig: hostConfig(opts.binds ?? [], opts.limits),
   });
   let output = '';
   let dropped = 0;
@@ -158,14 +168,7 @@ export class SandboxSession {
       WorkingDir: '/repo',
       NetworkDisabled: true,
       Labels: opts.labels,
-      HostConfig: {
-        NetworkMode: 'none',
-        Binds: [`${tracersDir}:/worldline/lib:ro`],
-        Memory: limits.memoryBytes,
-        MemorySwap: limits.memoryBytes,
-        PidsLimit: limits.pids,
-        NanoCpus: Math.round(limits.cpus * 1e9),
-      },
+      HostConfig: hostConfig([`${tracersDir}:/worldline/lib:ro`], limits),
     });
     const session = new SandboxSession(container);
     try {

@@ -1,0 +1,42 @@
+/**
+ * Every container runs without privileges: no capabilities (so no device nodes, no chown of
+ * others' files) and no way to regain them through setuid binaries. Checked from inside a real
+ * sandboxed container, and on the host's side of its work folder.
+ */
+import { lstatSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, inject, it } from 'vitest';
+import { readResult } from '../pipeline/sandbox/results.js';
+import { runSandboxed } from '../pipeline/sandbox/sandbox.js';
+import { tempDir } from './helpers.js';
+
+describe('the sandbox', () => {
+  it('drops every capability and sets no-new-privileges, so a test cannot make device nodes or setuid files on the host', async () => {
+    const work = tempDir('sandbox');
+    const script = [
+      'grep -E "^(CapEff|CapBnd|NoNewPrivs):" /proc/self/status > /worldline/out/status',
+      'mknod /worldline/out/null c 1 3 2>/dev/null && echo made > /worldline/out/mknod || echo denied > /worldline/out/mknod',
+      'cp /bin/sh /worldline/out/rootshell && chown 1234 /worldline/out/rootshell 2>/dev/null && echo made > /worldline/out/chown || echo denied > /worldline/out/chown',
+      'rm -f /worldline/out/rootshell',
+    ].join('\n');
+    const res = await runSandboxed({
+      image: inject('base311'),
+      cmd: ['sh', '-c', script],
+      work,
+      vars: {},
+      srcLayout: false,
+      limits: { memoryMb: 256, pids: 64, cpus: 1 },
+      timeoutMs: 60_000,
+      labels: { 'worldline.stage': 'test-sandbox' },
+    });
+    expect(res.exitCode, res.output).toBe(0);
+    const status = readResult(work, 'status') as string;
+    expect(status).toMatch(/^CapEff:\s+0000000000000000$/m);
+    expect(status).toMatch(/^CapBnd:\s+0000000000000000$/m);
+    expect(status).toMatch(/^NoNewPrivs:\s+1$/m);
+    expect(readResult(work, 'mknod')).toBe('denied\n');
+    expect(readResult(work, 'chown')).toBe('denied\n');
+    // Nothing but plain files came back to the host.
+    for (const name of readdirSync(work)) expect(lstatSync(join(work, name)).isFile(), name).toBe(true);
+  });
+});
