@@ -39,4 +39,24 @@ describe('the sandbox', () => {
     // Nothing but plain files came back to the host.
     for (const name of readdirSync(work)) expect(lstatSync(join(work, name)).isFile(), name).toBe(true);
   });
+  it('says out of memory only when the engine says so: a memory hog and a plain SIGKILL both exit 137', async () => {
+    const run = (script: string) =>
+      runSandboxed({
+        image: inject('base311'),
+        cmd: ['sh', '-c', script],
+        work: tempDir('oom'),
+        vars: {},
+        srcLayout: false,
+        limits: { memoryMb: 64, pids: 64, cpus: 1 },
+        timeoutMs: 60_000,
+        labels: { 'worldline.stage': 'test-sandbox' },
+      });
+    const hog = await run("python3 -c 'x = bytearray(512 << 20); print(len(x))'");
+    expect(hog.exitCode, hog.output).toBe(137);
+    expect(hog.oomKilled).toBe(true);
+    // PID 1 ignores signals, so a child is killed, and the shell passes its status on (as run.sh does for pytest).
+    const killed = await run(`python3 -c 'import os, signal; os.kill(os.getpid(), signal.SIGKILL)'; exit $?`);
+    expect(killed.exitCode).toBe(137);
+    expect(killed.oomKilled).toBe(false);
+  });
 });

@@ -21,6 +21,8 @@ export interface RunLimits {
 export interface RunResult {
   exitCode: number | null;
   timedOut: boolean;
+  /** The engine's word that the out-of-memory killer struck; exit 137 alone may be any SIGKILL. */
+  oomKilled: boolean;
   output: string;
 }
 
@@ -93,7 +95,8 @@ export async function runContainer(opts: {
       clearTimeout(timer);
     }
     if (dropped) output += `\n[worldline: ${dropped} more bytes of output dropped]\n`;
-    return { exitCode, timedOut, output };
+    const oomKilled = (await container.inspect().catch(() => null))?.State?.OOMKilled ?? false;
+    return { exitCode, timedOut, oomKilled, output };
   } finally {
     await container.remove({ force: true }).catch(() => undefined);
   }

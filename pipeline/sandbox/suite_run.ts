@@ -81,21 +81,35 @@ export async function runSuite(spec: SuiteSpec): Promise<SuiteOutcome> {
   const seconds = (Date.now() - started) / 1000;
   const runs: SuiteRun[] = [];
   const logParts: string[] = [result.output];
-  for (let i = 1; i <= spec.runs; i++) {
-    const exitText = readResult(work, `exit-${i}`);
-    const report = readResult(work, `report-${i}.jsonl`);
-    logParts.push(`==== run ${i} ====\n${readLogTail(work, `output-${i}.log`) ?? '(no output)'}`);
-    if (exitText === null && report === null) break;
-    const exitCode = exitText === null ? null : Number(exitText.trim());
-    const timedOut = exitCode === null || exitCode === TIMEOUT_EXIT;
-    const run = foldReport(report ?? '', timedOut ? null : exitCode, timedOut);
-    if (timedOut) run.problem = `${run.problem} (suite timeout: ${spec.suiteTimeoutS} s)`;
-    else if (exitCode === 137) run.problem = `killed (exit 137: out of memory at ${options.memoryMb} MB?)`;
-    runs.push(run);
+  try {
+    readRuns();
+  } catch (e) {
+    // A refused result file: the folder may hold a link a test planted; it goes now, not later.
+    rmSync(work, { recursive: true, force: true });
+    throw e;
   }
   mkdirSync(outLayout.logDir(options.out, spec.stage), { recursive: true });
   writeFileSync(outLayout.log(options.out, spec.stage, unit.id), logParts.join('\n'));
   return { runs, containerExit: result.exitCode, containerOutput: result.output, work, seconds };
+
+  function readRuns(): void {
+    for (let i = 1; i <= spec.runs; i++) {
+      const exitText = readResult(work, `exit-${i}`);
+      const report = readResult(work, `report-${i}.jsonl`);
+      logParts.push(`==== run ${i} ====\n${readLogTail(work, `output-${i}.log`) ?? '(no output)'}`);
+      if (exitText === null && report === null) break;
+      const exitCode = exitText === null ? null : Number(exitText.trim());
+      const timedOut = exitCode === null || exitCode === TIMEOUT_EXIT;
+      const run = foldReport(report ?? '', timedOut ? null : exitCode, timedOut);
+      if (timedOut) run.problem = `${run.problem} (suite timeout: ${spec.suiteTimeoutS} s)`;
+      else if (exitCode === 137) {
+        run.problem = result.oomKilled
+          ? `out of memory (killed at the ${options.memoryMb} MB limit)`
+          : 'killed (exit 137: SIGKILL, not by the out-of-memory killer)';
+      }
+      runs.push(run);
+    }
+  }
 }
 
 /** The first run's problem, prefixed with its run number, or null. */
