@@ -13,7 +13,7 @@ import { type Manifest, ManifestUnreadable, readManifest } from './runtime/manif
 import type { PipelineOptions } from './runtime/options.js';
 import type { Stage } from './runtime/stage.js';
 import { recordManifestErrors } from './runtime/status.js';
-import { assertDockerUp } from './sandbox/engine.js';
+import { assertDockerUp, removeOrphanContainers } from './sandbox/engine.js';
 import { buildStage } from './stages/build.js';
 import { cloneStage } from './stages/clone.js';
 import { forageStage } from './stages/forage.js';
@@ -60,7 +60,11 @@ export async function runPipeline(manifestFile: string, stageNames: string[], op
   recordManifestErrors(options.out, manifest.errors);
   for (const e of manifest.errors) log(`manifest ${e.file}:${e.line}: ${e.message}`);
   const stages = ALL_STAGES.filter((s) => s !== 'shard' && stageNames.includes(s)).map((s) => UNIT_STAGES[s]);
-  if (stages.some((s) => s.name !== 'clone')) await assertDockerUp();
+  if (stages.some((s) => s.name !== 'clone')) {
+    await assertDockerUp();
+    const orphans = await removeOrphanContainers();
+    if (orphans) log(`removed ${orphans} container(s) left by a killed run`);
+  }
   const units = await runStages(mine, stages, options, log);
   // Older commits are extra data: their failures are recorded but do not fail the run.
   const history = options.historyCommits > 0 ? await runHistory(units, stages, options, log) : [];

@@ -3,11 +3,15 @@
  * others' files) and no way to regain them through setuid binaries. Checked from inside a real
  * sandboxed container, and on the host's side of its work folder.
  */
+import { execFileSync, spawn } from 'node:child_process';
 import { lstatSync, readdirSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
+import { packageRoot } from '../core/package.js';
+import { OWNER_LABEL, removeOrphanContainers } from '../pipeline/sandbox/engine.js';
 import { readResult } from '../pipeline/sandbox/results.js';
-import { runSandboxed } from '../pipeline/sandbox/sandbox.js';
+import { runSandboxed, SandboxSession } from '../pipeline/sandbox/sandbox.js';
 import { tempDir } from './helpers.js';
 
 describe('the sandbox', () => {
@@ -58,5 +62,26 @@ describe('the sandbox', () => {
     const killed = await run(`python3 -c 'import os, signal; os.kill(os.getpid(), signal.SIGKILL)'; exit $?`);
     expect(killed.exitCode).toBe(137);
     expect(killed.oomKilled).toBe(false);
+  });
+  it('a run killed with SIGKILL leaves its container, and the next run removes it while a live run keeps its own', async () => {
+    const owned = (owner: string) => execFileSync('docker', ['ps', '-aq', '--filter', `label=worldline.owner=${owner}`], { encoding: 'utf8' }).trim();
+    const sessionModule = join(packageRoot, 'dist', 'pipeline', 'sandbox', 'sandbox.js');
+    const start = `const { SandboxSession } = await import(${JSON.stringify(sessionModule)});
+      await SandboxSession.start({ image: ${JSON.stringify(inject('base311'))}, env: {}, limits: { memoryMb: 64, pids: 16, cpus: 1 }, labels: {} });
+      console.log('started'); setInterval(() => {}, 1000);`;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', start], { stdio: ['ignore', 'pipe', 'inherit'] });
+    await new Promise<void>((resolve) => child.stdout.on('data', (d) => String(d).includes('started') && resolve()));
+    child.kill('SIGKILL');
+    await new Promise((resolve) => child.on('exit', resolve));
+    const orphanOwner = `${hostname()}:${child.pid}`;
+    expect(owned(orphanOwner)).not.toBe('');
+    const mine = await SandboxSession.start({ image: inject('base311'), env: {}, limits: { memoryMb: 64, pids: 16, cpus: 1 }, labels: {} });
+    try {
+      expect(await removeOrphanContainers()).toBeGreaterThanOrEqual(1);
+      expect(owned(orphanOwner)).toBe('');
+      expect(owned(OWNER_LABEL['worldline.owner'])).not.toBe('');
+    } finally {
+      await mine.close();
+    }
   });
 });

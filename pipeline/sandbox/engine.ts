@@ -5,8 +5,10 @@
 
 import { spawn } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
+import { hostname } from 'node:os';
 import type { Readable } from 'node:stream';
 import Docker from 'dockerode';
+import { alive } from '../../core/lock.js';
 
 let client: Docker | undefined;
 
@@ -132,4 +134,30 @@ export async function removeImage(ref: string): Promise<void> {
 export async function imagesLabelled(label: string, since = 0): Promise<string[]> {
   const images = await docker().listImages({ filters: { label: [label] } });
   return images.filter((img) => img.Created >= since).map((img) => img.Id);
+}
+
+/**
+ * Every container names the process that made it, so a run killed with SIGKILL (which cannot
+ * clean up) leaves containers the next run on this host can recognise as orphans.
+ */
+export const OWNER_LABEL = { 'worldline.owner': `${hostname()}:${process.pid}` };
+
+/**
+ * Removes the containers of dead Worldline processes on this host (a killed run's orphans, which
+ * may still be running and writing into a work folder a rerun reuses); a live run's stay.
+ * Returns how many went.
+ */
+export async function removeOrphanContainers(): Promise<number> {
+  const host = hostname();
+  let removed = 0;
+  for (const c of await docker().listContainers({ all: true, filters: { label: ['worldline.owner'] } })) {
+    const [owner, pid] = (c.Labels['worldline.owner'] ?? '').split(':');
+    if (owner !== host || alive(Number(pid))) continue;
+    await docker()
+      .getContainer(c.Id)
+      .remove({ force: true })
+      .then(() => removed++)
+      .catch(() => undefined);
+  }
+  return removed;
 }

@@ -9,7 +9,7 @@
 
 import type { Readable } from 'node:stream';
 import type Docker from 'dockerode';
-import { docker } from './engine.js';
+import { docker, OWNER_LABEL } from './engine.js';
 import { tracersDir } from './tracers.js';
 
 export interface RunLimits {
@@ -65,7 +65,7 @@ export async function runContainer(opts: {
     Cmd: opts.cmd,
     Env: Object.entries(opts.env ?? {}).map(([k, v]) => `${k}=${v}`),
     WorkingDir: opts.workdir,
-    Labels: { 'worldline.role': 'run', ...opts.labels },
+    Labels: { 'worldline.role': 'run', ...opts.labels, ...OWNER_LABEL },
     NetworkDisabled: true,
     HostConfig: hostConfig(opts.binds ?? [], opts.limits),
   });
@@ -170,7 +170,7 @@ export class SandboxSession {
       Env: Object.entries(opts.env).map(([k, v]) => `${k}=${v}`),
       WorkingDir: '/repo',
       NetworkDisabled: true,
-      Labels: opts.labels,
+      Labels: { ...opts.labels, ...OWNER_LABEL },
       HostConfig: hostConfig([`${tracersDir}:/worldline/lib:ro`], limits),
     });
     const session = new SandboxSession(container);
