@@ -1,3 +1,8 @@
+/**
+ * What the tracer plugin (tracers/worldline_tracer) writes inside the container, read back as
+ * `traces` rows: one JSON line per test with its episodes, streamed so a large suite never sits
+ * in memory. The trace stage and the traces around a task's fix both read it here.
+ */
 import { posix } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { TraceRecord } from '../../schemas/traces.js';

@@ -1,4 +1,11 @@
+/**
+ * Stage `forage`: ForagerAgent's tasks for a unit: mutation-fix tasks (tasks/mutation_tasks.ts) and
+ * issue-fix tasks mined from its history (tasks/issue_verification.ts), each worked by the chosen
+ * policy in its own container and graded (agent/), and traced before and after its fix
+ * (tasks/fix_traces.ts). Tasks and trajectories go to the unit's part files.
+ */
 import { readFileSync } from 'node:fs';
+import { writeFileAtomic } from '../../core/atomic.js';
 import { sha256 } from '../../core/hashing.js';
 import { readRows } from '../../datasets/reader.js';
 import type { TaskRecord } from '../../schemas/tasks.js';
@@ -8,7 +15,11 @@ import { oraclePolicy } from '../agent/policies/oracle.js';
 import { type ReplayPolicy, replayBudgets, replayPolicy } from '../agent/policies/replay.js';
 import type { Policy } from '../agent/policy.js';
 import { type Budgets, rollout } from '../agent/rollout.js';
+import { outLayout } from '../runtime/layout.js';
+import type { BuildRecord, CloneRecord } from '../runtime/records.js';
 import { ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
+import { TRACER_CODE, tracerCodeHash } from '../sandbox/tracers.js';
+import { traceAroundFixes } from '../tasks/fix_traces.js';
 import { type IssueText, readIssueExport } from '../tasks/issue_export.js';
 import { mineIssueTasks } from '../tasks/issue_verification.js';
 import { mutationTasks } from '../tasks/mutation_tasks.js';
@@ -19,12 +30,6 @@ function issueExport(file: string | undefined): Map<number, IssueText> | undefin
   if (!issueExports.has(file)) issueExports.set(file, readIssueExport(file));
   return issueExports.get(file);
 }
-
-import { writeFileAtomic } from '../../core/atomic.js';
-import { outLayout } from '../runtime/layout.js';
-import type { BuildRecord, CloneRecord } from '../runtime/records.js';
-import { TRACER_CODE, tracerCodeHash } from '../sandbox/tracers.js';
-import { traceAroundFixes } from '../tasks/fix_traces.js';
 
 const jsonl = (rows: object[]) => rows.map((r) => JSON.stringify(r)).join('\n') + (rows.length ? '\n' : '');
 

@@ -1,3 +1,9 @@
+/**
+ * Stage `validate`: runs the unit's suite N times, one run after another in one sandboxed
+ * container (no network; memory, pids and CPU limits; a wall timeout per run), so state a run
+ * leaves behind can change the next run and show up as flakiness. Outcomes come from our
+ * reporting plugin, written outside /repo, cross-checked with pytest's exit code.
+ */
 import { rmSync } from 'node:fs';
 import { writeFileAtomic } from '../../core/atomic.js';
 import type { TestRecord } from '../../schemas/tests.js';

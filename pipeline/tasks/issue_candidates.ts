@@ -1,3 +1,22 @@
+/**
+ * Issue-fix candidates from a repository's own git history (SWE-bench's recipe; git only, no
+ * containers): a first-parent commit that changes non-test code and tests together is a
+ * candidate; the task state is its parent with the commit's test changes applied, the gold patch
+ * its non-test changes. Running a candidate in the unit's image decides whether it becomes a task
+ * (issue_verification.ts).
+ *
+ * Extension: a code-only fix commit immediately followed (first parent) by a tests-only commit
+ * whose test modules import the fixed package is paired into one candidate (fix from the first,
+ * tests from the second), the shape of a fix landed before its regression test.
+ *
+ * Tasks are expressed relative to the unit's commit U, whose checkout is /repo in the image:
+ * base_commit = the fix's parent P (SWE-bench meaning), bug_patch = the diff U -> P over every
+ * file (so base + bug_patch is P's tree; verified in the container path by path, against the
+ * mirror), test_patch = P -> tests commit over the test files, patch = P -> fix commit over the
+ * non-test files. gradeSubmission and AgentEnv apply bug_patch then test_patch, unchanged.
+ * bug_patch must include test files too: U's test files are usually newer than P's (often they
+ * already hold the new tests), and test_patch, a diff against P, only applies on P's.
+ */
 import { git } from '../../core/git.js';
 
 /** Test files: the same rule grading uses to put test files back (tests/ or test/ folders, test_*.py, *_test.py, conftest.py). */
