@@ -9,6 +9,8 @@
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Argv } from 'yargs';
+import { PERMISSIVE_LICENSES } from '../core/license.js';
+import type { ContentPolicy } from '../datasets/content_policy.js';
 import type { DatasetLayout } from '../datasets/dataset_writer.js';
 import { DEFAULT_SHARD_BYTES } from '../datasets/dataset_writer.js';
 import { DEFAULT_ISSUE_FIX_SHARE } from '../datasets/mix.js';
@@ -88,6 +90,9 @@ export type LayoutArgs = {
   'shuffle-seed': number;
   'max-row-bytes'?: number;
   'issue-fix-share': number;
+  licenses: string[];
+  redact: boolean;
+  'exclude-benchmarks': boolean;
 };
 
 /** How `shard` lays the dataset out, and the run's task mix. */
@@ -106,6 +111,18 @@ export const layoutOptions = <T>(y: Argv<T>) =>
       default: DEFAULT_ISSUE_FIX_SHARE,
       describe: 'shard: share of issue-fix tasks in the run; tasks of the over-represented kind are dropped (never invented)',
     })
+    .option('licenses', {
+      type: 'string',
+      default: PERMISSIVE_LICENSES.join(','),
+      describe: 'shard: SPDX ids of the licenses kept (add "unknown" to keep unlicensed repositories; "*" keeps all); other units are excluded with the reason',
+      coerce: (v: string | string[]) => (Array.isArray(v) ? v : commaList(v)),
+    })
+    .option('redact', { type: 'boolean', default: true, describe: 'shard: replace secrets and personal data with typed placeholders (--no-redact turns it off)' })
+    .option('exclude-benchmarks', {
+      type: 'boolean',
+      default: true,
+      describe: "shard: leave out units from benchmarks' repositories (SWE-bench, SWE-Gym; datasets/benchmark_repos.json)",
+    })
     .check((a) => {
       const numShards = positiveInt('--num-shards', a['num-shards']);
       const shardMultiple = positiveInt('--shard-multiple', a['shard-multiple']);
@@ -118,6 +135,11 @@ export const layoutOptions = <T>(y: Argv<T>) =>
       share('--issue-fix-share', a['issue-fix-share']);
       return true;
     });
+
+export function toContentPolicy(a: LayoutArgs): ContentPolicy {
+  if (!a.licenses.length) throw new UsageError('--licenses names no license (use "*" to keep every license)');
+  return { licenses: a.licenses, redact: a.redact, excludeBenchmarks: a['exclude-benchmarks'] };
+}
 
 export function toLayout(a: LayoutArgs): DatasetLayout {
   return {
@@ -288,6 +310,7 @@ export function toPipelineOptions(a: PipelineArgs): PipelineOptions {
   return {
     out: resolve(a.out),
     layout: toLayout(a),
+    content: toContentPolicy(a),
     issueFixShare: a['issue-fix-share'],
     concurrency: a.concurrency,
     retryFailed: a['retry-failed'],

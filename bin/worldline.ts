@@ -38,6 +38,7 @@ import {
   pipelineOptions,
   positiveInt,
   share,
+  toContentPolicy,
   toLayout,
   toPipelineOptions,
 } from './options.js';
@@ -82,7 +83,7 @@ await yargs(hideBin(process.argv))
     describe: 'Write the dataset (Parquet shards, manifest.json, card) from what the output folder holds',
     builder: (y) => layoutOptions(outputOptions(y)),
     handler: async (a) => {
-      const { mix, ...manifest } = await shardOutput(resolve(a.out), {}, toLayout(a), a['issue-fix-share']);
+      const { mix, ...manifest } = await shardOutput(resolve(a.out), {}, toLayout(a), a['issue-fix-share'], toContentPolicy(a));
       if (mix.warning) log(`warning: ${mix.warning}`);
       process.stdout.write((a.json ? JSON.stringify(manifest, null, 2) : formatShard(manifest.configs, mix)) + '\n');
     },

@@ -89,3 +89,23 @@ export function detectLicense(root: string): DetectedLicense {
   }
   return { spdx: 'unknown', file: candidates[0] ?? null };
 }
+
+/** The default `--licenses` allow-list: permissive licenses only (no copyleft, weak or strong). */
+export const PERMISSIVE_LICENSES = [
+  'MIT',
+  'BSD-2-Clause',
+  'BSD-3-Clause',
+  'Apache-2.0',
+  'ISC',
+  'PSF-2.0',
+  'Zlib',
+  'Unlicense',
+  '0BSD',
+  'LicenseRef-public-domain',
+];
+
+/** Whether a detected license (an SPDX id, `A OR B`, or `unknown`) is on the allow-list: one allowed alternative suffices. */
+export function licenseAllowed(spdx: string, allow: readonly string[]): boolean {
+  const allowed = new Set(allow.map((l) => l.toLowerCase()));
+  return spdx.split(/\s+OR\s+/i).some((id) => allowed.has(id.trim().toLowerCase()));
+}

@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import { createReadStream, existsSync, lstatSync, mkdirSync, readdirSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { hfFeatures, type RecordSchema } from '../schemas/schema.js';
+import type { ExclusionSummary } from './content_policy.js';
 import { huggingfaceMetadata } from './hf_features.js';
 import {
   DEFAULT_PAGE_SIZE,
@@ -17,6 +18,7 @@ import {
   schemaHash,
   type WrittenFile,
 } from './parquet/writer.js';
+import type { RedactionSummary } from './redact.js';
 import { SpilledConfig, timingFields } from './spill.js';
 
 export interface ConfigSource {
@@ -51,6 +53,15 @@ export interface DatasetOptions {
   provenance?: Record<string, unknown>;
   /** License mix of the source repositories, for the card. */
   licenses?: Record<string, number>;
+  /** What the content policy left out and redacted; asked for once every row has been read. */
+  content?: () => ContentSummary;
+}
+
+/** Content safety, for the card, manifest.json and `audit`. */
+export interface ContentSummary {
+  /** null when redaction was turned off. */
+  redaction: RedactionSummary | null;
+  exclusions: ExclusionSummary;
 }
 
 /** The dataset layout knobs the CLI exposes. */
@@ -108,6 +119,8 @@ export interface DatasetManifest {
     max_row_bytes: number;
   };
   provenance: Record<string, unknown>;
+  /** Absent in datasets written without a content policy. */
+  content?: ContentSummary;
 }
 
 async function fileSha256(path: string): Promise<string> {
@@ -238,6 +251,40 @@ function processing(manifest: DatasetManifest): string[] {
   return out;
 }
 
+const kindCounts = (counts: Record<string, number>) =>
+  Object.entries(counts)
+    .map(([k, n]) => `${k} ${n}`)
+    .join(', ') || 'none';
+
+function contentSection(c: ContentSummary | undefined): string[] {
+  if (!c) return [];
+  const r = c.redaction;
+  const e = c.exclusions;
+  return [
+    '## Content safety',
+    '',
+    r
+      ? `Secrets and personal data were replaced with typed placeholders (\`<KIND>\`) in every text column before sharding: ${r.rules} rules (gitleaks' published rules, ${r.rule_source}, ${r.rule_license}; plus private-key blocks, AWS secret keys, e-mail addresses, public IPv4 addresses, high-entropy tokens and secret values of manifest env.vars).`
+      : '**Redaction was turned off (--no-redact): rows may contain secrets and personal data.**',
+    '',
+    ...(r
+      ? [
+          '| config | rows redacted | placeholders by kind |',
+          '|---|---|---|',
+          ...Object.entries(r.by_config).map(([config, b]) => `| ${config} | ${b.rows_redacted} | ${kindCounts(b.by_kind)} |`),
+          `| all | ${Object.values(r.by_config).reduce((t, b) => t + b.rows_redacted, 0)} | ${kindCounts(r.total)} |`,
+          '',
+        ]
+      : []),
+    `- License allow-list (--licenses): ${e.licenses.join(', ')}. Units left out by license: ${kindCounts(e.license_excluded)}.`,
+    e.exclude_benchmarks
+      ? `- Benchmark decontamination: units from the repositories of ${e.benchmark_sources.map((b) => `${b.name} (${b.repos} repositories; ${b.source})`).join('; ')} are left out. Units left out: ${kindCounts(e.benchmark_excluded)}.`
+      : '- Benchmark decontamination was turned off (--no-exclude-benchmarks).',
+    '- A unit left out keeps its `repos` row with status `excluded` and the reason; none of its tests, traces, tasks or trajectories are written.',
+    '',
+  ];
+}
+
 function card(manifest: DatasetManifest, schemas: RecordSchema[], opts: DatasetOptions): string {
   const front = {
     configs: schemas.map((s, i) => ({
@@ -285,6 +332,7 @@ function card(manifest: DatasetManifest, schemas: RecordSchema[], opts: DatasetO
     '|---|---|',
     ...licenses.map(([l, n]) => `| ${l} | ${n} |`),
     '',
+    ...contentSection(manifest.content),
     '## Provenance',
     '',
     '```json',
@@ -383,6 +431,7 @@ export async function writeDataset(datasetDir: string, sources: ConfigSource[], 
     }
   }
   rmSync(join(version, '.spill'), { recursive: true, force: true });
+  if (opts.content) manifest.content = opts.content();
   // Shards first, then the manifest that names them, then the card; then publish.
   writeFileSync(join(version, 'manifest.json'), JSON.stringify(manifest, null, 2) + '\n');
   writeFileSync(

@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { sha256 } from '../core/hashing.js';
 import { table } from '../core/table.js';
+import { DEFAULT_CONTENT_POLICY } from '../datasets/content_policy.js';
 import type { DatasetManifest } from '../datasets/dataset_writer.js';
 import { type MixPlan, mixSummary } from '../datasets/mix.js';
 import { runStages, type UnitSummary, unitsForRank } from './runtime/executor.js';
@@ -17,7 +18,7 @@ import { assertDockerUp, removeOrphanContainers } from './sandbox/engine.js';
 import { buildStage } from './stages/build.js';
 import { cloneStage } from './stages/clone.js';
 import { forageStage } from './stages/forage.js';
-import { shardOutput } from './stages/shard.js';
+import { envSecrets, shardOutput } from './stages/shard.js';
 import { traceStage } from './stages/trace.js';
 import { validateStage } from './stages/validate.js';
 
@@ -77,6 +78,7 @@ export async function runPipeline(manifestFile: string, stageNames: string[], op
       { manifest: resolve(manifestFile), manifest_sha256: sha256(readFileSync(manifestFile)) },
       options.layout,
       options.issueFixShare,
+      { ...(options.content ?? DEFAULT_CONTENT_POLICY), secretValues: envSecrets(manifest.units) },
     );
     configs = sharded.configs;
     mix = sharded.mix;

@@ -1,3 +1,4 @@
+import type { ContentPolicy } from '../../datasets/content_policy.js';
 import type { DatasetLayout } from '../../datasets/dataset_writer.js';
 
 /** Every knob of a pipeline run, with the defaults the CLI shows. */
@@ -5,6 +6,8 @@ export interface PipelineOptions {
   out: string;
   /** How `shard` lays the dataset out. */
   layout?: DatasetLayout;
+  /** What `shard` keeps and redacts (datasets/content_policy.ts). */
+  content?: ContentPolicy;
   /** The run's issue-fix share of tasks, applied when sharding (datasets/mix.ts). */
   issueFixShare?: number;
   concurrency: number;

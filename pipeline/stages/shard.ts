@@ -9,6 +9,7 @@ import { sha256 } from '../../core/hashing.js';
 import { readLines } from '../../core/jsonl.js';
 import { toolVersion } from '../../core/package.js';
 import { type DatasetLayout, type DatasetManifest, writeDataset } from '../../datasets/dataset_writer.js';
+import { type ContentPolicy, DEFAULT_CONTENT_POLICY, UnitFilter } from '../../datasets/content_policy.js';
 import { DEFAULT_ISSUE_FIX_SHARE, DEFAULT_MIX_SEED, type MixPlan, mixSummary, planMix, type TaskRef } from '../../datasets/mix.js';
 import {
   type RepoRecord,
@@ -22,11 +23,13 @@ import {
   tracesSchema,
   trajectoriesSchema,
 } from '../../schemas/index.js';
+import { Redactor } from '../../datasets/redact.js';
 import { outLayout } from '../runtime/layout.js';
 import { Ledger, type LedgerEntry } from '../runtime/ledger.js';
+import type { Unit } from '../runtime/manifest.js';
 import type { BuildRecord, CloneRecord, TraceStageRecord, ValidateRecord } from '../runtime/records.js';
 
-function repoRow(clone: LedgerEntry<CloneRecord>, ledger: Ledger): RepoRecord {
+function repoRow(clone: LedgerEntry<CloneRecord>, ledger: Ledger, filter: UnitFilter): RepoRecord {
   const build = ledger.get<BuildRecord>('build', clone.unit_id);
   const validate = ledger.get<ValidateRecord>('validate', clone.unit_id);
   const trace = ledger.get<TraceStageRecord>('trace', clone.unit_id);
@@ -36,6 +39,7 @@ function repoRow(clone: LedgerEntry<CloneRecord>, ledger: Ledger): RepoRecord {
   const v = validate?.record ?? null;
   const failedEntry = [clone, build, validate, trace].find((e) => e && e.status === 'failed') ?? null;
   const complete = clone.status === 'ok' && build?.status === 'ok' && validate?.status === 'ok' && (!trace || trace.status === 'ok');
+  const excluded = c ? filter.reason({ repo: clone.unit.repo, url: clone.unit.url, license: c.license }) : null;
   return {
     unit_id: clone.unit_id,
     repo: clone.unit.repo,
@@ -54,9 +58,9 @@ function repoRow(clone: LedgerEntry<CloneRecord>, ledger: Ledger): RepoRecord {
     image_id: b?.image_id ?? null,
     python_version: b?.python_version ?? null,
     pytest_version: b?.pytest_version ?? null,
-    status: complete ? 'ok' : failedEntry ? 'failed' : 'incomplete',
-    failed_stage: failedEntry?.stage ?? null,
-    reason: failedEntry?.reason ?? null,
+    status: excluded ? 'excluded' : complete ? 'ok' : failedEntry ? 'failed' : 'incomplete',
+    failed_stage: excluded ? null : (failedEntry?.stage ?? null),
+    reason: excluded ?? failedEntry?.reason ?? null,
     validate_runs: v?.runs ?? 0,
     exit_codes: v?.exit_codes ?? [],
     collected: v?.collected ?? 0,
@@ -97,22 +101,39 @@ function* keepOnly<T>(rows: Iterable<T>, keep: (row: T) => boolean): Generator<T
   for (const r of rows) if (keep(r)) yield r;
 }
 
+/** Manifest env.vars whose names say they hold a secret: their values are redacted wherever they appear. */
+const SECRET_VAR = /key|token|secret|pass|auth|cred|private/i;
+
+/** The ledger keeps no manifest env, so `run` hands these to shard from its manifest. */
+export function envSecrets(units: Unit[]): Map<string, string> {
+  const values = new Map<string, string>();
+  for (const u of units) for (const [name, v] of Object.entries(u.env.vars)) if (SECRET_VAR.test(name)) values.set(v, 'ENV_SECRET');
+  return values;
+}
+
 /**
  * The run's task mix is settled here, the one place that sees every unit's tasks: tasks beyond the
  * issue-fix share are dropped with their trajectories and before/after traces (see datasets/mix.ts).
+ * The content policy applies here too: units of excluded licenses or benchmark repositories keep
+ * only their repos row (status `excluded`, with the reason), and every row is redacted.
  */
 export async function shardOutput(
   out: string,
   provenance: Record<string, unknown> = {},
   layout: DatasetLayout = {},
   issueFixShare = DEFAULT_ISSUE_FIX_SHARE,
+  policy: ContentPolicy = DEFAULT_CONTENT_POLICY,
 ): Promise<DatasetManifest & { mix: MixPlan }> {
   const ledger = new Ledger(out);
   const clones = ledger.all<CloneRecord>('clone');
-  const repos = clones.map((c) => repoRow(c, ledger));
-  const done = (stage: 'validate' | 'trace' | 'forage') => ledger.all(stage).filter((e) => e.status === 'ok');
+  const filter = new UnitFilter(policy);
+  const repos = clones.map((c) => repoRow(c, ledger, filter));
+  const excluded = new Set(repos.filter((r) => r.status === 'excluded').map((r) => r.unit_id));
+  const done = (stage: 'validate' | 'trace' | 'forage') => ledger.all(stage).filter((e) => e.status === 'ok' && !excluded.has(e.unit_id));
+  const redactor = policy.redact ? new Redactor({ literals: policy.secretValues }) : null;
+  const clean = <T extends Record<string, unknown>>(config: string, rows: Iterable<T>): Iterable<T> => (redactor ? redactor.rows(config, rows) : rows);
   const licenses: Record<string, number> = {};
-  for (const r of repos) licenses[r.license] = (licenses[r.license] ?? 0) + 1;
+  for (const r of repos) if (r.status !== 'excluded') licenses[r.license] = (licenses[r.license] ?? 0) + 1;
   const tasks = () => partRows<TaskRecord>(done('forage'), (id) => outLayout.part(out, 'tasks', id));
   const refs: TaskRef[] = [];
   for (const t of tasks()) refs.push({ id: t.instance_id, kind: t.kind, repo: t.repo });
@@ -121,30 +142,37 @@ export async function shardOutput(
   const manifest = await writeDataset(
     outLayout.dataset(out),
     [
-      { schema: reposSchema, rows: repos },
-      { schema: testsSchema, rows: partRows<TestRecord>(done('validate'), (id) => outLayout.part(out, 'tests', id)) },
+      { schema: reposSchema, rows: clean('repos', repos) },
+      { schema: testsSchema, rows: clean('tests', partRows<TestRecord>(done('validate'), (id) => outLayout.part(out, 'tests', id))) },
       {
         schema: tracesSchema,
-        rows: concat(
+        rows: clean(
+          'traces',
+          concat(
           partRows<TraceRecord>(done('trace'), (id) => outLayout.part(out, 'traces', id)),
           keepOnly(
             partRows<TraceRecord>(done('forage'), (id) => outLayout.part(out, 'task_traces', id)),
             (r) => kept(r.task_id),
           ),
+          ),
         ),
       },
-      { schema: tasksSchema, rows: keepOnly(tasks(), (t) => kept(t.instance_id)) },
+      { schema: tasksSchema, rows: clean('tasks', keepOnly(tasks(), (t) => kept(t.instance_id))) },
       {
         schema: trajectoriesSchema,
-        rows: keepOnly(
-          partRows<TrajectoryRecord>(done('forage'), (id) => outLayout.part(out, 'trajectories', id)),
-          (t) => kept(t.task_id),
+        rows: clean(
+          'trajectories',
+          keepOnly(
+            partRows<TrajectoryRecord>(done('forage'), (id) => outLayout.part(out, 'trajectories', id)),
+            (t) => kept(t.task_id),
+          ),
         ),
       },
     ],
     {
       ...layout,
       licenses,
+      content: () => ({ redaction: redactor?.summary() ?? null, exclusions: filter.result() }),
       provenance: {
         tool: 'worldline',
         tool_version: toolVersion(),
