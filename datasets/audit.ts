@@ -8,6 +8,7 @@
 import { join, resolve } from 'node:path';
 import type { DuckDBConnection } from '@duckdb/node-api';
 import { SCHEMAS } from '../schemas/index.js';
+import type { ContentSummary } from './dataset_writer.js';
 import type { Field } from '../schemas/schema.js';
 import { sqlString, withDuckDB } from './duckdb.js';
 import { DEFAULT_ISSUE_FIX_SHARE, MIX_TOLERANCE } from './mix.js';
@@ -139,6 +140,11 @@ export interface AuditReport {
     status: { status: string; count: number }[];
     failures: { stage: string; reason: string; units: number }[];
   };
+  /**
+   * Content safety as the shard recorded it (manifest.json; null for a dataset written before it
+   * was recorded), with the excluded units counted from the repos config.
+   */
+  content: (ContentSummary & { excluded_units: { reason: string; units: number }[] }) | null;
   /** The run's ledger, when the dataset sits in its output folder; null otherwise. */
   run: {
     out: string;
@@ -390,6 +396,15 @@ export async function auditDataset(datasetDirArg: string, opts: AuditOptions = {
       ),
     };
 
+    const content: AuditReport['content'] = manifest.content
+      ? {
+          ...manifest.content,
+          excluded_units: await rows(
+            `select coalesce(reason, '(no reason recorded)') as reason, count(*)::bigint as units from repos where status = 'excluded' group by all order by units desc, reason`,
+          ),
+        }
+      : null;
+
     const share = tasks.share;
     return {
       dataset: datasetDir,
@@ -410,6 +425,7 @@ export async function auditDataset(datasetDirArg: string, opts: AuditOptions = {
       tests: testsReport,
       dominance,
       units,
+      content,
       run: opts.runStatus ? runHealth(opts.runStatus) : null,
     };
   });

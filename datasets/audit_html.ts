@@ -159,6 +159,24 @@ const countRow = (series: string, keyField: string, key: string, field: string, 
 
 const maxOf = (xs: number[]) => Math.max(0, ...xs);
 
+function contentHtml(c: AuditReport['content']): string[] {
+  if (!c) return ['<p class="empty">Not recorded (a dataset written before content safety was).</p>'];
+  const e = c.exclusions;
+  return [
+    c.redaction
+      ? htmlTable(
+          ['config', 'rows redacted', 'placeholders by kind'],
+          Object.entries(c.redaction.by_config).map(([k, b]) => [k, b.rows_redacted, Object.entries(b.by_kind).map(([kind, n]) => `${kind} ${n}`).join(', ') || 'none']),
+        )
+      : '<p class="verdict drift">Redaction was off: the dataset may contain secrets and personal data.</p>',
+    `<p>Licenses kept: ${esc(e.licenses.join(', '))}. Benchmark decontamination: ${e.exclude_benchmarks ? 'on' : 'off'}.</p>`,
+    htmlTable(
+      ['units', 'excluded because'],
+      c.excluded_units.map((x) => [x.units, x.reason]),
+    ),
+  ];
+}
+
 export function auditHtml(r: AuditReport): string {
   const m = r.mix;
   const o = r.outcomes;
@@ -291,6 +309,8 @@ export function auditHtml(r: AuditReport): string {
       ['license', 'units', 'repos'],
       r.dominance.licenses.map((x) => [x.license, x.units, x.repos]),
     ),
+    '<h2>Content safety</h2>',
+    ...contentHtml(r.content),
     '<h2>Run health</h2>',
     htmlTable(
       ['unit status', 'units'],

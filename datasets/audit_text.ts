@@ -5,6 +5,24 @@ import type { AuditReport, Distribution, KindSplit, ResolvedRate } from './audit
 const pct = (s: number | null) => (s === null ? 'n/a' : `${(s * 100).toFixed(1)}%`);
 const num = (n: number | null) => (n === null ? 'n/a' : Number.isInteger(n) ? String(n) : n.toFixed(1));
 
+const counts = (c: Record<string, number>) =>
+  Object.entries(c)
+    .map(([k, n]) => `${k} ${n}`)
+    .join(', ') || 'none';
+
+function contentLines(c: AuditReport['content']): string[] {
+  if (!c) return ['not recorded (a dataset written before content safety was)'];
+  return [
+    c.redaction
+      ? `redacted: ${counts(c.redaction.total)} (${c.redaction.rules} rules)`
+      : 'redaction: OFF (the dataset may contain secrets and personal data)',
+    ...(c.redaction ? [table([['config', 'rows redacted', 'placeholders'], ...Object.entries(c.redaction.by_config).map(([k, b]) => [k, b.rows_redacted, counts(b.by_kind)])])] : []),
+    `licenses kept: ${c.exclusions.licenses.join(', ')}; excluded by license: ${counts(c.exclusions.license_excluded)}`,
+    c.exclusions.exclude_benchmarks ? `benchmark repositories excluded: ${counts(c.exclusions.benchmark_excluded)}` : 'benchmark decontamination: OFF',
+    ...(c.excluded_units.length ? ['', table([['units', 'excluded because'], ...c.excluded_units.map((e) => [e.units, e.reason.slice(0, 120)])])] : []),
+  ];
+}
+
 function section(title: string, ...body: string[]): string {
   return [`== ${title} ==`, ...body].join('\n');
 }
@@ -162,6 +180,11 @@ export function formatAudit(r: AuditReport): string {
         r.dominance.licenses.map((x) => [x.license, x.units, x.repos]),
         'no repositories',
       ),
+    ),
+    '',
+    section(
+      'content safety',
+      ...contentLines(r.content),
     ),
     '',
     section(
