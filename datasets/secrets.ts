@@ -58,6 +58,13 @@ export interface Finding {
   kind: string;
 }
 
+/**
+ * Which kind names a span several rules found: exact values first, then vendor rules, then the
+ * catch-alls (gitleaks' generic-api-key, addresses, entropy).
+ */
+const GENERIC_KINDS = ['GENERIC_API_KEY', 'EMAIL', 'IP_ADDRESS', 'HIGH_ENTROPY_TOKEN'];
+const rank = (f: Finding) => (f.kind === 'ENV_SECRET' ? -1 : GENERIC_KINDS.indexOf(f.kind));
+
 const compile = (r: PortedRegex, extra = '') => new RegExp(r.source, r.flags + extra);
 
 /** Shannon entropy in bits per character, as gitleaks and detect-secrets compute it. */
@@ -74,20 +81,22 @@ export function shannonEntropy(s: string): number {
 
 // A match may not begin right after a backslash: it would eat the letter of an escape (`\n`, `\u00e9`).
 const NOT_IN_ESCAPE = '(?<!\\\\)';
+/** A match starts where `before` (a character class) is not, or right after an escaped newline or tab (reprs and JSON text). */
+const startAfter = (before: string) => `${NOT_IN_ESCAPE}(?:(?<!${before})|(?<=\\\\[nrt]))`;
 
 /** `-----BEGIN ... PRIVATE KEY-----`, its body (real or escaped newlines) and the END line when there is one. */
 const PRIVATE_KEY =
-  /-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----(?:[A-Za-z0-9+/=\s:,.-]|\\+[nr])*(?:-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----)?/g;
+  /-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----(?:[A-Za-z0-9+/=\s:,.-]|\\+[nr])*?(?:-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----|(?![A-Za-z0-9+/=\s:,.-]|\\+[nr]))/g;
 
 /** A 40-character AWS secret access key after a name that says so (gitleaks keys AWS on the id only). */
 const AWS_SECRET = /aws.{0,20}?(?:secret|key|pwd|pw|password|pass|token).{0,20}?[=:,(]\s*['"`]?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])/gi;
 
-const EMAIL = new RegExp(`${NOT_IN_ESCAPE}(?<![A-Za-z0-9._%+-])[A-Za-z0-9][A-Za-z0-9._%+-]*@(?:[A-Za-z0-9-]+\\.)+[A-Za-z]{2,24}(?![A-Za-z0-9-])`, 'g');
+const EMAIL = new RegExp(`${startAfter('[A-Za-z0-9._%+-]')}[A-Za-z0-9][A-Za-z0-9._%+-]*@(?:[A-Za-z0-9-]+\\.)+[A-Za-z]{2,24}(?![A-Za-z0-9-])`, 'g');
 /** Addresses that name nobody: reserved documentation domains, and git's ssh user. */
 const EMAIL_ALLOWED = /(?:@(?:[a-z0-9-]+\.)*(?:example\.(?:com|org|net)|example|test|invalid|localhost)$|^git@)/i;
 
 const OCTET = '(?:25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)';
-const IPV4 = new RegExp(`(?<![\\w.])${OCTET}(?:\\.${OCTET}){3}(?!\\.?\\d)`, 'g');
+const IPV4 = new RegExp(`${startAfter('[\\w.]')}${OCTET}(?:\\.${OCTET}){3}(?!\\.?\\d)`, 'g');
 /** Loopback, private, link-local, shared, documentation, multicast and reserved ranges identify no one. */
 function publicIpv4(ip: string): boolean {
   const [a, b, c, d] = ip.split('.').map(Number);
@@ -102,7 +111,7 @@ function publicIpv4(ip: string): boolean {
 }
 
 /** Base64 / URL-safe runs; hex-only runs (hashes, ids) and UUIDs never count as high-entropy. */
-const TOKEN = new RegExp(`${NOT_IN_ESCAPE}(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/_-]{20,}={0,2}(?![A-Za-z0-9+/=_-])`, 'g');
+const TOKEN = new RegExp(`${startAfter('[A-Za-z0-9+/=_-]')}[A-Za-z0-9+/_-]{20,}={0,2}(?![A-Za-z0-9+/=_-])`, 'g');
 const HEX_OR_UUID = /^[0-9a-fA-F-]+$/;
 
 /** Upper, lower and digit switch at 62% of characters in random base62, at most about 40% in camel-case identifiers (`relativeLinkBaseForRFC3986`). */
@@ -223,7 +232,7 @@ export class SecretScanner {
     }
   }
 
-  /** Every secret in `text`; overlapping findings are merged, the earlier and longer one keeping its kind. */
+  /** Every secret in `text`; overlapping findings are merged into one span named by the most specific rule. */
   findings(text: string): Finding[] {
     const out: Finding[] = [];
     const each = (re: RegExp, kind: string | ((m: RegExpExecArray) => string | null), group = 0) => {
@@ -250,8 +259,11 @@ export class SecretScanner {
     const merged: Finding[] = [out[0]];
     for (const f of out.slice(1)) {
       const last = merged[merged.length - 1];
-      if (f.start < last.end) last.end = Math.max(last.end, f.end);
-      else merged.push(f);
+      if (f.start >= last.end) merged.push(f);
+      else {
+        last.end = Math.max(last.end, f.end);
+        if (rank(f) < rank(last)) last.kind = f.kind;
+      }
     }
     return merged;
   }
