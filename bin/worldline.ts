@@ -9,6 +9,7 @@ import { auditDataset, DEFAULT_TOP_K } from '../datasets/audit.js';
 import { auditHtml } from '../datasets/audit_html.js';
 import { formatAudit } from '../datasets/audit_text.js';
 import { DEFAULT_ISSUE_FIX_SHARE, DEFAULT_MIX_SEED, MIX_TOLERANCE, MixUnreachable } from '../datasets/mix.js';
+import { DEFAULT_OVERLAP_THRESHOLD } from '../datasets/ngram_overlap.js';
 import { readRows } from '../datasets/reader.js';
 import { formatRebalance, RebalanceRefused, rebalanceDataset } from '../datasets/rebalance.js';
 import {
@@ -28,7 +29,7 @@ import { DEFAULT_PYTHON, PYTHON_VERSIONS, type PythonVersion } from '../pipeline
 import { DEFAULTS } from '../pipeline/runtime/options.js';
 import { formatStatus, readStatus, statusBeside } from '../pipeline/runtime/status.js';
 import { shardOutput } from '../pipeline/stages/shard.js';
-import { allTraced, formatScriptTraces, traceScript } from '../pipeline/trace_script.js';
+import { allTraced, formatScriptTraces, scriptContamination, traceScript } from '../pipeline/trace_script.js';
 import {
   commaList,
   datasetDir,
@@ -239,8 +240,23 @@ await yargs(hideBin(process.argv))
           choices: ['jsonl', 'text'] as const,
           default: 'jsonl' as const,
           describe: "jsonl: one result per input; text: the episodes' token text",
-        }),
+        })
+        .option('decontaminate-against', {
+          type: 'string',
+          describe: "A benchmark's solutions (JSON Lines or text): a program sharing most of its token 13-grams with them is refused, not traced",
+        })
+        .option('overlap-threshold', { type: 'number', default: DEFAULT_OVERLAP_THRESHOLD, describe: 'Share of 13-grams in the benchmark that refuses a program' }),
     handler: async (a) => {
+      if (a['decontaminate-against']) {
+        share('--overlap-threshold', a['overlap-threshold']);
+        const c = scriptContamination(resolve(a.file as string), resolve(a['decontaminate-against']), a['overlap-threshold']);
+        if (c.contaminated) {
+          process.stderr.write(`worldline: ${c.summary}: contaminated, not traced (--overlap-threshold ${a['overlap-threshold']})\n`);
+          process.exitCode = 1;
+          return;
+        }
+        log(`decontamination: ${c.summary}`);
+      }
       const results = await traceScript(
         resolve(a.file as string),
         (a.stdin as string[]).map((f) => resolve(f)),

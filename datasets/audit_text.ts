@@ -7,6 +7,7 @@ const num = (n: number | null) => (n === null ? 'n/a' : Number.isInteger(n) ? St
 
 const counts = (c: Record<string, number>) =>
   Object.entries(c)
+    .sort((a, b) => a[0].localeCompare(b[0]))
     .map(([k, n]) => `${k} ${n}`)
     .join(', ') || 'none';
 

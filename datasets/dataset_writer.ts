@@ -253,6 +253,7 @@ function processing(manifest: DatasetManifest): string[] {
 
 const kindCounts = (counts: Record<string, number>) =>
   Object.entries(counts)
+    .sort((a, b) => a[0].localeCompare(b[0]))
     .map(([k, n]) => `${k} ${n}`)
     .join(', ') || 'none';
 

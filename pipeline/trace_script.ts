@@ -3,9 +3,10 @@
  * (no network, limits, timeout), as CWM traced competitive-programming solutions: one result
  * per input with the program's output and its function-level episodes.
  */
-import { copyFileSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
+import { BenchmarkNgrams, DEFAULT_NGRAM } from '../datasets/ngram_overlap.js';
 import type { PythonVersion } from './runtime/manifest.js';
 import { resolveBase } from './sandbox/base_images.js';
 import { assertDockerUp } from './sandbox/engine.js';
@@ -47,6 +48,17 @@ export function allTraced(results: ScriptTrace[]): boolean {
 /** jsonl: one result a line; text: the episodes' token text. */
 export function formatScriptTraces(results: ScriptTrace[], format: 'jsonl' | 'text'): string {
   return results.map((r) => (format === 'text' ? r.episodes.map((e) => e.text).join('') : JSON.stringify(r) + '\n')).join('');
+}
+
+/** Whether `script` is a copy of a solution in `benchmarkFile` (token n-gram overlap), with a line saying how much. */
+export function scriptContamination(script: string, benchmarkFile: string, threshold: number): { contaminated: boolean; summary: string } {
+  const bench = new BenchmarkNgrams(benchmarkFile, DEFAULT_NGRAM, threshold);
+  const o = bench.check(readFileSync(script, 'utf8'));
+  const most = o.document ? `; most in ${o.document}` : '';
+  return {
+    contaminated: o.contaminated,
+    summary: `${basename(script)}: ${(o.overlap * 100).toFixed(1)}% of its ${o.ngrams} ${bench.n}-grams are in ${benchmarkFile} (${bench.documents} documents${most})`,
+  };
 }
 
 export async function traceScript(script: string, inputs: string[], opts: TraceScriptOptions, log: (m: string) => void): Promise<ScriptTrace[]> {
