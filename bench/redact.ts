@@ -81,7 +81,10 @@ for (const config of ['tests', 'traces']) {
         for (const f of scanner.findings(text)) {
           const shown = seen.get(f.kind) ?? new Set<string>();
           seen.set(f.kind, shown);
-          const ctx = `${text.slice(Math.max(0, f.start - 30), f.start)}[[${text.slice(f.start, f.end)}]]${text.slice(f.end, f.end + 30)}`.replace(/\n/g, '\\n');
+          const ctx = `${text.slice(Math.max(0, f.start - 30), f.start)}[[${text.slice(f.start, f.end)}]]${text.slice(f.end, f.end + 30)}`.replace(
+            /\n/g,
+            '\\n',
+          );
           if (shown.size < show) shown.add(ctx);
         }
       }

@@ -117,7 +117,11 @@ export const layoutOptions = <T>(y: Argv<T>) =>
       describe: 'shard: SPDX ids of the licenses kept (add "unknown" to keep unlicensed repositories; "*" keeps all); other units are excluded with the reason',
       coerce: (v: string | string[]) => (Array.isArray(v) ? v : commaList(v)),
     })
-    .option('redact', { type: 'boolean', default: true, describe: 'shard: replace secrets and personal data with typed placeholders (--no-redact turns it off)' })
+    .option('redact', {
+      type: 'boolean',
+      default: true,
+      describe: 'shard: replace secrets and personal data with typed placeholders (--no-redact turns it off)',
+    })
     .option('exclude-benchmarks', {
       type: 'boolean',
       default: true,

@@ -245,7 +245,11 @@ await yargs(hideBin(process.argv))
           type: 'string',
           describe: "A benchmark's solutions (JSON Lines or text): a program sharing most of its token 13-grams with them is refused, not traced",
         })
-        .option('overlap-threshold', { type: 'number', default: DEFAULT_OVERLAP_THRESHOLD, describe: 'Share of 13-grams in the benchmark that refuses a program' }),
+        .option('overlap-threshold', {
+          type: 'number',
+          default: DEFAULT_OVERLAP_THRESHOLD,
+          describe: 'Share of 13-grams in the benchmark that refuses a program',
+        }),
     handler: async (a) => {
       if (a['decontaminate-against']) {
         share('--overlap-threshold', a['overlap-threshold']);

@@ -8,8 +8,8 @@
 import { join, resolve } from 'node:path';
 import type { DuckDBConnection } from '@duckdb/node-api';
 import { SCHEMAS } from '../schemas/index.js';
-import type { ContentSummary } from './dataset_writer.js';
 import type { Field } from '../schemas/schema.js';
+import type { ContentSummary } from './dataset_writer.js';
 import { sqlString, withDuckDB } from './duckdb.js';
 import { DEFAULT_ISSUE_FIX_SHARE, MIX_TOLERANCE } from './mix.js';
 import { plain, readManifestJson } from './reader.js';

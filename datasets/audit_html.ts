@@ -166,7 +166,13 @@ function contentHtml(c: AuditReport['content']): string[] {
     c.redaction
       ? htmlTable(
           ['config', 'rows redacted', 'placeholders by kind'],
-          Object.entries(c.redaction.by_config).map(([k, b]) => [k, b.rows_redacted, Object.entries(b.by_kind).map(([kind, n]) => `${kind} ${n}`).join(', ') || 'none']),
+          Object.entries(c.redaction.by_config).map(([k, b]) => [
+            k,
+            b.rows_redacted,
+            Object.entries(b.by_kind)
+              .map(([kind, n]) => `${kind} ${n}`)
+              .join(', ') || 'none',
+          ]),
         )
       : '<p class="verdict drift">Redaction was off: the dataset may contain secrets and personal data.</p>',
     `<p>Licenses kept: ${esc(e.licenses.join(', '))}. Benchmark decontamination: ${e.exclude_benchmarks ? 'on' : 'off'}.</p>`,

@@ -14,10 +14,15 @@ const counts = (c: Record<string, number>) =>
 function contentLines(c: AuditReport['content']): string[] {
   if (!c) return ['not recorded (a dataset written before content safety was)'];
   return [
-    c.redaction
-      ? `redacted: ${counts(c.redaction.total)} (${c.redaction.rules} rules)`
-      : 'redaction: OFF (the dataset may contain secrets and personal data)',
-    ...(c.redaction ? [table([['config', 'rows redacted', 'placeholders'], ...Object.entries(c.redaction.by_config).map(([k, b]) => [k, b.rows_redacted, counts(b.by_kind)])])] : []),
+    c.redaction ? `redacted: ${counts(c.redaction.total)} (${c.redaction.rules} rules)` : 'redaction: OFF (the dataset may contain secrets and personal data)',
+    ...(c.redaction
+      ? [
+          table([
+            ['config', 'rows redacted', 'placeholders'],
+            ...Object.entries(c.redaction.by_config).map(([k, b]) => [k, b.rows_redacted, counts(b.by_kind)]),
+          ]),
+        ]
+      : []),
     `licenses kept: ${c.exclusions.licenses.join(', ')}; excluded by license: ${counts(c.exclusions.license_excluded)}`,
     c.exclusions.exclude_benchmarks ? `benchmark repositories excluded: ${counts(c.exclusions.benchmark_excluded)}` : 'benchmark decontamination: OFF',
     ...(c.excluded_units.length ? ['', table([['units', 'excluded because'], ...c.excluded_units.map((e) => [e.units, e.reason.slice(0, 120)])])] : []),
@@ -183,10 +188,7 @@ export function formatAudit(r: AuditReport): string {
       ),
     ),
     '',
-    section(
-      'content safety',
-      ...contentLines(r.content),
-    ),
+    section('content safety', ...contentLines(r.content)),
     '',
     section(
       'run health',

@@ -34,8 +34,8 @@ export class Redactor {
   }
 
   private tally(config: string): Map<string, number> {
-    let t = this.tallies.get(config);
-    if (!t) this.tallies.set(config, (t = new Map()));
+    const t = this.tallies.get(config) ?? new Map<string, number>();
+    this.tallies.set(config, t);
     return t;
   }
 
@@ -47,7 +47,9 @@ export class Redactor {
       let copy: Json[] | null = null;
       v.forEach((item, i) => {
         const r = this.walk(item, tally, key);
-        if (r !== item) (copy ??= [...v])[i] = r;
+        if (r === item) return;
+        copy ??= [...v];
+        copy[i] = r;
       });
       return copy ?? v;
     }
@@ -55,7 +57,9 @@ export class Redactor {
       let copy: Record<string, Json> | null = null;
       for (const [k, item] of Object.entries(v)) {
         const r = this.walk(item, tally, k);
-        if (r !== item) (copy ??= { ...(v as Record<string, Json>) })[k] = r;
+        if (r === item) continue;
+        copy ??= { ...(v as Record<string, Json>) };
+        copy[k] = r;
       }
       return copy ?? v;
     }
@@ -85,9 +89,7 @@ export class Redactor {
     if (config === 'traces' && typeof row.text === 'string') {
       const { text, ...parts } = row;
       const redacted = this.walk(parts, tally) as Record<string, unknown>;
-      out = (
-        redacted === parts ? row : { ...redacted, text: renderEpisode(redacted.context as string, redacted.frames as CwmFrame[]) }
-      ) as T;
+      out = (redacted === parts ? row : { ...redacted, text: renderEpisode(redacted.context as string, redacted.frames as CwmFrame[]) }) as T;
     } else out = this.walk(row, tally) as T;
     if (out !== row) this.rowsRedacted.set(config, (this.rowsRedacted.get(config) ?? 0) + 1);
     return out;

@@ -197,7 +197,16 @@ export class SecretScanner {
     this.keywordRe = new RegExp(keys.map(escapeRe).join('|'), 'gi');
     const lits = [...(opts.literals ?? new Map<string, string>())].filter(([v]) => v.length >= 6);
     this.literals = lits.length
-      ? { re: new RegExp(lits.map(([v]) => escapeRe(v)).sort((a, b) => b.length - a.length).join('|'), 'g'), kinds: new Map(lits) }
+      ? {
+          re: new RegExp(
+            lits
+              .map(([v]) => escapeRe(v))
+              .sort((a, b) => b.length - a.length)
+              .join('|'),
+            'g',
+          ),
+          kinds: new Map(lits),
+        }
       : null;
   }
 

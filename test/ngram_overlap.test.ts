@@ -39,11 +39,20 @@ describe('n-gram overlap with a benchmark', () => {
   });
 
   it('finds a reformatted copy of a solution and names its record; an unrelated program overlaps nothing', () => {
-    const b = new BenchmarkNgrams(benchmark([{ task_id: 'other/1', code: OTHER }, { task_id: 'kadane/1', prompt: 'Maximum subarray', code: KADANE }]));
+    const b = new BenchmarkNgrams(
+      benchmark([
+        { task_id: 'other/1', code: OTHER },
+        { task_id: 'kadane/1', prompt: 'Maximum subarray', code: KADANE },
+      ]),
+    );
     const copy = b.check(readFileSync(SCRIPT, 'utf8'));
     expect(copy).toMatchObject({ overlap: 1, document: 'kadane/1', contaminated: true });
     expect(copy.ngrams).toBeGreaterThan(50);
-    expect(b.check('import sys\nfor line in sys.stdin:\n    print(line.strip()[::-1], end="\\n")\n')).toMatchObject({ overlap: 0, document: null, contaminated: false });
+    expect(b.check('import sys\nfor line in sys.stdin:\n    print(line.strip()[::-1], end="\\n")\n')).toMatchObject({
+      overlap: 0,
+      document: null,
+      contaminated: false,
+    });
   });
 
   it('names the line of a benchmark file that is not JSON', () => {
@@ -57,6 +66,8 @@ describe('n-gram overlap with a benchmark', () => {
     const res = await cli(['trace-script', SCRIPT, '--stdin', join(packageRoot, 'examples/scripts/max_subarray.in1'), '--decontaminate-against', file]);
     expect(res.code).toBe(1);
     expect(res.stdout).toBe('');
-    expect(res.stderr).toMatch(/max_subarray\.py: 100\.0% of its \d+ 13-grams are in .*bench\.jsonl \(1 documents; most in kadane\/1\): contaminated, not traced/);
+    expect(res.stderr).toMatch(
+      /max_subarray\.py: 100\.0% of its \d+ 13-grams are in .*bench\.jsonl \(1 documents; most in kadane\/1\): contaminated, not traced/,
+    );
   });
 });

@@ -88,13 +88,17 @@ describe('planted secrets through the real pipeline', () => {
       let inShards = 0n;
       for (const config of Object.keys(SCHEMAS)) {
         if (!manifest.configs[config].rows) continue;
-        const [c] = await sql<{ n: bigint }>(`select coalesce(sum((length(j) - length(replace(j, '<${kind}>', ''))) // ${kind.length + 2}), 0)::bigint as n from ${rowsJson(dataset, config)}`);
+        const [c] = await sql<{ n: bigint }>(
+          `select coalesce(sum((length(j) - length(replace(j, '<${kind}>', ''))) // ${kind.length + 2}), 0)::bigint as n from ${rowsJson(dataset, config)}`,
+        );
         inShards += c.n;
       }
       expect(inShards, kind).toBe(BigInt(total[kind]));
     }
     // The skip reason of a test names an address: the tests config is redacted too.
-    const [skip] = await sql<{ message: string }>(`select message from read_parquet('${dataset}/tests/data/*.parquet') where node_id like '%test_ask_for_access'`);
+    const [skip] = await sql<{ message: string }>(
+      `select message from read_parquet('${dataset}/tests/data/*.parquet') where node_id like '%test_ask_for_access'`,
+    );
     expect(skip.message).toContain('ask <EMAIL> for the staging key');
 
     const card = readFileSync(join(dataset, 'README.md'), 'utf8');
@@ -175,7 +179,11 @@ describe('license allow-list and benchmark repositories', () => {
     const rows = await reposRows(out);
     const by = (name: string) => rows.find((r) => r.repo.endsWith(name));
     expect(by('calc')).toMatchObject({ license: 'MIT', status: 'incomplete', reason: null });
-    expect(by('gpl')).toMatchObject({ license: 'GPL-3.0-only', status: 'excluded', reason: expect.stringMatching(/^license GPL-3\.0-only is not in --licenses \(MIT, /) });
+    expect(by('gpl')).toMatchObject({
+      license: 'GPL-3.0-only',
+      status: 'excluded',
+      reason: expect.stringMatching(/^license GPL-3\.0-only is not in --licenses \(MIT, /),
+    });
     expect(by('bare')).toMatchObject({ license: 'unknown', status: 'excluded', reason: expect.stringMatching(/^license unknown is not in --licenses/) });
     expect(by('requests.git')).toMatchObject({ status: 'excluded', reason: expect.stringMatching(/^benchmark repository: psf\/requests is in SWE-bench/) });
     const m = JSON.parse(readFileSync(join(out, 'dataset', 'manifest.json'), 'utf8')) as DatasetManifest;
@@ -191,7 +199,18 @@ describe('license allow-list and benchmark repositories', () => {
 
   it('keeps them when asked: --licenses naming them and --no-exclude-benchmarks', async () => {
     const out = join(dir, 'out-all');
-    const res = await cli(['run', '--manifest', manifestFile, '--out', out, '--stages', 'clone,shard', '--licenses', 'MIT,GPL-3.0-only,unknown', '--no-exclude-benchmarks']);
+    const res = await cli([
+      'run',
+      '--manifest',
+      manifestFile,
+      '--out',
+      out,
+      '--stages',
+      'clone,shard',
+      '--licenses',
+      'MIT,GPL-3.0-only,unknown',
+      '--no-exclude-benchmarks',
+    ]);
     expect(res.code, res.stderr).toBe(0);
     expect((await reposRows(out)).map((r) => r.status)).toEqual(['incomplete', 'incomplete', 'incomplete', 'incomplete']);
     const card = readFileSync(join(out, 'dataset', 'README.md'), 'utf8');

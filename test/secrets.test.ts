@@ -27,7 +27,10 @@ const POSITIVES: [string, string][] = [
   ["key = 'AKIAY2GRRRZPYRAY64HM'", 'AWS_ACCESS_KEY'],
   ['aws_secret_access_key = "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"', 'AWS_SECRET_KEY'],
   [RSA, 'PRIVATE_KEY'],
-  ['-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\n-----END OPENSSH PRIVATE KEY-----', 'PRIVATE_KEY'],
+  [
+    '-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\n-----END OPENSSH PRIVATE KEY-----',
+    'PRIVATE_KEY',
+  ],
   ['write to maria.planted@corp-mail.co.uk today', 'EMAIL'],
   ['connect("34.201.17.88", 443)', 'IP_ADDRESS'],
   ["GITHUB_TOKEN = 'ghp_0gyMDtiNUsS5HQQYRCiYCQ9aHWdtCNveKjGp'", 'GITHUB_PAT'],
@@ -116,8 +119,24 @@ describe('the secret scanner', () => {
 describe('row redaction', () => {
   it('re-renders a trace whose locals held a secret, so its CWM text parses and agrees with its frames', () => {
     const frames = [
-      { kind: 'call', line: 1, depth: 0, function: 'f', source: 'def f(pem, who):\n', locals: [{ name: 'pem', value: `'${RSA.replace(/\n/g, '\\n')}'` }], value: null },
-      { kind: 'line', line: 2, depth: 0, function: 'f', source: '    return who\n', locals: [{ name: 'who', value: "'maria.planted@corp-mail.co.uk'" }], value: null },
+      {
+        kind: 'call',
+        line: 1,
+        depth: 0,
+        function: 'f',
+        source: 'def f(pem, who):\n',
+        locals: [{ name: 'pem', value: `'${RSA.replace(/\n/g, '\\n')}'` }],
+        value: null,
+      },
+      {
+        kind: 'line',
+        line: 2,
+        depth: 0,
+        function: 'f',
+        source: '    return who\n',
+        locals: [{ name: 'who', value: "'maria.planted@corp-mail.co.uk'" }],
+        value: null,
+      },
       { kind: 'return', line: 2, depth: 0, function: 'f', source: '    return who\n', locals: [], value: "'maria.planted@corp-mail.co.uk'" },
     ] as const;
     const context = 'def f(pem, who):  # << START_OF_TRACE\n    return who\n';
@@ -139,7 +158,13 @@ describe('row redaction', () => {
   it("redacts a tool call's JSON arguments value by value, so they stay JSON", () => {
     const args = JSON.stringify({ command: 'export TOKEN=ghp_0gyMDtiNUsS5HQQYRCiYCQ9aHWdtCNveKjGp\ncat ~/.ssh/id_rsa' });
     const row = {
-      messages: [{ role: 'assistant', content: 'mail maria.planted@corp-mail.co.uk', tool_calls: [{ id: '1', type: 'function', function: { name: 'bash', arguments: args } }] }],
+      messages: [
+        {
+          role: 'assistant',
+          content: 'mail maria.planted@corp-mail.co.uk',
+          tool_calls: [{ id: '1', type: 'function', function: { name: 'bash', arguments: args } }],
+        },
+      ],
     };
     const r = new Redactor();
     const out = r.row('trajectories', row);
@@ -182,8 +207,12 @@ describe('license allow-list and benchmark repositories', () => {
 
   it('gives each excluded unit its reason and counts it', () => {
     const f = new UnitFilter({ redact: true, licenses: PERMISSIVE_LICENSES, excludeBenchmarks: true });
-    expect(f.reason({ repo: 'x', url: 'https://github.com/psf/requests.git', license: 'Apache-2.0' })).toMatch(/^benchmark repository: psf\/requests is in SWE-bench/);
-    expect(f.reason({ repo: 'y', url: '/tmp/y', license: 'GPL-2.0-only' })).toBe(`license GPL-2.0-only is not in --licenses (${PERMISSIVE_LICENSES.join(', ')})`);
+    expect(f.reason({ repo: 'x', url: 'https://github.com/psf/requests.git', license: 'Apache-2.0' })).toMatch(
+      /^benchmark repository: psf\/requests is in SWE-bench/,
+    );
+    expect(f.reason({ repo: 'y', url: '/tmp/y', license: 'GPL-2.0-only' })).toBe(
+      `license GPL-2.0-only is not in --licenses (${PERMISSIVE_LICENSES.join(', ')})`,
+    );
     expect(f.reason({ repo: 'z', url: '/tmp/z', license: 'BSD-3-Clause' })).toBeNull();
     expect(f.result().license_excluded).toEqual({ 'GPL-2.0-only': 1 });
     expect(Object.values(f.result().benchmark_excluded)).toEqual([1]);

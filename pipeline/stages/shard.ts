@@ -8,9 +8,10 @@ import { existsSync } from 'node:fs';
 import { sha256 } from '../../core/hashing.js';
 import { readLines } from '../../core/jsonl.js';
 import { toolVersion } from '../../core/package.js';
-import { type DatasetLayout, type DatasetManifest, writeDataset } from '../../datasets/dataset_writer.js';
 import { type ContentPolicy, DEFAULT_CONTENT_POLICY, UnitFilter } from '../../datasets/content_policy.js';
+import { type DatasetLayout, type DatasetManifest, writeDataset } from '../../datasets/dataset_writer.js';
 import { DEFAULT_ISSUE_FIX_SHARE, DEFAULT_MIX_SEED, type MixPlan, mixSummary, planMix, type TaskRef } from '../../datasets/mix.js';
+import { Redactor } from '../../datasets/redact.js';
 import {
   type RepoRecord,
   reposSchema,
@@ -23,7 +24,6 @@ import {
   tracesSchema,
   trajectoriesSchema,
 } from '../../schemas/index.js';
-import { Redactor } from '../../datasets/redact.js';
 import { outLayout } from '../runtime/layout.js';
 import { Ledger, type LedgerEntry } from '../runtime/ledger.js';
 import type { Unit } from '../runtime/manifest.js';
@@ -143,21 +143,33 @@ export async function shardOutput(
     outLayout.dataset(out),
     [
       { schema: reposSchema, rows: clean('repos', repos) },
-      { schema: testsSchema, rows: clean('tests', partRows<TestRecord>(done('validate'), (id) => outLayout.part(out, 'tests', id))) },
+      {
+        schema: testsSchema,
+        rows: clean(
+          'tests',
+          partRows<TestRecord>(done('validate'), (id) => outLayout.part(out, 'tests', id)),
+        ),
+      },
       {
         schema: tracesSchema,
         rows: clean(
           'traces',
           concat(
-          partRows<TraceRecord>(done('trace'), (id) => outLayout.part(out, 'traces', id)),
-          keepOnly(
-            partRows<TraceRecord>(done('forage'), (id) => outLayout.part(out, 'task_traces', id)),
-            (r) => kept(r.task_id),
-          ),
+            partRows<TraceRecord>(done('trace'), (id) => outLayout.part(out, 'traces', id)),
+            keepOnly(
+              partRows<TraceRecord>(done('forage'), (id) => outLayout.part(out, 'task_traces', id)),
+              (r) => kept(r.task_id),
+            ),
           ),
         ),
       },
-      { schema: tasksSchema, rows: clean('tasks', keepOnly(tasks(), (t) => kept(t.instance_id))) },
+      {
+        schema: tasksSchema,
+        rows: clean(
+          'tasks',
+          keepOnly(tasks(), (t) => kept(t.instance_id)),
+        ),
+      },
       {
         schema: trajectoriesSchema,
         rows: clean(
