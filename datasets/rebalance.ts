@@ -9,7 +9,7 @@ import { existsSync, lstatSync, readdirSync, realpathSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { table } from '../core/table.js';
 import { SCHEMAS } from '../schemas/index.js';
-import { type ConfigSource, versionsDir, writeDataset } from './dataset_writer.js';
+import { type ConfigSource, type ContentSummary, versionsDir, writeDataset } from './dataset_writer.js';
 import { query, sqlString } from './duckdb.js';
 import { DEFAULT_MIX_SEED, type KindCounts, type MixPlan, mixSummary, planMix, type TaskRef } from './mix.js';
 import { readManifestJson, readRows } from './reader.js';
@@ -138,6 +138,8 @@ export async function rebalanceDataset(datasetArg: string, outArg: string, targe
     shuffleSeed: l.shuffle_seed ?? undefined,
     maxRowBytes: l.max_row_bytes,
     licenses: await licenseMix(shardFiles('repos')),
+    // Rows were redacted and units excluded when the source was sharded: its counts stay the record.
+    content: manifest.content ? () => manifest.content as ContentSummary : undefined,
     provenance: {
       ...manifest.provenance,
       mix: mixSummary(plan),

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Ports gitleaks' published rule set (config/gitleaks.toml, MIT) to datasets/secret_rules.json.
 
-Usage: scripts/port_gitleaks.py GITLEAKS_TOML COMMIT > datasets/secret_rules.json
+Usage: scripts/port_gitleaks.py GITLEAKS_TOML COMMIT > datasets/secret_rules.json && npm run format
 Go's RE2 syntax becomes JavaScript's: inline flags ((?i), (?i:...), (?-i:...)) have no JavaScript
 form before Node 23, so a rule with any case-insensitive part is matched case-insensitively as a
 whole (looser, never stricter); (?P<name> becomes (?<name>. Rules scoped to a file path (not text)
