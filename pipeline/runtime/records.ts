@@ -57,6 +57,14 @@ export interface TraceStageRecord {
   truncated_tests: number;
   truncation_rate: number;
   tracer_errors: number;
+  /** Bytes of episode JSON the tracer wrote, after the output caps. */
+  episode_bytes: number;
+  /** Episodes cut before the caps, and the tests whose episodes are a seeded sample (at most 20 named). */
+  episodes_built: number;
+  sampled_tests: number;
+  sampled: string[];
+  /** The caps in force: test episodes, test bytes, unit episodes, unit bytes (0: none). */
+  caps: number[];
   /** Non-flaky tests whose outcome under the tracer differs from validate's first run. */
   parity_mismatches: number;
   mismatched: string[];

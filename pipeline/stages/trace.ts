@@ -8,13 +8,14 @@ import { readFileSync, rmSync } from 'node:fs';
 import { writeJsonl } from '../../core/jsonl.js';
 import type { TestRecord } from '../../schemas/tests.js';
 import { outLayout } from '../runtime/layout.js';
+import type { TraceCaps } from '../runtime/options.js';
 import type { BuildRecord, CloneRecord, TraceStageRecord } from '../runtime/records.js';
 import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
 import { firstProblem, pytestCommand, runSuite } from '../sandbox/suite_run.js';
 import { type TraceOrigin, traceRows } from '../sandbox/tracer_output.js';
 import { TRACER_CODE, tracerCodeHash } from '../sandbox/tracers.js';
 
-const TRACE_REVISION = 1;
+const TRACE_REVISION = 2;
 
 export const traceStage: Stage<'trace'> = {
   name: 'trace',
@@ -29,6 +30,7 @@ export const traceStage: Stage<'trace'> = {
       seed: o.traceSeed,
       phases: o.tracePhases,
       maxEvents: o.traceMaxEvents,
+      caps: o.traceCaps,
       slowdown: o.traceSlowdown,
       timeouts: [o.testTimeoutS, o.suiteTimeoutS],
       limits: [o.memoryMb, o.cpus, o.pids],
@@ -58,6 +60,7 @@ export const traceStage: Stage<'trace'> = {
         WORLDLINE_TRACE_SEED: String(options.traceSeed),
         WORLDLINE_TRACE_PHASES: options.tracePhases.join(','),
         WORLDLINE_TRACE_MAX_EVENTS: String(options.traceMaxEvents),
+        ...traceCapsEnv(options.traceCaps),
       },
     });
     try {
@@ -93,6 +96,16 @@ export const traceStage: Stage<'trace'> = {
   },
 };
 
+/** The plugin's output caps (tracers/worldline_tracer/caps.py). */
+function traceCapsEnv(c: TraceCaps): Record<string, string> {
+  return {
+    WORLDLINE_TRACE_MAX_TEST_EPISODES: String(c.testEpisodes),
+    WORLDLINE_TRACE_MAX_TEST_BYTES: String(c.testBytes),
+    WORLDLINE_TRACE_MAX_UNIT_EPISODES: String(c.unitEpisodes),
+    WORLDLINE_TRACE_MAX_UNIT_BYTES: String(c.unitBytes),
+  };
+}
+
 /** The unit's traces into its part file, with the stage's figures. */
 async function writeTraceRecords(ctx: StageContext, work: string, clone: CloneRecord, build: BuildRecord): Promise<TraceStageRecord> {
   const record: TraceStageRecord = {
@@ -104,6 +117,11 @@ async function writeTraceRecords(ctx: StageContext, work: string, clone: CloneRe
     truncated_tests: 0,
     truncation_rate: 0,
     tracer_errors: 0,
+    episode_bytes: 0,
+    episodes_built: 0,
+    sampled_tests: 0,
+    sampled: [],
+    caps: [],
     parity_mismatches: 0,
     mismatched: [],
     tracer_version: '',
@@ -119,8 +137,16 @@ async function writeTraceRecords(ctx: StageContext, work: string, clone: CloneRe
       if (test.line_events > 0) record.tests_with_line_events += 1;
       if (test.truncated) record.truncated_tests += 1;
       if (test.error) record.tracer_errors += 1;
+      record.episode_bytes += test.episode_bytes ?? 0;
+      record.episodes_built += test.episodes_built ?? 0;
+      if (test.sampled) {
+        record.sampled_tests += 1;
+        if (record.sampled.length < 20) record.sampled.push(`${test.nodeid} (${test.sampled})`);
+      }
     }),
   );
+  const c = ctx.options.traceCaps;
+  record.caps = [c.testEpisodes, c.testBytes, c.unitEpisodes, c.unitBytes];
   record.mean_line_events_per_test = record.tests_traced ? record.line_events / record.tests_traced : 0;
   record.truncation_rate = record.tests_traced ? record.truncated_tests / record.tests_traced : 0;
   return record;
