@@ -123,7 +123,20 @@ for (const python of values.python!.split(',')) {
   );
   process.stdout.write(
     table([
-      ['suite', 'python', 'timed', 'untraced', 'ours (auto backend)', 'ours (settrace)', 'naive', 'before (--baseline)', 'naive / ours', 'ours: output', 'naive: output', 'exit codes'],
+      [
+        'suite',
+        'python',
+        'timed',
+        'untraced',
+        'ours (auto backend)',
+        'ours (settrace)',
+        'naive',
+        'before (--baseline)',
+        'naive / ours',
+        'ours: output',
+        'naive: output',
+        'exit codes',
+      ],
       ...rows,
     ]) + '\n',
   );

@@ -176,7 +176,8 @@ const traceOptions = <T>(y: Argv<T>) =>
     .option('trace-caps', {
       type: 'string',
       default: traceCapsText(DEFAULTS.traceCaps),
-      describe: 'trace: episodes and bytes kept per test and per unit, TEST_EPISODES,TEST_BYTES,UNIT_EPISODES,UNIT_BYTES (0: no cap); past them a seeded sample',
+      describe:
+        'trace: episodes and bytes kept per test and per unit, TEST_EPISODES,TEST_BYTES,UNIT_EPISODES,UNIT_BYTES (0: no cap); past them a seeded sample',
     })
     .option('trace-slowdown', { type: 'number', default: DEFAULTS.traceSlowdown, describe: 'trace: timeouts are multiplied by this under the tracer' })
     .check((a) => {

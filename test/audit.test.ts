@@ -119,7 +119,8 @@ describe('worldline audit on a generated dataset with known counts', () => {
     expect(o.caps).toEqual([{ caps: [1000, 8 << 20, 50_000, 256 << 20], units: rows.repos.length }]);
     const suite = rows.traces.filter((x) => x.task_id === null);
     const perTest = new Map<string, { episodes: number; bytes: number }>();
-    for (const x of suite) perTest.set(x.unit_id + x.node_id, { episodes: (perTest.get(x.unit_id + x.node_id)?.episodes ?? 0) + 1, bytes: x.test_episode_bytes });
+    for (const x of suite)
+      perTest.set(x.unit_id + x.node_id, { episodes: (perTest.get(x.unit_id + x.node_id)?.episodes ?? 0) + 1, bytes: x.test_episode_bytes });
     expectDistribution(
       o.bytes_per_test,
       [...perTest.values()].map((x) => x.bytes),
