@@ -92,7 +92,7 @@ def _seed_hypothesis():
     """Property-based tests draw the same examples on every run: a settings profile with
     ``derandomize`` (examples from a hash of the test), no example database (a rerun would replay
     what an earlier run found) and no deadline (the tracer's slowdown must not fail a test). Only
-    when hypothesis is installed; importing it costs nothing the suite would not pay anyway."""
+    when hypothesis is installed (then imported at start-up even if the suite never uses it)."""
     if importlib.util.find_spec("hypothesis") is None:
         return
     try:
