@@ -146,6 +146,7 @@ function repoRow(k: number): RepoRecord {
     truncated_tests: 0,
     trace_episode_bytes: 1_000_000,
     trace_sampled_tests: 0,
+    trace_determinism_diff: null,
     trace_caps: [1000, 8 << 20, 50_000, 256 << 20],
     parity_mismatches: 0,
     tracer_version: '1',

@@ -173,6 +173,11 @@ const traceOptions = <T>(y: Argv<T>) =>
     .option('trace-seed', { type: 'number', default: DEFAULTS.traceSeed, describe: 'trace: seed of the step-in choices' })
     .option('max-events', { type: 'number', default: DEFAULTS.traceMaxEvents, describe: 'trace: raw events per test before it is cut (truncated)' })
     .option('trace-phases', { type: 'string', default: DEFAULTS.tracePhases.join(','), describe: 'trace: test phases to trace (call, setup, teardown)' })
+    .option('determinism-sample', {
+      type: 'number',
+      default: DEFAULTS.determinismSample,
+      describe: 'trace: trace the units on the first N manifest lines twice and record the share of episodes that differ',
+    })
     .option('trace-caps', {
       type: 'string',
       default: traceCapsText(DEFAULTS.traceCaps),
@@ -319,6 +324,7 @@ export function toPipelineOptions(a: PipelineArgs): PipelineOptions {
     tracePhases: tracePhases(a['trace-phases']),
     traceMaxEvents: a['max-events'],
     traceCaps: traceCaps(a['trace-caps']),
+    determinismSample: a['determinism-sample'],
     traceSlowdown: a['trace-slowdown'],
     forageSeed: a['forage-seed'],
     mutationTries: a['mutation-tries'],

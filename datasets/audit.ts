@@ -112,6 +112,8 @@ export interface AuditReport {
       sampled: { repo: string; node_id: string; sampled: string; episodes: number; built: number; bytes: number }[];
       /** The caps the repos were traced with: test episodes, test bytes, unit episodes, unit bytes (0: none). */
       caps: { caps: number[]; units: number }[];
+      /** Units traced twice (--determinism-sample): the share of their episodes that differed. */
+      determinism: { repo: string; unit_id: string; share_differing: number }[];
     };
     /** Traces around agent tasks: FAIL_TO_PASS tests traced on the task state (before) and with the fix (after). */
     fix_pairs: {
@@ -354,6 +356,9 @@ export async function auditDataset(datasetDirArg: string, opts: AuditOptions = {
       ),
       sampled: await rows(
         `select repo, node_id, sampled, episodes, built, bytes from ${PER_TEST} where sampled is not null order by repo, node_id limit ${SAMPLED_LISTED}`,
+      ),
+      determinism: await rows(
+        `select repo, unit_id, trace_determinism_diff as share_differing from repos where trace_determinism_diff is not null order by share_differing desc, repo, unit_id`,
       ),
       caps: await rows(`select trace_caps as caps, count(*)::bigint as units from repos where len(trace_caps) > 0 group by trace_caps order by units desc`),
     };

@@ -140,6 +140,12 @@ export function formatAudit(r: AuditReport): string {
         'no test was sampled',
       ),
       '',
+      rowsOr(
+        ['traced twice: repo', 'unit', 'episodes differing'],
+        t.output.determinism.map((x) => [x.repo, x.unit_id, pct(x.share_differing)]),
+        'no unit traced twice (--determinism-sample)',
+      ),
+      '',
       distribution('episode bytes per test', t.output.bytes_per_test),
       '',
       distribution('episodes per test', t.output.episodes_per_test),

@@ -44,6 +44,7 @@ export const reposSchema = defineSchema({
     truncated_tests: int64('Traced tests whose trace hit the event cap'),
     trace_episode_bytes: int64("Bytes of the tracer's episode JSON, after the output caps"),
     trace_sampled_tests: int64('Traced tests whose episodes are a seeded sample past an output cap'),
+    trace_determinism_diff: nullable(float64('With --determinism-sample: share of episodes that differ when the suite is traced again (null: not sampled)')),
     trace_caps: list(int64(), 'Output caps in force: test episodes, test bytes, unit episodes, unit bytes (0: none)'),
     parity_mismatches: int64('Tests whose outcome under the tracer differed from validate (should be 0)'),
     tracer_version: nullable(string('Tracer version')),

@@ -116,6 +116,7 @@ describe('worldline audit on a generated dataset with known counts', () => {
       { repo: 'gamma', bytes: 1000, episodes: 10, tests: 10, sampled_tests: 0 },
     ]);
     expect(o.sampled).toEqual([{ repo: 'beta', node_id: 'tests/test_beta.py::test_0', sampled: 'test_cap', episodes: 4, built: 9, bytes: 400 }]);
+    expect(o.determinism).toEqual([{ repo: 'alpha', unit_id: 'alpha-0000abcd', share_differing: 0.25 }]);
     expect(o.caps).toEqual([{ caps: [1000, 8 << 20, 50_000, 256 << 20], units: rows.repos.length }]);
     const suite = rows.traces.filter((x) => x.task_id === null);
     const perTest = new Map<string, { episodes: number; bytes: number }>();
@@ -131,6 +132,7 @@ describe('worldline audit on a generated dataset with known counts', () => {
     );
     const text = formatAudit(r);
     expect(text).toContain('tests/test_beta.py::test_0');
+    expect(text).toMatch(/alpha\s+alpha-0000abcd\s+25(\.0)?%/);
     expect(text).toContain(`caps (test episodes, test bytes, unit episodes, unit bytes; 0: none): 1000, ${8 << 20}, 50000, ${256 << 20}`);
   });
 

@@ -61,7 +61,9 @@ describe('trace output: reproducible, bounded, visible in audit', () => {
     writeFileSync(manifest, `${JSON.stringify({ repo, python: '3.11', env: { apt: ['python3-hypothesis'] } })}\n`);
     for (const name of ['first', 'second']) {
       const out = join(dir, name);
-      const res = await cli(['run', '--manifest', manifest, '--out', out, '--stages', 'clone,build,validate,trace,shard', '--json', '--trace-caps', CAPS]);
+      // the second run also traces its unit twice over (--determinism-sample)
+      const twice = name === 'second' ? ['--determinism-sample', '1'] : [];
+      const res = await cli(['run', '--manifest', manifest, '--out', out, '--stages', 'clone,build,validate,trace,shard', '--json', '--trace-caps', CAPS, ...twice]);
       if (res.code !== 0) console.error(res.stdout, res.stderr);
       expect(res.code).toBe(0);
       outs.push(out);
@@ -79,6 +81,16 @@ describe('trace output: reproducible, bounded, visible in audit', () => {
     expect(clamp.length).toBe(30);
     expect(a.filter((t) => t.node_id.endsWith('::test_random_walk')).length).toBeGreaterThan(0);
     expect(b).toEqual(a);
+  });
+
+  it('--determinism-sample traces a unit twice and records that no episode differed, in repos and audit', async () => {
+    const [repo] = await sql<{ trace_determinism_diff: number | null }>(`select trace_determinism_diff from '${outs[1]}/dataset/repos/data/*.parquet'`);
+    expect(repo.trace_determinism_diff).toBe(0);
+    const [unsampled] = await sql<{ trace_determinism_diff: number | null }>(`select trace_determinism_diff from '${outs[0]}/dataset/repos/data/*.parquet'`);
+    expect(unsampled.trace_determinism_diff).toBe(null);
+    const res = await cli(['audit', join(outs[1], 'dataset'), '--json']);
+    const det = (JSON.parse(res.stdout) as { traces: { output: { determinism: { share_differing: number }[] } } }).traces.output.determinism;
+    expect(det.map((d) => d.share_differing)).toEqual([0]);
   });
 
   it('samples a test above the per-test cap, and records it per test and per unit', async () => {

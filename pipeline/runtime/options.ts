@@ -37,6 +37,8 @@ export interface PipelineOptions {
   traceMaxEvents: number;
   /** Output caps: episodes and bytes (episode JSON) per test and per unit; past them a seeded sample (0: no cap). */
   traceCaps: TraceCaps;
+  /** The units on the first N manifest lines are traced twice, and the share of episodes that differ recorded. */
+  determinismSample: number;
   /** Timeouts are multiplied by this under the tracer, so slowness never flips an outcome. */
   traceSlowdown: number;
   /** Seed of every choice forage makes (candidates, sites). */
@@ -85,6 +87,7 @@ export const DEFAULTS: Omit<PipelineOptions, 'out'> = {
   traceSeed: 0,
   tracePhases: ['call'],
   traceMaxEvents: 100_000,
+  determinismSample: 0,
   traceCaps: { testEpisodes: 1000, testBytes: 8 << 20, unitEpisodes: 50_000, unitBytes: 256 << 20 },
   traceSlowdown: 20,
   forageSeed: 0,

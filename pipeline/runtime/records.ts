@@ -65,6 +65,8 @@ export interface TraceStageRecord {
   sampled: string[];
   /** The caps in force: test episodes, test bytes, unit episodes, unit bytes (0: none). */
   caps: number[];
+  /** With --determinism-sample: the share of episodes that differ when the suite is traced again (null: not sampled). */
+  determinism_diff: number | null;
   /** Non-flaky tests whose outcome under the tracer differs from validate's first run. */
   parity_mismatches: number;
   mismatched: string[];

@@ -76,6 +76,7 @@ function repoRow(clone: LedgerEntry<CloneRecord>, ledger: Ledger): RepoRecord {
     trace_episode_bytes: t?.episode_bytes ?? 0,
     trace_sampled_tests: t?.sampled_tests ?? 0,
     trace_caps: t?.caps ?? [],
+    trace_determinism_diff: t?.determinism_diff ?? null,
     parity_mismatches: t?.parity_mismatches ?? 0,
     tracer_version: t?.tracer_version ?? null,
     build_seconds: build?.seconds ?? null,

@@ -4,9 +4,11 @@
  * scaled by --trace-slowdown so tracing never flips an outcome, and the traced run's outcomes
  * are compared with validate's (outcome parity).
  */
+import { createHash } from 'node:crypto';
 import { readFileSync, rmSync } from 'node:fs';
 import { writeJsonl } from '../../core/jsonl.js';
 import type { TestRecord } from '../../schemas/tests.js';
+import type { TraceRecord } from '../../schemas/traces.js';
 import { outLayout } from '../runtime/layout.js';
 import type { TraceCaps } from '../runtime/options.js';
 import type { BuildRecord, CloneRecord, TraceStageRecord } from '../runtime/records.js';
@@ -31,6 +33,7 @@ export const traceStage: Stage<'trace'> = {
       phases: o.tracePhases,
       maxEvents: o.traceMaxEvents,
       caps: o.traceCaps,
+      determinism: o.determinismSample >= ctx.unit.line,
       slowdown: o.traceSlowdown,
       timeouts: [o.testTimeoutS, o.suiteTimeoutS],
       limits: [o.memoryMb, o.cpus, o.pids],
@@ -44,31 +47,15 @@ export const traceStage: Stage<'trace'> = {
     const clone = requireRecord(ctx, 'clone');
     const build = requireRecord(ctx, 'build');
     ctx.log(`trace ${unit.id}: tracing the suite in ${build.image}`);
-    const suite = await runSuite({
-      unit,
-      imageId: build.image_id,
-      srcLayout: clone.src_layout,
-      options,
-      stage: 'trace',
-      runs: 1,
-      suiteTimeoutS: options.suiteTimeoutS * options.traceSlowdown,
-      pytest: pytestCommand(unit.env.pytest_args, options.testTimeoutS * options.traceSlowdown, build.pytest_timeout, ['worldline_tracer.plugin']),
-      env: {
-        WORLDLINE_TRACE_OUT: '/worldline/out/traces.jsonl',
-        WORLDLINE_TRACE_ROOT: '/repo',
-        WORLDLINE_TRACE_STEP_IN: String(options.traceStepIn),
-        WORLDLINE_TRACE_SEED: String(options.traceSeed),
-        WORLDLINE_TRACE_PHASES: options.tracePhases.join(','),
-        WORLDLINE_TRACE_MAX_EVENTS: String(options.traceMaxEvents),
-        ...traceCapsEnv(options.traceCaps),
-      },
-    });
+    const suite = await traceSuite(ctx, clone, build);
     try {
       const problem = firstProblem(suite.runs);
       if (!suite.runs.length)
         return failed(`the traced suite did not start (container exit ${suite.containerExit}): ${suite.containerOutput.trim().slice(-300)}`);
       if (problem) return failed(`traced ${problem}`);
-      const record = await writeTraceRecords(ctx, suite.work, clone, build);
+      const sampled = options.determinismSample >= unit.line;
+      const hashes = sampled ? new Map<string, string>() : null;
+      const record = await writeTraceRecords(ctx, suite.work, clone, build, hashes);
       // Outcome parity: the tracer must not change what a test does.
       const reference = new Map<string, TestRecord>();
       for (const line of readFileSync(outLayout.part(options.out, 'tests', unit.id), 'utf8').split('\n')) {
@@ -85,6 +72,13 @@ export const traceStage: Stage<'trace'> = {
         .map((t) => `${t.nodeid}: ${reference.get(t.nodeid)!.outcome} -> ${t.outcome}`);
       record.parity_mismatches = mismatched.length;
       record.mismatched = mismatched.slice(0, 10);
+      if (hashes) {
+        rmSync(suite.work, { recursive: true, force: true });
+        const share = await secondRunDiffers(ctx, clone, build, hashes);
+        if (typeof share === 'string') return failed(share);
+        record.determinism_diff = share;
+        ctx.log(`trace ${unit.id}: traced twice, ${(share * 100).toFixed(1)}% of episodes differ`);
+      }
       ctx.log(
         `trace ${unit.id}: ${record.tests_traced} tests, ${record.episodes} episodes, ${record.mean_line_events_per_test.toFixed(0)} line events/test, ` +
           `${(record.truncation_rate * 100).toFixed(1)}% truncated, ${record.parity_mismatches} outcome mismatches (${suite.seconds.toFixed(1)} s)`,
@@ -95,6 +89,57 @@ export const traceStage: Stage<'trace'> = {
     }
   },
 };
+
+/** One traced run of the unit's suite (its output in `work/traces.jsonl`). */
+function traceSuite(ctx: StageContext, clone: CloneRecord, build: BuildRecord) {
+  const { unit, options } = ctx;
+  return runSuite({
+    unit,
+    imageId: build.image_id,
+    srcLayout: clone.src_layout,
+    options,
+    stage: 'trace',
+    runs: 1,
+    suiteTimeoutS: options.suiteTimeoutS * options.traceSlowdown,
+    pytest: pytestCommand(unit.env.pytest_args, options.testTimeoutS * options.traceSlowdown, build.pytest_timeout, ['worldline_tracer.plugin']),
+    env: {
+      WORLDLINE_TRACE_OUT: '/worldline/out/traces.jsonl',
+      WORLDLINE_TRACE_ROOT: '/repo',
+      WORLDLINE_TRACE_STEP_IN: String(options.traceStepIn),
+      WORLDLINE_TRACE_SEED: String(options.traceSeed),
+      WORLDLINE_TRACE_PHASES: options.tracePhases.join(','),
+      WORLDLINE_TRACE_MAX_EVENTS: String(options.traceMaxEvents),
+      ...traceCapsEnv(options.traceCaps),
+    },
+  });
+}
+
+/**
+ * Traces the suite a second time and compares it with the first run's episodes (`first`: a hash
+ * of each episode's text by test and position): the share of the first run's episodes that differ
+ * or are missing, with the second run's extra episodes counted too.
+ */
+async function secondRunDiffers(ctx: StageContext, clone: CloneRecord, build: BuildRecord, first: Map<string, string>): Promise<number | string> {
+  const again = await traceSuite(ctx, clone, build);
+  try {
+    const problem = firstProblem(again.runs);
+    if (!again.runs.length || problem) return `the second traced run failed: ${problem ?? `container exit ${again.containerExit}`}`;
+    const origin: TraceOrigin = { unitId: ctx.unit.id, repo: ctx.unit.repo, commit: clone.commit, imageId: build.image_id, taskId: null, phase: null };
+    let rows = 0;
+    let same = 0;
+    for await (const row of traceRows(again.work, 'traces.jsonl', origin)) {
+      rows += 1;
+      if (first.get(episodeKey(row)) === episodeHash(row.text)) same += 1;
+    }
+    const total = Math.max(first.size, rows);
+    return total ? (total - same) / total : 0;
+  } finally {
+    rmSync(again.work, { recursive: true, force: true });
+  }
+}
+
+const episodeHash = (text: string) => createHash('sha256').update(text).digest('base64');
+const episodeKey = (row: TraceRecord) => `${row.node_id}\u0000${row.episode_index}`;
 
 /** The plugin's output caps (tracers/worldline_tracer/caps.py). */
 function traceCapsEnv(c: TraceCaps): Record<string, string> {
@@ -107,7 +152,7 @@ function traceCapsEnv(c: TraceCaps): Record<string, string> {
 }
 
 /** The unit's traces into its part file, with the stage's figures. */
-async function writeTraceRecords(ctx: StageContext, work: string, clone: CloneRecord, build: BuildRecord): Promise<TraceStageRecord> {
+async function writeTraceRecords(ctx: StageContext, work: string, clone: CloneRecord, build: BuildRecord, hashes: Map<string, string> | null): Promise<TraceStageRecord> {
   const record: TraceStageRecord = {
     tests_traced: 0,
     tests_with_line_events: 0,
@@ -122,15 +167,14 @@ async function writeTraceRecords(ctx: StageContext, work: string, clone: CloneRe
     sampled_tests: 0,
     sampled: [],
     caps: [],
+    determinism_diff: null,
     parity_mismatches: 0,
     mismatched: [],
     tracer_version: '',
     python_version: build.python_version,
   };
   const origin: TraceOrigin = { unitId: ctx.unit.id, repo: ctx.unit.repo, commit: clone.commit, imageId: build.image_id, taskId: null, phase: null };
-  record.episodes = await writeJsonl(
-    outLayout.part(ctx.options.out, 'traces', ctx.unit.id),
-    traceRows(work, 'traces.jsonl', origin, (test) => {
+  const rows = traceRows(work, 'traces.jsonl', origin, (test) => {
       record.tests_traced += 1;
       record.tracer_version = test.tracer_version;
       record.line_events += test.line_events;
@@ -143,8 +187,14 @@ async function writeTraceRecords(ctx: StageContext, work: string, clone: CloneRe
         record.sampled_tests += 1;
         if (record.sampled.length < 20) record.sampled.push(`${test.nodeid} (${test.sampled})`);
       }
-    }),
-  );
+  });
+  async function* kept() {
+    for await (const row of rows) {
+      hashes?.set(episodeKey(row), episodeHash(row.text));
+      yield row;
+    }
+  }
+  record.episodes = await writeJsonl(outLayout.part(ctx.options.out, 'traces', ctx.unit.id), kept());
   const c = ctx.options.traceCaps;
   record.caps = [c.testEpisodes, c.testBytes, c.unitEpisodes, c.unitBytes];
   record.mean_line_events_per_test = record.tests_traced ? record.line_events / record.tests_traced : 0;
