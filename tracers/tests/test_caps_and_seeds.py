@@ -123,29 +123,24 @@ def _trace_suite(root, suite, out, **env_extra):
         return {rec["nodeid"]: rec for rec in map(json.loads, f)}
 
 
-def test_plugin_samples_a_test_over_its_cap_reproducibly(tmp_path):
+def test_plugin_samples_over_its_caps_reproducibly_and_seeds_random(tmp_path):
     caps = {"WORLDLINE_TRACE_MAX_TEST_EPISODES": "12"}
     a = _trace_suite(tmp_path / "a", SUITE, tmp_path / "a.jsonl", **caps)
     b = _trace_suite(tmp_path / "b", SUITE, tmp_path / "b.jsonl", **caps)
+    c = _trace_suite(tmp_path / "c", SUITE, tmp_path / "c.jsonl", WORLDLINE_TRACE_SEED="1", **caps)
     many = a["test_lib.py::test_many"]
     assert many["sampled"] == "test_cap" and many["episodes_built"] > 12 and len(many["episodes"]) == 12
     assert many["episode_bytes"] == sum(len(json.dumps(ep, sort_keys=True)) for ep in many["episodes"])
     assert a["test_lib.py::test_few"]["sampled"] is None
-    strip = lambda recs: {k: [(ep["function"], ep["text"].replace(str(tmp_path / "a"), "@"))
-                              for ep in r["episodes"]] for k, r in recs.items()}
-    assert strip(a) == {k: [(f, t.replace(str(tmp_path / "b"), "@")) for f, t in v] for k, v in strip(b).items()}
-    unit = _trace_suite(tmp_path / "u", SUITE, tmp_path / "u.jsonl", WORLDLINE_TRACE_MAX_UNIT_EPISODES="5")
-    assert sum(len(r["episodes"]) for r in unit.values()) == 5
-    assert "unit_cap" in {r["sampled"] for r in unit.values()}
-
-
-def test_random_is_seeded_per_test(tmp_path):
-    a = _trace_suite(tmp_path / "a", SUITE, tmp_path / "a.jsonl")
-    b = _trace_suite(tmp_path / "b", SUITE, tmp_path / "b.jsonl", WORLDLINE_TRACE_SEED="0")
-    c = _trace_suite(tmp_path / "c", SUITE, tmp_path / "c.jsonl", WORLDLINE_TRACE_SEED="1")
+    texts = lambda recs, root: {k: [ep["text"].replace(str(root), "@") for ep in r["episodes"]] for k, r in recs.items()}
+    assert texts(a, tmp_path / "a") == texts(b, tmp_path / "b")
+    # random is seeded per test from the unit's seed: the same draw in a and b, another with seed 1
     value = lambda recs: [ep["frames"][-1]["value"] for ep in recs["test_lib.py::test_draw"]["episodes"]
                           if ep["function"] == "draw"]
     assert value(a) == value(b) and value(a) != value(c) and value(a)
+    unit = _trace_suite(tmp_path / "u", SUITE, tmp_path / "u.jsonl", WORLDLINE_TRACE_MAX_UNIT_EPISODES="5")
+    assert sum(len(r["episodes"]) for r in unit.values()) == 5
+    assert "unit_cap" in {r["sampled"] for r in unit.values()}
 
 
 @pytest.mark.skipif(importlib.util.find_spec("hypothesis") is None, reason="hypothesis is not installed")
