@@ -48,6 +48,7 @@ const FILES: Record<string, string> = {
 
 // 30 episodes kept per test: test_clamp and test_many_steps make more and are sampled
 const CAPS = '30,0,0,0';
+const RUN_ARGS = ['--stages', 'clone,build,validate,trace,shard', '--json', '--trace-caps', CAPS];
 
 describe('trace output: reproducible, bounded, visible in audit', () => {
   const outs: string[] = [];
@@ -63,7 +64,7 @@ describe('trace output: reproducible, bounded, visible in audit', () => {
       const out = join(dir, name);
       // the second run also traces its unit twice over (--determinism-sample)
       const twice = name === 'second' ? ['--determinism-sample', '1'] : [];
-      const res = await cli(['run', '--manifest', manifest, '--out', out, '--stages', 'clone,build,validate,trace,shard', '--json', '--trace-caps', CAPS, ...twice]);
+      const res = await cli(['run', '--manifest', manifest, '--out', out, ...RUN_ARGS, ...twice]);
       if (res.code !== 0) console.error(res.stdout, res.stderr);
       expect(res.code).toBe(0);
       outs.push(out);

@@ -53,8 +53,9 @@ export const traceStage: Stage<'trace'> = {
       if (!suite.runs.length)
         return failed(`the traced suite did not start (container exit ${suite.containerExit}): ${suite.containerOutput.trim().slice(-300)}`);
       if (problem) return failed(`traced ${problem}`);
-      const sampled = options.determinismSample >= unit.line;
-      const hashes = sampled ? new Map<string, string>() : null;
+      // --determinism-sample picks units by manifest line: the same units on every run and machine
+      const twice = options.determinismSample >= unit.line;
+      const hashes = twice ? new Map<string, string>() : null;
       const record = await writeTraceRecords(ctx, suite.work, clone, build, hashes);
       // Outcome parity: the tracer must not change what a test does.
       const reference = new Map<string, TestRecord>();
@@ -152,7 +153,13 @@ function traceCapsEnv(c: TraceCaps): Record<string, string> {
 }
 
 /** The unit's traces into its part file, with the stage's figures. */
-async function writeTraceRecords(ctx: StageContext, work: string, clone: CloneRecord, build: BuildRecord, hashes: Map<string, string> | null): Promise<TraceStageRecord> {
+async function writeTraceRecords(
+  ctx: StageContext,
+  work: string,
+  clone: CloneRecord,
+  build: BuildRecord,
+  hashes: Map<string, string> | null,
+): Promise<TraceStageRecord> {
   const record: TraceStageRecord = {
     tests_traced: 0,
     tests_with_line_events: 0,
@@ -175,18 +182,18 @@ async function writeTraceRecords(ctx: StageContext, work: string, clone: CloneRe
   };
   const origin: TraceOrigin = { unitId: ctx.unit.id, repo: ctx.unit.repo, commit: clone.commit, imageId: build.image_id, taskId: null, phase: null };
   const rows = traceRows(work, 'traces.jsonl', origin, (test) => {
-      record.tests_traced += 1;
-      record.tracer_version = test.tracer_version;
-      record.line_events += test.line_events;
-      if (test.line_events > 0) record.tests_with_line_events += 1;
-      if (test.truncated) record.truncated_tests += 1;
-      if (test.error) record.tracer_errors += 1;
-      record.episode_bytes += test.episode_bytes ?? 0;
-      record.episodes_built += test.episodes_built ?? 0;
-      if (test.sampled) {
-        record.sampled_tests += 1;
-        if (record.sampled.length < 20) record.sampled.push(`${test.nodeid} (${test.sampled})`);
-      }
+    record.tests_traced += 1;
+    record.tracer_version = test.tracer_version;
+    record.line_events += test.line_events;
+    if (test.line_events > 0) record.tests_with_line_events += 1;
+    if (test.truncated) record.truncated_tests += 1;
+    if (test.error) record.tracer_errors += 1;
+    record.episode_bytes += test.episode_bytes ?? 0;
+    record.episodes_built += test.episodes_built ?? 0;
+    if (test.sampled) {
+      record.sampled_tests += 1;
+      if (record.sampled.length < 20) record.sampled.push(`${test.nodeid} (${test.sampled})`);
+    }
   });
   async function* kept() {
     for await (const row of rows) {
