@@ -1,13 +1,17 @@
 """The naive tracer the benchmark compares against, the way PySnooper works: sys.settrace on every
 file, and on every event every local repr'd with the builtin repr and written out. A pytest
-plugin (-p naive_tracer) tracing each test's call phase into /tmp/naive-trace.txt. Like
+plugin (-p naive_tracer) tracing each test's call phase into /tmp/naive-trace.txt (one line per
+event, appended), stopping a test at NAIVE_MAX_EVENTS events as ours stops at its event cap. Like
 PySnooper, a repr that raises becomes a marker: unguarded, networkx's lazy views raise from
 inside the trace function and the suite fails instead of being measured."""
+import os
 import sys
 
 import pytest
 
 _out = None
+_cap = int(os.environ.get("NAIVE_MAX_EVENTS", "0") or 0) or None
+_left = [0]
 
 
 def _repr(value):
@@ -18,6 +22,10 @@ def _repr(value):
 
 
 def _trace(frame, event, arg):
+    if _left[0] == 0:  # at the cap: frames already traced still call in, and stop here
+        sys.settrace(None)
+        return None
+    _left[0] -= 1
     _out.write("%s:%d %s %r\n" % (frame.f_code.co_filename, frame.f_lineno, event, {k: _repr(v) for k, v in frame.f_locals.items()}))
     return _trace
 
@@ -25,7 +33,8 @@ def _trace(frame, event, arg):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
     global _out
-    _out = open("/tmp/naive-trace.txt", "w")
+    _out = open("/tmp/naive-trace.txt", "a")
+    _left[0] = _cap or -1
     sys.settrace(_trace)
     try:
         yield

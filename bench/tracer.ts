@@ -4,12 +4,15 @@
  * (a) a CPU-bound pure-Python suite, (b) two real corpus suites, (c) a thin wrapper around
  * networkx whose tests spend their time outside the repository. Each suite's variants run
  * interleaved over rounds inside one container; medians are compared, of whole pytest runs and of
- * the time inside tests (so start-up and collection do not hide a tracer's cost).
- * Options: --python 3.13[,3.11] --rounds 5 --budget 600 (seconds a variant may take per run; past it, a
- * lower bound is printed as ">=")
+ * the time inside tests (so start-up and collection do not hide a tracer's cost). Every tracer stops
+ * a test at the same event cap (equal work); beside the slowdowns, raw events and output bytes per
+ * second of test time.
+ * Options: --python 3.13,3.11 --rounds 5 --budget 600 (seconds a variant may take per run; past it, a
+ * lower bound is printed as ">=") --baseline DIR (a tracers/ folder of an earlier revision, e.g. a
+ * `git worktree` of main: timed as "before" in the same interleaved rounds)
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { packageRoot } from '../core/package.js';
 import { table } from '../core/table.js';
@@ -23,10 +26,11 @@ import { materializeCorpus } from '../test/corpus.js';
 
 const { values } = parseArgs({
   options: {
-    python: { type: 'string', default: '3.13' },
+    python: { type: 'string', default: '3.13,3.11' },
     rounds: { type: 'string', default: '5' },
     budget: { type: 'string', default: '600' },
     work: { type: 'string', default: '/tmp/worldline-bench-tracer' },
+    baseline: { type: 'string' },
   },
 });
 const rounds = Number(values.rounds);
@@ -66,9 +70,13 @@ for (const python of values.python!.split(',')) {
       image: build.image_id,
       cmd: ['python3', '/worldline/bench/driver.py', String(rounds), String(Number(values.budget))],
       env: { PYTHONPATH: `/worldline/lib:/worldline/bench${clone.src_layout ? ':/repo/src' : ''}`, PYTHONHASHSEED: '0', PYTHONDONTWRITEBYTECODE: '1' },
-      binds: [`${tracersDir}:/worldline/lib:ro`, `${join(packageRoot, 'bench')}:/worldline/bench:ro`],
+      binds: [
+        `${tracersDir}:/worldline/lib:ro`,
+        `${join(packageRoot, 'bench')}:/worldline/bench:ro`,
+        ...(values.baseline ? [`${resolve(values.baseline)}:/worldline/baseline:ro`] : []),
+      ],
       limits: { memoryBytes: 4 * 1024 ** 3, pids: 512, cpus: 2 },
-      timeoutMs: (Number(values.budget) * 4 * rounds + 600) * 1000,
+      timeoutMs: (Number(values.budget) * 5 * rounds + 600) * 1000,
     });
     const line = res.output.split('\n').find((l) => l.startsWith('{'));
     if (!line) throw new Error(`${suite.name}: the driver printed no result: ${res.output.slice(-500)}`);
@@ -77,16 +85,23 @@ for (const python of values.python!.split(',')) {
       in_test: Record<string, number[]>;
       exit_codes: Record<string, number>;
       capped: Record<string, boolean>;
+      written: Record<string, [number, number]>;
       python: string;
     };
     const parity = new Set(Object.values(r.exit_codes)).size === 1 ? 'same' : JSON.stringify(r.exit_codes);
+    const inTest = Object.fromEntries(Object.entries(r.in_test).map(([k, v]) => [k, median(v)]));
+    // events/s and MB/s of test time, from the variant's last round
+    const rate = (k: string) => {
+      const w = r.written[k];
+      return w ? `${Math.round(w[0] / inTest[k])} ev/s, ${(w[1] / 1e6 / inTest[k]).toFixed(1)} MB/s` : '-';
+    };
     for (const [what, samples] of [
-      ['whole run', r.times],
       ['in tests', r.in_test],
+      ['whole run', r.times],
     ] as const) {
       const m = Object.fromEntries(Object.entries(samples).map(([k, v]) => [k, median(v)]));
       const atLeast = (k: string) => (r.capped[k] ? '>= ' : '');
-      const cell = (k: string) => `${atLeast(k)}${m[k].toFixed(2)} (${(m[k] / m.untraced).toFixed(1)}x)`;
+      const cell = (k: string) => (k in m ? `${atLeast(k)}${m[k].toFixed(2)} (${(m[k] / m.untraced).toFixed(1)}x)` : '-');
       rows.push([
         suite.name,
         r.python,
@@ -95,15 +110,34 @@ for (const python of values.python!.split(',')) {
         cell('ours'),
         cell('ours-settrace'),
         cell('naive'),
+        cell('before'),
         `${atLeast('naive')}${(m.naive / m.ours).toFixed(1)}x`,
+        what === 'in tests' ? rate('ours') : '',
+        what === 'in tests' ? rate('naive') : '',
         parity,
       ]);
     }
   }
   process.stdout.write(
-    `\nTracer overhead, median of ${rounds} interleaved rounds, wall seconds (slowdown vs untraced) of the whole pytest run and of the tests alone (setup, call, teardown: no start-up or collection)\n`,
+    `\nTracer overhead, median of ${rounds} interleaved rounds, wall seconds (slowdown vs untraced) of the tests alone (setup, call, teardown: no start-up or collection) and of the whole pytest run; every tracer stops a test at the same event cap\n`,
   );
   process.stdout.write(
-    table([['suite', 'python', 'timed', 'untraced', 'ours (auto backend)', 'ours (settrace)', 'naive', 'naive / ours', 'exit codes'], ...rows]) + '\n',
+    table([
+      [
+        'suite',
+        'python',
+        'timed',
+        'untraced',
+        'ours (auto backend)',
+        'ours (settrace)',
+        'naive',
+        'before (--baseline)',
+        'naive / ours',
+        'ours: output',
+        'naive: output',
+        'exit codes',
+      ],
+      ...rows,
+    ]) + '\n',
   );
 }

@@ -16,7 +16,7 @@ import { DEFAULT_SHARD_BYTES } from '../datasets/dataset_writer.js';
 import { DEFAULT_ISSUE_FIX_SHARE } from '../datasets/mix.js';
 import { DEFAULT_ROW_GROUP_ROWS } from '../datasets/parquet/writer.js';
 import { UsageError } from '../pipeline/run.js';
-import { DEFAULTS, type PipelineOptions } from '../pipeline/runtime/options.js';
+import { DEFAULTS, type PipelineOptions, type TraceCaps } from '../pipeline/runtime/options.js';
 import { readIssueExport } from '../pipeline/tasks/issue_export.js';
 
 const envInt = (...names: string[]) => {
@@ -184,12 +184,32 @@ const runOptions = <T>(y: Argv<T>) =>
       return true;
     });
 
+const traceCapsText = (c: TraceCaps) => [c.testEpisodes, c.testBytes, c.unitEpisodes, c.unitBytes].join(',');
+
+function traceCaps(text: string): TraceCaps {
+  const n = text.split(',').map((x) => Number(x.trim()));
+  if (n.length !== 4 || n.some((x) => !Number.isInteger(x) || x < 0))
+    throw new UsageError(`--trace-caps: four whole numbers >= 0 (test episodes, test bytes, unit episodes, unit bytes), got "${text}"`);
+  return { testEpisodes: n[0], testBytes: n[1], unitEpisodes: n[2], unitBytes: n[3] };
+}
+
 const traceOptions = <T>(y: Argv<T>) =>
   y
     .option('step-in', { type: 'number', default: DEFAULTS.traceStepIn, describe: 'trace: probability that an episode steps into a callee' })
     .option('trace-seed', { type: 'number', default: DEFAULTS.traceSeed, describe: 'trace: seed of the step-in choices' })
     .option('max-events', { type: 'number', default: DEFAULTS.traceMaxEvents, describe: 'trace: raw events per test before it is cut (truncated)' })
     .option('trace-phases', { type: 'string', default: DEFAULTS.tracePhases.join(','), describe: 'trace: test phases to trace (call, setup, teardown)' })
+    .option('determinism-sample', {
+      type: 'number',
+      default: DEFAULTS.determinismSample,
+      describe: 'trace: trace the units on the first N manifest lines twice and record the share of episodes that differ',
+    })
+    .option('trace-caps', {
+      type: 'string',
+      default: traceCapsText(DEFAULTS.traceCaps),
+      describe:
+        'trace: episodes and bytes kept per test and per unit, TEST_EPISODES,TEST_BYTES,UNIT_EPISODES,UNIT_BYTES (0: no cap); past them a seeded sample',
+    })
     .option('trace-slowdown', { type: 'number', default: DEFAULTS.traceSlowdown, describe: 'trace: timeouts are multiplied by this under the tracer' })
     .check((a) => {
       probability('--step-in', a['step-in']);
@@ -330,6 +350,8 @@ export function toPipelineOptions(a: PipelineArgs): PipelineOptions {
     traceSeed: a['trace-seed'],
     tracePhases: tracePhases(a['trace-phases']),
     traceMaxEvents: a['max-events'],
+    traceCaps: traceCaps(a['trace-caps']),
+    determinismSample: a['determinism-sample'],
     traceSlowdown: a['trace-slowdown'],
     forageSeed: a['forage-seed'],
     mutationTries: a['mutation-tries'],

@@ -102,6 +102,20 @@ export interface AuditReport {
     by_repo: { repo: string; episodes: number; tests: number; truncated: number; truncation_rate: number | null; fix_episodes: number }[];
     frame_count: Distribution;
     python_versions: { python_version: string; episodes: number }[];
+    /** Output per suite test (traces outside agent tasks): episode JSON bytes and episodes kept, and the output caps. */
+    output: {
+      bytes: number;
+      sampled_tests: number;
+      bytes_per_test: Distribution;
+      episodes_per_test: Distribution;
+      by_repo: { repo: string; bytes: number; episodes: number; tests: number; sampled_tests: number }[];
+      /** Tests whose episodes are a seeded sample past a cap (at most SAMPLED_LISTED). */
+      sampled: { repo: string; node_id: string; sampled: string; episodes: number; built: number; bytes: number }[];
+      /** The caps the repos were traced with: test episodes, test bytes, unit episodes, unit bytes (0: none). */
+      caps: { caps: number[]; units: number }[];
+      /** Units traced twice (--determinism-sample): the share of their episodes that differed. */
+      determinism: { repo: string; unit_id: string; share_differing: number }[];
+    };
     /** Traces around agent tasks: FAIL_TO_PASS tests traced on the task state (before) and with the fix (after). */
     fix_pairs: {
       tasks_traced: number;
@@ -200,6 +214,9 @@ async function registerConfigs(conn: DuckDBConnection, datasetDir: string): Prom
 }
 
 type Rows = <T>(sql: string) => Promise<T[]>;
+
+/** Sampled tests the audit names. */
+const SAMPLED_LISTED = 20;
 
 async function distribution(rows: Rows, table: string, expr: string): Promise<Distribution> {
   const [s] = await rows<Omit<Distribution, 'histogram'>>(
@@ -329,6 +346,28 @@ export async function auditDataset(datasetDirArg: string, opts: AuditOptions = {
              count(*) filter (where a > 0 and b = 0)::bigint as after_only, coalesce(sum(b), 0)::bigint as before_episodes, coalesce(sum(a), 0)::bigint as after_episodes,
              (select count(*) from tasks where instance_id not in (select task_id from p))::bigint as tasks_without_traces
       from p`);
+    // one row per suite test, with what the tracer says of its output
+    const PER_TEST = `(select repo, unit_id, node_id, count(*)::bigint as episodes, max(test_episode_bytes)::bigint as bytes, max(test_episodes_built)::bigint as built,
+      max(test_sampled) as sampled from traces where task_id is null group by repo, unit_id, node_id)`;
+    const [outputTotals] = await rows<{ bytes: number; sampled_tests: number }>(
+      `select coalesce(sum(bytes), 0)::bigint as bytes, count(*) filter (where sampled is not null)::bigint as sampled_tests from ${PER_TEST}`,
+    );
+    const output: AuditReport['traces']['output'] = {
+      ...outputTotals,
+      bytes_per_test: await distribution(rows, PER_TEST, 'bytes'),
+      episodes_per_test: await distribution(rows, PER_TEST, 'episodes'),
+      by_repo: await rows(
+        `select repo, sum(bytes)::bigint as bytes, sum(episodes)::bigint as episodes, count(*)::bigint as tests, count(*) filter (where sampled is not null)::bigint as sampled_tests
+         from ${PER_TEST} group by repo order by bytes desc, repo`,
+      ),
+      sampled: await rows(
+        `select repo, node_id, sampled, episodes, built, bytes from ${PER_TEST} where sampled is not null order by repo, node_id limit ${SAMPLED_LISTED}`,
+      ),
+      determinism: await rows(
+        `select repo, unit_id, trace_determinism_diff as share_differing from repos where trace_determinism_diff is not null order by share_differing desc, repo, unit_id`,
+      ),
+      caps: await rows(`select trace_caps as caps, count(*)::bigint as units from repos where len(trace_caps) > 0 group by trace_caps order by units desc`),
+    };
     const traces: AuditReport['traces'] = {
       ...traceTotals,
       truncation_rate: ratio(traceTotals.truncated, traceTotals.episodes),
@@ -342,6 +381,7 @@ export async function auditDataset(datasetDirArg: string, opts: AuditOptions = {
         `select python_version, count(*)::bigint as episodes from traces group by python_version order by episodes desc, python_version`,
       ),
       fix_pairs: pairs,
+      output,
     };
 
     // ---- tests ----

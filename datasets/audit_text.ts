@@ -147,6 +147,32 @@ export function formatAudit(r: AuditReport): string {
       `before/after-fix traces: ${t.fix_pairs.pairs} tasks with both, ${t.fix_pairs.before_only} before only, ${t.fix_pairs.after_only} after only (${t.fix_pairs.before_episodes} + ${t.fix_pairs.after_episodes} episodes); ${t.fix_pairs.tasks_without_traces} tasks without traces`,
       '',
       distribution('frames per episode', t.frame_count),
+      '',
+      `output of suite tests: ${t.output.bytes} bytes of episode JSON; ${t.output.sampled_tests} tests sampled past a cap; caps (test episodes, test bytes, unit episodes, unit bytes; 0: none): ${
+        t.output.caps.map((c) => `${c.caps.join(', ')} (${c.units} units)`).join('; ') || 'not recorded'
+      }`,
+      '',
+      rowsOr(
+        ['repo', 'bytes', 'episodes', 'tests', 'sampled tests'],
+        t.output.by_repo.map((x) => [x.repo, x.bytes, x.episodes, x.tests, x.sampled_tests]),
+        'no suite traces',
+      ),
+      '',
+      rowsOr(
+        ['sampled test', 'repo', 'cap', 'episodes kept', 'built', 'bytes'],
+        t.output.sampled.map((x) => [x.node_id, x.repo, x.sampled, x.episodes, x.built, x.bytes]),
+        'no test was sampled',
+      ),
+      '',
+      rowsOr(
+        ['traced twice: repo', 'unit', 'episodes differing'],
+        t.output.determinism.map((x) => [x.repo, x.unit_id, pct(x.share_differing)]),
+        'no unit traced twice (--determinism-sample)',
+      ),
+      '',
+      distribution('episode bytes per test', t.output.bytes_per_test),
+      '',
+      distribution('episodes per test', t.output.episodes_per_test),
     ),
     '',
     section(

@@ -3,7 +3,7 @@ import { bool, defineSchema, float64, type Infer, int32, int64, list, nullable, 
 /** One row per unit (repository at a commit): provenance, environment, and how far it got. */
 export const reposSchema = defineSchema({
   name: 'repos',
-  version: 3,
+  version: 4,
   doc: 'One row per repository at a commit: provenance, license, environment image, and suite outcome counts.',
   fields: {
     unit_id: string('Stable unit id: <slug>-<hash of location, commit, python>'),
@@ -42,6 +42,10 @@ export const reposSchema = defineSchema({
     trace_episodes: int64('Function-level episodes written to traces'),
     trace_line_events: int64('In-scope line events over all traced tests'),
     truncated_tests: int64('Traced tests whose trace hit the event cap'),
+    trace_episode_bytes: int64("Bytes of the tracer's episode JSON, after the output caps"),
+    trace_sampled_tests: int64('Traced tests whose episodes are a seeded sample past an output cap'),
+    trace_determinism_diff: nullable(float64('With --determinism-sample: share of episodes that differ when the suite is traced again (null: not sampled)')),
+    trace_caps: list(int64(), 'Output caps in force: test episodes, test bytes, unit episodes, unit bytes (0: none)'),
     parity_mismatches: int64('Tests whose outcome under the tracer differed from validate (should be 0)'),
     tracer_version: nullable(string('Tracer version')),
     build_seconds: nullable(float64('Wall time of the image build (timing: never part of a content hash)')),

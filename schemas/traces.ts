@@ -16,7 +16,7 @@ export const frameField = struct({
 /** One row per function-level episode, CWM's unit of repository trace data. */
 export const tracesSchema = defineSchema({
   name: 'traces',
-  version: 2,
+  version: 3,
   doc: "Function-level execution traces cut from each repository's test runs, in CWM's frame format, with the rendered token text.",
   fields: {
     unit_id: string('The unit the trace comes from'),
@@ -35,6 +35,9 @@ export const tracesSchema = defineSchema({
     frame_count: int64('Frames in the episode'),
     line_events: int64('Line frames in the episode'),
     truncated: bool("The test's raw trace hit a cap, so later calls are missing"),
+    test_episodes_built: int64('Episodes the tracer cut from the test, before the output caps'),
+    test_episode_bytes: int64("Bytes of the test's episodes as the tracer wrote them (JSON), after the caps"),
+    test_sampled: nullable(string("Why the test's episodes are a seeded sample: test_cap or unit_cap (null: all kept)")),
     python_version: string('Python version that ran the code'),
     tracer_version: string('Worldline tracer version'),
     image_id: string('Environment image id'),

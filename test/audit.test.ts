@@ -3,6 +3,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { AuditReport } from '../datasets/audit.js';
+import { formatAudit } from '../datasets/audit_text.js';
 import { writeDataset } from '../datasets/dataset_writer.js';
 import { reposSchema, tasksSchema, testsSchema, tracesSchema, trajectoriesSchema } from '../schemas/index.js';
 import { expectDistribution, gini } from './fixtures/audit_checks.js';
@@ -104,6 +105,35 @@ describe('worldline audit on a generated dataset with known counts', () => {
       o.tokens,
       rows.trajectories.map((t) => t.prompt_tokens + t.completion_tokens),
     );
+  });
+
+  it('reports the output of suite tests: bytes and episodes per test and per repository, the sampled tests and the caps', () => {
+    const o = r.traces.output;
+    expect(o).toMatchObject({ bytes: 3000 + 2000 + 1000, sampled_tests: 1 });
+    expect(o.by_repo).toEqual([
+      { repo: 'alpha', bytes: 3000, episodes: 30, tests: 10, sampled_tests: 0 },
+      { repo: 'beta', bytes: 2000, episodes: 20, tests: 5, sampled_tests: 1 },
+      { repo: 'gamma', bytes: 1000, episodes: 10, tests: 10, sampled_tests: 0 },
+    ]);
+    expect(o.sampled).toEqual([{ repo: 'beta', node_id: 'tests/test_beta.py::test_0', sampled: 'test_cap', episodes: 4, built: 9, bytes: 400 }]);
+    expect(o.determinism).toEqual([{ repo: 'alpha', unit_id: 'alpha-0000abcd', share_differing: 0.25 }]);
+    expect(o.caps).toEqual([{ caps: [1000, 8 << 20, 50_000, 256 << 20], units: rows.repos.length }]);
+    const suite = rows.traces.filter((x) => x.task_id === null);
+    const perTest = new Map<string, { episodes: number; bytes: number }>();
+    for (const x of suite)
+      perTest.set(x.unit_id + x.node_id, { episodes: (perTest.get(x.unit_id + x.node_id)?.episodes ?? 0) + 1, bytes: x.test_episode_bytes });
+    expectDistribution(
+      o.bytes_per_test,
+      [...perTest.values()].map((x) => x.bytes),
+    );
+    expectDistribution(
+      o.episodes_per_test,
+      [...perTest.values()].map((x) => x.episodes),
+    );
+    const text = formatAudit(r);
+    expect(text).toContain('tests/test_beta.py::test_0');
+    expect(text).toMatch(/alpha\s+alpha-0000abcd\s+25(\.0)?%/);
+    expect(text).toContain(`caps (test episodes, test bytes, unit episodes, unit bytes; 0: none): 1000, ${8 << 20}, 50000, ${256 << 20}`);
   });
 
   it('reports traces per repository, truncation, frame counts, Python versions and before/after pairs', () => {

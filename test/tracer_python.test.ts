@@ -13,11 +13,11 @@ describe('tracers/ (Python) inside the base images', () => {
         env: { PYTHONDONTWRITEBYTECODE: '1' },
         binds: [`${join(packageRoot, 'tracers')}:/src/tracers:ro`],
         limits: { memoryBytes: 1024 * 1024 * 1024, pids: 256, cpus: 2 },
-        timeoutMs: 300_000,
+        timeoutMs: 600_000,
       });
       expect(res.output).toMatch(/\d+ passed/);
       expect(res.output).not.toMatch(/\d+ failed/);
       expect(res.exitCode).toBe(0);
-    }, 300_000);
+    }, 600_000);
   }
 });

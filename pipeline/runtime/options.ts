@@ -2,6 +2,14 @@ import type { ContentPolicy } from '../../datasets/content_policy.js';
 import type { DatasetLayout } from '../../datasets/dataset_writer.js';
 
 /** Every knob of a pipeline run, with the defaults the CLI shows. */
+/** What one test and one unit may write (tracers/worldline_tracer/caps.py). */
+export interface TraceCaps {
+  testEpisodes: number;
+  testBytes: number;
+  unitEpisodes: number;
+  unitBytes: number;
+}
+
 export interface PipelineOptions {
   out: string;
   /** How `shard` lays the dataset out. */
@@ -30,6 +38,10 @@ export interface PipelineOptions {
   tracePhases: string[];
   /** Raw events per test before its trace is cut and marked truncated. */
   traceMaxEvents: number;
+  /** Output caps: episodes and bytes (episode JSON) per test and per unit; past them a seeded sample (0: no cap). */
+  traceCaps: TraceCaps;
+  /** The units on the first N manifest lines are traced twice, and the share of episodes that differ recorded. */
+  determinismSample: number;
   /** Timeouts are multiplied by this under the tracer, so slowness never flips an outcome. */
   traceSlowdown: number;
   /** Seed of every choice forage makes (candidates, sites). */
@@ -78,6 +90,8 @@ export const DEFAULTS: Omit<PipelineOptions, 'out'> = {
   traceSeed: 0,
   tracePhases: ['call'],
   traceMaxEvents: 100_000,
+  determinismSample: 0,
+  traceCaps: { testEpisodes: 1000, testBytes: 8 << 20, unitEpisodes: 50_000, unitBytes: 256 << 20 },
   traceSlowdown: 20,
   forageSeed: 0,
   mutationTries: 40,

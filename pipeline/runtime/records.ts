@@ -57,6 +57,16 @@ export interface TraceStageRecord {
   truncated_tests: number;
   truncation_rate: number;
   tracer_errors: number;
+  /** Bytes of episode JSON the tracer wrote, after the output caps. */
+  episode_bytes: number;
+  /** Episodes cut before the caps, and the tests whose episodes are a seeded sample (at most 20 named). */
+  episodes_built: number;
+  sampled_tests: number;
+  sampled: string[];
+  /** The caps in force: test episodes, test bytes, unit episodes, unit bytes (0: none). */
+  caps: number[];
+  /** With --determinism-sample: the share of episodes that differ when the suite is traced again (null: not sampled). */
+  determinism_diff: number | null;
   /** Non-flaky tests whose outcome under the tracer differs from validate's first run. */
   parity_mismatches: number;
   mismatched: string[];

@@ -27,6 +27,10 @@ interface PluginLine {
   error: string | null;
   line_events: number;
   episodes?: PluginEpisode[];
+  /** Output caps (absent from older tracers): episodes built, bytes kept, why a sample was kept. */
+  episodes_built?: number;
+  episode_bytes?: number;
+  sampled?: string | null;
 }
 
 function relativeToRepo(file: string): string {
@@ -50,6 +54,9 @@ export interface TracedTest {
   truncated: boolean;
   error: string | null;
   tracer_version: string;
+  episodes_built?: number;
+  episode_bytes?: number;
+  sampled?: string | null;
 }
 
 /** Rows of the plugin's output file `work/rel` (one line per test, possibly large), streamed. */
@@ -92,6 +99,9 @@ export async function* traceRows(
         frame_count: ep.frame_count,
         line_events: ep.line_events,
         truncated: test.truncated,
+        test_episodes_built: test.episodes_built ?? test.episodes?.length ?? 0,
+        test_episode_bytes: test.episode_bytes ?? 0,
+        test_sampled: test.sampled ?? null,
         python_version: test.python,
         tracer_version: test.tracer_version,
         image_id: origin.imageId,

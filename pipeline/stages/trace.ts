@@ -4,17 +4,20 @@
  * scaled by --trace-slowdown so tracing never flips an outcome, and the traced run's outcomes
  * are compared with validate's (outcome parity).
  */
+import { createHash } from 'node:crypto';
 import { readFileSync, rmSync } from 'node:fs';
 import { writeJsonl } from '../../core/jsonl.js';
 import type { TestRecord } from '../../schemas/tests.js';
+import type { TraceRecord } from '../../schemas/traces.js';
 import { outLayout } from '../runtime/layout.js';
+import type { TraceCaps } from '../runtime/options.js';
 import type { BuildRecord, CloneRecord, TraceStageRecord } from '../runtime/records.js';
 import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
 import { firstProblem, pytestCommand, runSuite } from '../sandbox/suite_run.js';
 import { type TraceOrigin, traceRows } from '../sandbox/tracer_output.js';
 import { TRACER_CODE, tracerCodeHash } from '../sandbox/tracers.js';
 
-const TRACE_REVISION = 1;
+const TRACE_REVISION = 2;
 
 export const traceStage: Stage<'trace'> = {
   name: 'trace',
@@ -29,6 +32,8 @@ export const traceStage: Stage<'trace'> = {
       seed: o.traceSeed,
       phases: o.tracePhases,
       maxEvents: o.traceMaxEvents,
+      caps: o.traceCaps,
+      determinism: o.determinismSample >= ctx.unit.line,
       slowdown: o.traceSlowdown,
       timeouts: [o.testTimeoutS, o.suiteTimeoutS],
       limits: [o.memoryMb, o.cpus, o.pids],
@@ -42,30 +47,16 @@ export const traceStage: Stage<'trace'> = {
     const clone = requireRecord(ctx, 'clone');
     const build = requireRecord(ctx, 'build');
     ctx.log(`trace ${unit.id}: tracing the suite in ${build.image}`);
-    const suite = await runSuite({
-      unit,
-      imageId: build.image_id,
-      srcLayout: clone.src_layout,
-      options,
-      stage: 'trace',
-      runs: 1,
-      suiteTimeoutS: options.suiteTimeoutS * options.traceSlowdown,
-      pytest: pytestCommand(unit.env.pytest_args, options.testTimeoutS * options.traceSlowdown, build.pytest_timeout, ['worldline_tracer.plugin']),
-      env: {
-        WORLDLINE_TRACE_OUT: '/worldline/out/traces.jsonl',
-        WORLDLINE_TRACE_ROOT: '/repo',
-        WORLDLINE_TRACE_STEP_IN: String(options.traceStepIn),
-        WORLDLINE_TRACE_SEED: String(options.traceSeed),
-        WORLDLINE_TRACE_PHASES: options.tracePhases.join(','),
-        WORLDLINE_TRACE_MAX_EVENTS: String(options.traceMaxEvents),
-      },
-    });
+    const suite = await traceSuite(ctx, clone, build);
     try {
       const problem = firstProblem(suite.runs);
       if (!suite.runs.length)
         return failed(`the traced suite did not start (container exit ${suite.containerExit}): ${suite.containerOutput.trim().slice(-300)}`);
       if (problem) return failed(`traced ${problem}`);
-      const record = await writeTraceRecords(ctx, suite.work, clone, build);
+      // --determinism-sample picks units by manifest line: the same units on every run and machine
+      const twice = options.determinismSample >= unit.line;
+      const hashes = twice ? new Map<string, string>() : null;
+      const record = await writeTraceRecords(ctx, suite.work, clone, build, hashes);
       // Outcome parity: the tracer must not change what a test does.
       const reference = new Map<string, TestRecord>();
       for (const line of readFileSync(outLayout.part(options.out, 'tests', unit.id), 'utf8').split('\n')) {
@@ -82,6 +73,13 @@ export const traceStage: Stage<'trace'> = {
         .map((t) => `${t.nodeid}: ${reference.get(t.nodeid)!.outcome} -> ${t.outcome}`);
       record.parity_mismatches = mismatched.length;
       record.mismatched = mismatched.slice(0, 10);
+      if (hashes) {
+        rmSync(suite.work, { recursive: true, force: true });
+        const share = await secondRunDiffers(ctx, clone, build, hashes);
+        if (typeof share === 'string') return failed(share);
+        record.determinism_diff = share;
+        ctx.log(`trace ${unit.id}: traced twice, ${(share * 100).toFixed(1)}% of episodes differ`);
+      }
       ctx.log(
         `trace ${unit.id}: ${record.tests_traced} tests, ${record.episodes} episodes, ${record.mean_line_events_per_test.toFixed(0)} line events/test, ` +
           `${(record.truncation_rate * 100).toFixed(1)}% truncated, ${record.parity_mismatches} outcome mismatches (${suite.seconds.toFixed(1)} s)`,
@@ -93,8 +91,75 @@ export const traceStage: Stage<'trace'> = {
   },
 };
 
+/** One traced run of the unit's suite (its output in `work/traces.jsonl`). */
+function traceSuite(ctx: StageContext, clone: CloneRecord, build: BuildRecord) {
+  const { unit, options } = ctx;
+  return runSuite({
+    unit,
+    imageId: build.image_id,
+    srcLayout: clone.src_layout,
+    options,
+    stage: 'trace',
+    runs: 1,
+    suiteTimeoutS: options.suiteTimeoutS * options.traceSlowdown,
+    pytest: pytestCommand(unit.env.pytest_args, options.testTimeoutS * options.traceSlowdown, build.pytest_timeout, ['worldline_tracer.plugin']),
+    env: {
+      WORLDLINE_TRACE_OUT: '/worldline/out/traces.jsonl',
+      WORLDLINE_TRACE_ROOT: '/repo',
+      WORLDLINE_TRACE_STEP_IN: String(options.traceStepIn),
+      WORLDLINE_TRACE_SEED: String(options.traceSeed),
+      WORLDLINE_TRACE_PHASES: options.tracePhases.join(','),
+      WORLDLINE_TRACE_MAX_EVENTS: String(options.traceMaxEvents),
+      ...traceCapsEnv(options.traceCaps),
+    },
+  });
+}
+
+/**
+ * Traces the suite a second time and compares it with the first run's episodes (`first`: a hash
+ * of each episode's text by test and position): the share of the first run's episodes that differ
+ * or are missing, with the second run's extra episodes counted too.
+ */
+async function secondRunDiffers(ctx: StageContext, clone: CloneRecord, build: BuildRecord, first: Map<string, string>): Promise<number | string> {
+  const again = await traceSuite(ctx, clone, build);
+  try {
+    const problem = firstProblem(again.runs);
+    if (!again.runs.length || problem) return `the second traced run failed: ${problem ?? `container exit ${again.containerExit}`}`;
+    const origin: TraceOrigin = { unitId: ctx.unit.id, repo: ctx.unit.repo, commit: clone.commit, imageId: build.image_id, taskId: null, phase: null };
+    let rows = 0;
+    let same = 0;
+    for await (const row of traceRows(again.work, 'traces.jsonl', origin)) {
+      rows += 1;
+      if (first.get(episodeKey(row)) === episodeHash(row.text)) same += 1;
+    }
+    const total = Math.max(first.size, rows);
+    return total ? (total - same) / total : 0;
+  } finally {
+    rmSync(again.work, { recursive: true, force: true });
+  }
+}
+
+const episodeHash = (text: string) => createHash('sha256').update(text).digest('base64');
+const episodeKey = (row: TraceRecord) => `${row.node_id}\u0000${row.episode_index}`;
+
+/** The plugin's output caps (tracers/worldline_tracer/caps.py). */
+function traceCapsEnv(c: TraceCaps): Record<string, string> {
+  return {
+    WORLDLINE_TRACE_MAX_TEST_EPISODES: String(c.testEpisodes),
+    WORLDLINE_TRACE_MAX_TEST_BYTES: String(c.testBytes),
+    WORLDLINE_TRACE_MAX_UNIT_EPISODES: String(c.unitEpisodes),
+    WORLDLINE_TRACE_MAX_UNIT_BYTES: String(c.unitBytes),
+  };
+}
+
 /** The unit's traces into its part file, with the stage's figures. */
-async function writeTraceRecords(ctx: StageContext, work: string, clone: CloneRecord, build: BuildRecord): Promise<TraceStageRecord> {
+async function writeTraceRecords(
+  ctx: StageContext,
+  work: string,
+  clone: CloneRecord,
+  build: BuildRecord,
+  hashes: Map<string, string> | null,
+): Promise<TraceStageRecord> {
   const record: TraceStageRecord = {
     tests_traced: 0,
     tests_with_line_events: 0,
@@ -104,23 +169,41 @@ async function writeTraceRecords(ctx: StageContext, work: string, clone: CloneRe
     truncated_tests: 0,
     truncation_rate: 0,
     tracer_errors: 0,
+    episode_bytes: 0,
+    episodes_built: 0,
+    sampled_tests: 0,
+    sampled: [],
+    caps: [],
+    determinism_diff: null,
     parity_mismatches: 0,
     mismatched: [],
     tracer_version: '',
     python_version: build.python_version,
   };
   const origin: TraceOrigin = { unitId: ctx.unit.id, repo: ctx.unit.repo, commit: clone.commit, imageId: build.image_id, taskId: null, phase: null };
-  record.episodes = await writeJsonl(
-    outLayout.part(ctx.options.out, 'traces', ctx.unit.id),
-    traceRows(work, 'traces.jsonl', origin, (test) => {
-      record.tests_traced += 1;
-      record.tracer_version = test.tracer_version;
-      record.line_events += test.line_events;
-      if (test.line_events > 0) record.tests_with_line_events += 1;
-      if (test.truncated) record.truncated_tests += 1;
-      if (test.error) record.tracer_errors += 1;
-    }),
-  );
+  const rows = traceRows(work, 'traces.jsonl', origin, (test) => {
+    record.tests_traced += 1;
+    record.tracer_version = test.tracer_version;
+    record.line_events += test.line_events;
+    if (test.line_events > 0) record.tests_with_line_events += 1;
+    if (test.truncated) record.truncated_tests += 1;
+    if (test.error) record.tracer_errors += 1;
+    record.episode_bytes += test.episode_bytes ?? 0;
+    record.episodes_built += test.episodes_built ?? 0;
+    if (test.sampled) {
+      record.sampled_tests += 1;
+      if (record.sampled.length < 20) record.sampled.push(`${test.nodeid} (${test.sampled})`);
+    }
+  });
+  async function* kept() {
+    for await (const row of rows) {
+      hashes?.set(episodeKey(row), episodeHash(row.text));
+      yield row;
+    }
+  }
+  record.episodes = await writeJsonl(outLayout.part(ctx.options.out, 'traces', ctx.unit.id), kept());
+  const c = ctx.options.traceCaps;
+  record.caps = [c.testEpisodes, c.testBytes, c.unitEpisodes, c.unitBytes];
   record.mean_line_events_per_test = record.tests_traced ? record.line_events / record.tests_traced : 0;
   record.truncation_rate = record.tests_traced ? record.truncated_tests / record.tests_traced : 0;
   return record;

@@ -47,3 +47,18 @@ def compact(events):
             row += ("resume",)
         out.append(row)
     return out
+
+
+# (program, call) pairs that between them reach every event kind: the episode tests run them all
+PROGRAM_CALLS = [
+    ("cwm_example", lambda p: p.main()),
+    ("samples", lambda p: p.fact(5)),
+    ("samples", lambda p: p.use_gen()),
+    ("samples", lambda p: p.catch()),
+    ("samples", lambda p: p.uncaught()),
+    ("samples", lambda p: p.values()),
+    ("samples", lambda p: p.gen_throw()),
+    ("samples", lambda p: p.run_coroutine()),
+    ("samples", lambda p: p.use_point()),
+    ("samples", lambda p: p.squares([1, 2, 3])),
+]

@@ -1,22 +1,9 @@
 """Every rendered episode parses back and re-renders byte for byte."""
 import pytest
-from conftest import load_program, run_traced
+from conftest import PROGRAM_CALLS as PROGRAMS, load_program, run_traced
 
 from worldline_tracer import HAS_MONITORING, build_episodes, parse, render, roundtrip
 from worldline_tracer.parse import ParseError
-
-PROGRAMS = [
-    ("cwm_example", lambda p: p.main()),
-    ("samples", lambda p: p.fact(5)),
-    ("samples", lambda p: p.use_gen()),
-    ("samples", lambda p: p.catch()),
-    ("samples", lambda p: p.uncaught()),
-    ("samples", lambda p: p.values()),
-    ("samples", lambda p: p.gen_throw()),
-    ("samples", lambda p: p.run_coroutine()),
-    ("samples", lambda p: p.use_point()),
-    ("samples", lambda p: p.squares([1, 2, 3])),
-]
 
 
 @pytest.mark.parametrize("step_in", [0.0, 0.5, 1.0])

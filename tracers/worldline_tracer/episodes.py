@@ -7,20 +7,34 @@ eligible function is stepped into with probability ``step_in`` (one draw of a se
 the entry); otherwise the call stays one line in the caller. The context is the entry function's
 source with ``  # << START_OF_TRACE`` on its ``def`` line, then the source of each function stepped
 into, each once, in order of first call, separated by blank lines.
+
+An event appears in every episode whose activation contains it, so each event's frame is made
+once per build and shared: its locals (diff-based against the previous call/line event of its
+activation, or full right after a stepped-in callee returned: the only two forms it can take), its
+rendered text, the JSON-escaped rendered text and the frame's JSON. ``encode`` joins those pieces
+into exactly the bytes ``json.dumps(episode, sort_keys=True)`` gives for ``build``'s dicts.
 """
+import json
 import random
 
-from .render import diff_frames, has_special_token, mark_entry, render, tokens_only_as_separators
+from .render import (ACTION_SEP, ARG_SEP, FRAME_SEP, KIND_SEP, TRACE_CONTEXT_START, UNCHANGED,
+                     has_special_token, locals_json, mark_entry)
 from .source import SourceIndex, source_lines
+
+_enc = json.encoder.encode_basestring_ascii  # json.dumps(str) with the defaults
+_HEADER_JSON = _enc(TRACE_CONTEXT_START)[1:-1]
+_SEP_JSON = _enc(FRAME_SEP)[1:-1]
+_UNSET = object()
 
 
 class _Act(object):
-    __slots__ = ("call", "ret", "items")
+    __slots__ = ("call", "ret", "items", "func")
 
     def __init__(self, call):
         self.call = call
         self.ret = None
         self.items = []
+        self.func = _UNSET  # EpisodeBuilder._func's answer, once asked
 
 
 def call_tree(events):
@@ -60,6 +74,49 @@ def _walk(acts):
                     yield sub
 
 
+class _Frame(object):
+    """One event's frame, shared by every episode that shows it: ``fields`` (the frame dict less
+    "depth"), ``tail`` (its JSON after the "depth" key), ``text`` (rendered), ``text_json`` (the
+    rendered text JSON-escaped, without quotes), ``clean`` (its only "<|" are its separators)."""
+    __slots__ = ("fields", "tail", "text", "text_json", "clean", "is_line", "missing")
+
+    def __init__(self, fields):
+        self.fields = fields
+        kind = fields["kind"]
+        self.is_line = kind == "line"
+        self.missing = not fields["source"]
+        sep = KIND_SEP[kind]
+        if "locals" in fields:
+            text = sep + locals_json(fields["locals"]) + ACTION_SEP + fields["source"] + FRAME_SEP
+            seps = 3
+        else:
+            value = fields["value"]
+            text = (sep + ACTION_SEP + fields["source"] + ARG_SEP
+                    + (_enc(value) if type(value) is str else json.dumps(value)) + FRAME_SEP)
+            seps = 4
+        self.text = text
+        self.text_json = _enc(text)[1:-1]
+        self.tail = json.dumps(fields, sort_keys=True)[1:]
+        self.clean = '<":' not in text and text.count("<|") == seps
+
+    def has_token(self):
+        f = self.fields
+        return (has_special_token(f["source"]) or has_special_token(f.get("value", ""))
+                or any(has_special_token(n + v) for n, v in f.get("locals", ())))
+
+
+class _Cut(object):
+    """An episode before it is turned into a dict or JSON."""
+    __slots__ = ("act", "info", "frames", "callees", "context")
+
+    def __init__(self, act, info, frames, callees, context):
+        self.act = act
+        self.info = info
+        self.frames = frames    # [(relative depth, _Frame)]
+        self.callees = callees  # [FuncInfo]
+        self.context = context
+
+
 class EpisodeBuilder(object):
     def __init__(self, step_in=0.5, max_depth=None, max_step_depth=2, seed=0, sources=None,
                  max_frames=None):
@@ -70,105 +127,188 @@ class EpisodeBuilder(object):
         self.sources = sources if sources is not None else SourceIndex()
         self.max_frames = max_frames
         self.dropped = {}
+        self._frames = {}   # (id(event), full) -> _Frame, for the build under way
+        self._marked = {}   # (file, start line) -> the entry's source with the START marker
+        self._plain = {}    # (file, start line) -> a callee's source
 
     def _func(self, act):
         """FuncInfo for an activation that can be an episode or be stepped into, else None."""
-        call = act.call
-        if act.ret is None or call.get("resume") or act.ret.get("lines_capped"):
-            return None
-        name = call["function"].rsplit(".", 1)[-1]
-        info = self.sources.at(call["file"], call["line"], name)
-        if info is None or not info.is_def:
-            return None
+        info = act.func
+        if info is _UNSET:
+            info = None
+            call = act.call
+            if act.ret is not None and not call.get("resume") and not act.ret.get("lines_capped"):
+                name = call["function"].rsplit(".", 1)[-1]
+                found = self.sources.at(call["file"], call["line"], name)
+                if found is not None and found.is_def:
+                    info = found
+            act.func = info
         return info
 
     def _drop(self, reason):
         self.dropped[reason] = self.dropped.get(reason, 0) + 1
 
     def build(self, events):
+        """Episodes as dicts."""
+        return [self._as_dict(cut) for cut in self._cuts(events)]
+
+    def encode(self, events):
+        """Episodes as JSON texts, each exactly ``json.dumps(dict, sort_keys=True)`` of the dict
+        ``build`` gives for it."""
+        return [self._as_json(cut) for cut in self._cuts(events)]
+
+    def _cuts(self, events):
         rng = random.Random(self.seed)
-        episodes = []
-        for act in _walk(call_tree(events)):
-            if self.max_depth is not None and act.call["depth"] > self.max_depth:
-                continue
-            info = self._func(act)
-            if info is None:
-                continue
-            ep = self._episode(act, info, rng)
-            if ep is not None:
-                episodes.append(ep)
-        return episodes
+        self._frames = {}
+        try:
+            for act in _walk(call_tree(events)):
+                if self.max_depth is not None and act.call["depth"] > self.max_depth:
+                    continue
+                info = self._func(act)
+                if info is None:
+                    continue
+                cut = self._episode(act, info, rng)
+                if cut is not None:
+                    yield cut
+        finally:
+            self._frames = {}
+
+    def _frame(self, ev, full, fields):
+        key = (id(ev), full)
+        fr = self._frames.get(key)
+        if fr is None:
+            fr = self._frames[key] = _Frame(fields())
+        return fr
 
     def _episode(self, act, info, rng):
         frames = []
         callees = []  # (file, FuncInfo) in order of first step-in
         seen = {(act.call["file"], info.start_line)}
         line_of = self.sources.line
+        frame = self._frame
+        max_step_depth = self.max_step_depth
+        step_in = self.step_in
 
         def emit(act, info, rel):
             call = act.call
-            frames.append({"kind": "call", "line": info.def_line, "depth": rel, "function": call["function"],
-                           "locals": call["locals"], "source": line_of(call["file"], info.def_line)})
+            pairs = call["locals"]
+            frames.append((rel, frame(call, True, lambda: {
+                "kind": "call", "line": info.def_line, "function": call["function"],
+                "locals": [[n, v] for n, v in pairs], "source": line_of(call["file"], info.def_line)})))
+            prev = pairs   # the previous call/line event's locals in this activation
+            full = False   # a stepped-in callee returned since: the next line shows full values
             for item in act.items:
                 if isinstance(item, _Act):
-                    if rel + 1 > self.max_step_depth:
+                    if rel + 1 > max_step_depth:
                         continue
                     sub = self._func(item)
                     if sub is None:
                         continue
-                    if rng.random() < self.step_in:
+                    if rng.random() < step_in:
                         key = (item.call["file"], sub.start_line)
                         if key not in seen:
                             seen.add(key)
                             callees.append((item.call["file"], sub))
                         emit(item, sub, rel + 1)
+                        full = True
                     continue
-                kind = item["kind"]
-                fr = {"kind": kind, "line": item["line"], "depth": rel, "function": item["function"]}
-                if kind == "line":
-                    fr["locals"] = item["locals"]
+                if item["kind"] == "line":
+                    frames.append((rel, frame(item, full, lambda: _line_fields(item, prev, full, line_of))))
+                    prev = item["locals"]
+                    full = False
                 else:
-                    fr["value"] = item["value"]
-                fr["source"] = line_of(item["file"], item["line"])
-                frames.append(fr)
+                    frames.append((rel, frame(item, False, lambda: {
+                        "kind": item["kind"], "line": item["line"], "function": item["function"],
+                        "value": item["value"], "source": line_of(item["file"], item["line"])})))
             ret = act.ret
-            frames.append({"kind": "return", "line": ret["line"], "depth": rel, "function": ret["function"],
-                           "value": ret["value"], "source": line_of(ret["file"], ret["line"])})
+            frames.append((rel, frame(ret, False, lambda: {
+                "kind": "return", "line": ret["line"], "function": ret["function"], "value": ret["value"],
+                "source": line_of(ret["file"], ret["line"])})))
 
         emit(act, info, 0)
-        diff_frames(frames)
-        entry_file = act.call["file"]
-        entry_src = source_lines(entry_file, info.start_line, info.end_line)
-        parts = [mark_entry(entry_src, info.def_line - info.start_line)]
-        for f, sub in callees:
-            parts.append(source_lines(f, sub.start_line, sub.end_line))
-        context = "\n".join(parts)
-        if any(not fr["source"] for fr in frames):
+        if any(fr.missing for _, fr in frames):
             self._drop("missing_source")
             return None
         if self.max_frames is not None and len(frames) > self.max_frames:
             self._drop("too_many_frames")
             return None
-        text = render(context, frames)
-        if not tokens_only_as_separators(text, frames) and (
-                has_special_token(context) or any(has_special_token(fr["source"]) or
-                                                  has_special_token(fr.get("value", "")) or
-                                                  any(has_special_token(n + v) for n, v in fr.get("locals", ()))
-                                                  for fr in frames)):
+        entry_file = act.call["file"]
+        parts = [self._source(self._marked, entry_file, info, True)]
+        for f, sub in callees:
+            parts.append(self._source(self._plain, f, sub, False))
+        context = "\n".join(parts)
+        header = TRACE_CONTEXT_START + context + FRAME_SEP
+        clean = '<":' not in header and header.count("<|") == 2 and all(fr.clean for _, fr in frames)
+        if not clean and (has_special_token(context) or any(fr.has_token() for _, fr in frames)):
             self._drop("special_token_in_text")
             return None
+        return _Cut(act, info, frames, [sub for _, sub in callees], context)
+
+    @staticmethod
+    def _source(cache, filename, info, entry):
+        key = (filename, info.start_line)
+        text = cache.get(key)
+        if text is None:
+            text = source_lines(filename, info.start_line, info.end_line)
+            if entry:
+                text = mark_entry(text, info.def_line - info.start_line)
+            cache[key] = text
+        return text
+
+    @staticmethod
+    def _as_dict(cut):
+        frames = []
+        for rel, fr in cut.frames:
+            d = {"depth": rel}
+            d.update(fr.fields)
+            frames.append(d)
+        call = cut.act.call
         return {
-            "function": act.call["function"],
-            "file": entry_file,
-            "line": info.def_line,
-            "depth": act.call["depth"],
-            "context": context,
+            "function": call["function"],
+            "file": call["file"],
+            "line": cut.info.def_line,
+            "depth": call["depth"],
+            "context": cut.context,
             "frames": frames,
-            "text": text,
+            "text": TRACE_CONTEXT_START + cut.context + FRAME_SEP + "".join([fr.text for _, fr in cut.frames]),
             "frame_count": len(frames),
-            "line_events": sum(1 for fr in frames if fr["kind"] == "line"),
-            "callees": [sub.qualname for _, sub in callees],
+            "line_events": sum(1 for _, fr in cut.frames if fr.is_line),
+            "callees": [sub.qualname for sub in cut.callees],
         }
+
+    @staticmethod
+    def _as_json(cut):
+        call = cut.act.call
+        context = _enc(cut.context)
+        frames = cut.frames
+        # the keys in sorted order, as json.dumps(sort_keys=True) writes them
+        return "".join([
+            '{"callees": ', json.dumps([sub.qualname for sub in cut.callees]),
+            ', "context": ', context,
+            ', "depth": ', repr(call["depth"]),
+            ', "file": ', _enc(call["file"]),
+            ', "frame_count": ', repr(len(frames)),
+            ', "frames": [', ", ".join(['{"depth": %d, %s' % (rel, fr.tail) for rel, fr in frames]),
+            '], "function": ', _enc(call["function"]),
+            ', "line": ', repr(cut.info.def_line),
+            ', "line_events": ', repr(sum(1 for _, fr in frames if fr.is_line)),
+            ', "text": "', _HEADER_JSON, context[1:-1], _SEP_JSON,
+            "".join([fr.text_json for _, fr in frames]), '"}'])
+
+
+def _line_fields(ev, prev, full, line_of):
+    """A line event's frame: its locals in full, or diffed against ``prev`` (the previous
+    call/line event's locals of the same activation) as render.diff_frames writes them."""
+    pairs = ev["locals"]
+    if full:
+        shown = [[n, v] for n, v in pairs]
+    elif pairs is prev:  # the tracer shares an unchanged snapshot's list between events
+        shown = [[n, UNCHANGED] for n, v in pairs]
+    else:
+        get = dict(prev).get
+        shown = [[n, UNCHANGED if get(n, None) == v else v] for n, v in pairs]
+    return {"kind": "line", "line": ev["line"], "function": ev["function"], "locals": shown,
+            "source": line_of(ev["file"], ev["line"])}
 
 
 def build_episodes(events, step_in=0.5, max_depth=None, max_step_depth=2, seed=0, sources=None,

@@ -13,27 +13,38 @@ and recorded in the line's "error". Environment variables (all optional):
   WORLDLINE_TRACE_MAX_LINES_PER_CALL  line events kept per function call (default 10000)
   WORLDLINE_TRACE_STEP_IN         step-in probability (default 0.5)
   WORLDLINE_TRACE_SEED            episode seed (default 0); the rng is seeded with "SEED|nodeid"
+                                  and so is ``random`` before each test (as pytest-randomly does);
+                                  hypothesis runs derandomized (see _seed_hypothesis)
   WORLDLINE_TRACE_MAX_DEPTH       deepest raw stack depth that starts an episode (default: any)
   WORLDLINE_TRACE_MAX_STEP_DEPTH  step-in nesting below an episode's entry (default 2)
   WORLDLINE_TRACE_MAX_FRAMES      episodes with more frames are dropped (default 10000)
+  WORLDLINE_TRACE_MAX_TEST_EPISODES, WORLDLINE_TRACE_MAX_TEST_BYTES  caps per test (default 1000
+                                  episodes, 8 MiB of episode JSON; 0: none); past them a seeded sample
+  WORLDLINE_TRACE_MAX_UNIT_EPISODES, WORLDLINE_TRACE_MAX_UNIT_BYTES  caps on the whole run (default
+                                  50000 episodes, 256 MiB; 0: none); see caps.py
 Line shape: {"nodeid", "phases", "backend", "python", "tracer_version", "truncated", "error",
-  "event_count", "line_events", "events"?: [...], "episodes"?: [...], "episodes_dropped"?: {...}}
+  "event_count", "line_events", "events"?: [...], "episodes"?: [...], "episodes_dropped"?: {...},
+  "episodes_built"?, "episode_bytes"?, "sampled"?: null | "test_cap" | "unit_cap"}
 """
+import importlib.util
 import json
 import os
 import platform
+import random
 import sys
 
 import pytest
 
 from . import __version__
+from .caps import OutputCaps
 from .episodes import EpisodeBuilder
 from .source import SourceIndex
 from .tracer import Tracer, make_scope
 
 # one SourceIndex for the whole run: each file is parsed once, not once per test
-_state = {"fd": None, "scope": None, "opts": None, "sources": None}
+_state = {"fd": None, "scope": None, "opts": None, "sources": None, "caps": None}
 _KEY = "_worldline_trace"
+_SLOT = "@worldline-episodes@"
 
 
 def _env_int(name, default):
@@ -55,6 +66,10 @@ def _options():
         "max_depth": int(max_depth) if max_depth else None,
         "max_step_depth": _env_int("WORLDLINE_TRACE_MAX_STEP_DEPTH", 2),
         "max_frames": _env_int("WORLDLINE_TRACE_MAX_FRAMES", 10000),
+        "max_test_episodes": _env_int("WORLDLINE_TRACE_MAX_TEST_EPISODES", 1000),
+        "max_test_bytes": _env_int("WORLDLINE_TRACE_MAX_TEST_BYTES", 8 << 20),
+        "max_unit_episodes": _env_int("WORLDLINE_TRACE_MAX_UNIT_EPISODES", 50000),
+        "max_unit_bytes": _env_int("WORLDLINE_TRACE_MAX_UNIT_BYTES", 256 << 20),
     }
 
 
@@ -63,11 +78,31 @@ def pytest_configure(config):
     if not path or _state["fd"] is not None:
         return
     _state["fd"] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    _state["opts"] = _options()
+    _state["opts"] = opts = _options()
+    _state["caps"] = OutputCaps(opts["seed"], opts["max_test_episodes"], opts["max_test_bytes"],
+                                opts["max_unit_episodes"], opts["max_unit_bytes"])
     root = os.environ.get("WORLDLINE_TRACE_ROOT") or os.getcwd()
     include_tests = os.environ.get("WORLDLINE_TRACE_INCLUDE_TESTS", "1").strip() not in ("0", "false", "no")
     _state["scope"] = make_scope(root, include_tests=include_tests)
+    _seed_hypothesis()
     _state["sources"] = SourceIndex()
+
+
+def _seed_hypothesis():
+    """Property-based tests draw the same examples on every run: a settings profile with
+    ``derandomize`` (examples from a hash of the test), no example database (a rerun would replay
+    what an earlier run found) and no deadline (the tracer's slowdown must not fail a test). Only
+    when hypothesis is installed (then imported at start-up even if the suite never uses it)."""
+    if importlib.util.find_spec("hypothesis") is None:
+        return
+    try:
+        from hypothesis import HealthCheck, settings
+
+        settings.register_profile("worldline", derandomize=True, database=None, deadline=None,
+                                  suppress_health_check=list(HealthCheck))
+        settings.load_profile("worldline")
+    except Exception as e:  # an old or broken hypothesis: its tests stay as random as they were
+        sys.stderr.write("worldline_tracer: hypothesis left unseeded: %s\n" % (e,))
 
 
 def pytest_unconfigure(config):
@@ -144,18 +179,26 @@ def _write(item):
         }
         if opts["emit"] in ("events", "both"):
             out["events"] = events
+        episodes = None
         if opts["emit"] in ("episodes", "both"):
             try:
                 builder = EpisodeBuilder(step_in=opts["step_in"], max_depth=opts["max_depth"],
                                          max_step_depth=opts["max_step_depth"],
                                          seed="%s|%s" % (opts["seed"], item.nodeid),
                                          max_frames=opts["max_frames"], sources=_state["sources"])
-                out["episodes"] = builder.build(events)
+                episodes, kept = _state["caps"].keep(item.nodeid, builder.encode(events))
+                out.update(kept)
                 out["episodes_dropped"] = builder.dropped
             except Exception as e:
-                out["episodes"] = []
+                episodes = []
                 out["error"] = out["error"] or "episodes: %s: %s" % (type(e).__name__, e)
-        data = (json.dumps(out, sort_keys=True) + "\n").encode("utf-8", "replace")
+            out["episodes"] = _SLOT
+        line = json.dumps(out, sort_keys=True)
+        if episodes is not None:
+            # the episodes are JSON already: put them in their key's place ("backend" sorts before
+            # "episodes", and its value is a backend name or null, so the first match is the slot)
+            line = line.replace('"episodes": "%s"' % _SLOT, '"episodes": [' + ", ".join(episodes) + "]", 1)
+        data = (line + "\n").encode("utf-8", "replace")
         os.write(_state["fd"], data)
     except Exception as e:
         try:
@@ -166,6 +209,8 @@ def _write(item):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_setup(item):
+    if _state["fd"] is not None:
+        random.seed("%s|%s" % (_state["opts"]["seed"], item.nodeid))
     for _ in _traced(item, "setup"):
         yield
 
