@@ -69,7 +69,7 @@ export async function rollout(
         continue;
       }
       for (const tc of turn.toolCalls) {
-        const obs = await env.call(tc);
+        const obs = await env.call(tc, budgets.maxWallS - (Date.now() - started) / 1000);
         messages.push({ role: 'tool', content: obs.output, name: tc.name, tool_call_id: tc.id });
         steps.push({
           action: `${tc.name} ${tc.arguments}`,
