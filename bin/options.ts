@@ -13,6 +13,8 @@ import type { DatasetLayout } from '../datasets/dataset_writer.js';
 import { DEFAULT_SHARD_BYTES } from '../datasets/dataset_writer.js';
 import { DEFAULT_ISSUE_FIX_SHARE } from '../datasets/mix.js';
 import { DEFAULT_ROW_GROUP_ROWS } from '../datasets/parquet/writer.js';
+import { NEAR_DEDUP_DEFAULTS } from '../datasets/near_dedup.js';
+import { DEFAULT_TOKENIZER, TOKENIZERS } from '../datasets/tokens.js';
 import { UsageError } from '../pipeline/run.js';
 import { DEFAULTS, type PipelineOptions } from '../pipeline/runtime/options.js';
 import { readIssueExport } from '../pipeline/tasks/issue_export.js';
@@ -87,6 +89,12 @@ export type LayoutArgs = {
   shuffle: boolean;
   'shuffle-seed': number;
   'max-row-bytes'?: number;
+  tokenizer: string;
+  'max-row-tokens'?: number;
+  'near-dedup': boolean;
+  'near-dedup-threshold': number;
+  'shingle-size': number;
+  'near-dedup-seed': number;
   'issue-fix-share': number;
 };
 
@@ -101,6 +109,17 @@ export const layoutOptions = <T>(y: Argv<T>) =>
     .option('shuffle', { type: 'boolean', default: true, describe: 'shard: seeded global shuffle across repositories (--no-shuffle keeps order)' })
     .option('shuffle-seed', { type: 'number', default: 0, describe: 'shard: the shuffle seed' })
     .option('max-row-bytes', { type: 'number', describe: 'shard: rows larger than this are rejected and counted (default 2 MB)' })
+    .option('tokenizer', {
+      type: 'string',
+      default: DEFAULT_TOKENIZER,
+      choices: [...TOKENIZERS, 'none'],
+      describe: "shard: count each text column's tokens with this BPE (gpt-tokenizer) into <column>_tokens",
+    })
+    .option('max-row-tokens', { type: 'number', describe: 'shard: rows whose text holds more tokens than this are rejected and counted' })
+    .option('near-dedup', { type: 'boolean', default: false, describe: 'shard: remove near-duplicate traces and trajectories (MinHash-LSH over their text)' })
+    .option('near-dedup-threshold', { type: 'number', default: NEAR_DEDUP_DEFAULTS.threshold, describe: 'shard: estimated Jaccard similarity that counts as a near duplicate' })
+    .option('shingle-size', { type: 'number', default: NEAR_DEDUP_DEFAULTS.shingleSize, describe: 'shard: words per shingle for --near-dedup' })
+    .option('near-dedup-seed', { type: 'number', default: NEAR_DEDUP_DEFAULTS.seed, describe: "shard: seed of --near-dedup's MinHash permutations" })
     .option('issue-fix-share', {
       type: 'number',
       default: DEFAULT_ISSUE_FIX_SHARE,
@@ -115,6 +134,11 @@ export const layoutOptions = <T>(y: Argv<T>) =>
       positiveInt('--row-group-rows', a['row-group-rows']);
       positiveInt('--row-group-bytes', a['row-group-bytes']);
       positiveInt('max-row-bytes', a['max-row-bytes']);
+      positiveInt('--max-row-tokens', a['max-row-tokens']);
+      positiveInt('--shingle-size', a['shingle-size']);
+      if (!(a['near-dedup-threshold'] > 0 && a['near-dedup-threshold'] < 1))
+        throw new UsageError(`--near-dedup-threshold must be between 0 and 1 (got ${a['near-dedup-threshold']})`);
+      if (a['max-row-tokens'] !== undefined && a.tokenizer === 'none') throw new UsageError('--max-row-tokens needs a tokenizer (not --tokenizer none)');
       share('--issue-fix-share', a['issue-fix-share']);
       return true;
     });
@@ -129,6 +153,11 @@ export function toLayout(a: LayoutArgs): DatasetLayout {
     shuffle: a.shuffle,
     shuffleSeed: a['shuffle-seed'],
     maxRowBytes: a['max-row-bytes'],
+    tokenizer: a.tokenizer === 'none' ? undefined : a.tokenizer,
+    maxRowTokens: a['max-row-tokens'],
+    nearDedup: a['near-dedup']
+      ? { configs: ['traces', 'trajectories'], threshold: a['near-dedup-threshold'], shingleSize: a['shingle-size'], seed: a['near-dedup-seed'] }
+      : undefined,
   };
 }
 

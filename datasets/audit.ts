@@ -9,6 +9,7 @@ import { join, resolve } from 'node:path';
 import type { DuckDBConnection } from '@duckdb/node-api';
 import { SCHEMAS } from '../schemas/index.js';
 import type { Field } from '../schemas/schema.js';
+import { type TokenAudit, tokenAudit } from './audit_tokens.js';
 import { sqlString, withDuckDB } from './duckdb.js';
 import { DEFAULT_ISSUE_FIX_SHARE, MIX_TOLERANCE } from './mix.js';
 import { plain, readManifestJson } from './reader.js';
@@ -139,6 +140,10 @@ export interface AuditReport {
     status: { status: string; count: number }[];
     failures: { stage: string; reason: string; units: number }[];
   };
+  /** Rows the writer removed as near duplicates (MinHash-LSH, manifest.json), per config; null when it did not look. */
+  near_duplicates: { threshold: number; shingle_size: number; removed: Record<string, number> } | null;
+  /** Tokens per config, repository and kind, from the `<column>_tokens` columns. */
+  tokens: TokenAudit;
   /** The run's ledger, when the dataset sits in its output folder; null otherwise. */
   run: {
     out: string;
@@ -410,6 +415,14 @@ export async function auditDataset(datasetDirArg: string, opts: AuditOptions = {
       tests: testsReport,
       dominance,
       units,
+      near_duplicates: manifest.near_dedup
+        ? {
+            threshold: manifest.near_dedup.threshold,
+            shingle_size: manifest.near_dedup.shingleSize,
+            removed: Object.fromEntries(manifest.near_dedup.configs.map((c) => [c, manifest.configs[c]?.near_duplicates_removed ?? 0])),
+          }
+        : null,
+      tokens: await tokenAudit(rows, manifest, topK),
       run: opts.runStatus ? runHealth(opts.runStatus) : null,
     };
   });

@@ -27,6 +27,7 @@ export const trajectoriesSchema = defineSchema({
   name: 'trajectories',
   version: 1,
   doc: 'Agent rollouts on the tasks inside the repository containers: chat messages, tool steps, the submitted patch and its verified reward.',
+  text: ['messages'],
   fields: {
     trajectory_id: string('Stable id of the rollout'),
     task_id: string('instance_id of the task'),
