@@ -5,8 +5,9 @@
  * catches traces and trajectories that differ only in a few words, e.g. the same episode with
  * other object addresses or the same rollout with another timing line.
  *
- * Hashes are 32-bit (FNV-1a for shingles, seeded multiply-add permutations with Math.imul): no
- * BigInt on the hot path. A band's key combines two independent 32-bit hashes of its values into
+ * Hashes are 32-bit (FNV-1a per word, chained per shingle, seeded multiply-add permutations with
+ * Math.imul), kept as signed int32 so V8 never boxes them (a minimum under any fixed order is a
+ * valid MinHash): no BigInt or doubles on the hot path. A band's key combines two independent 32-bit hashes of its values into
  * one 53-bit number, so unrelated rows collide with probability ~1e-16 per band pair.
  */
 
@@ -35,22 +36,13 @@ function prng(seed: number): () => number {
   };
 }
 
-function fnv1a(s: string, from: number, to: number): number {
-  let h = 0x811c9dc5;
-  for (let i = from; i < to; i++) {
-    h ^= s.charCodeAt(i);
-    h = Math.imul(h, 0x01000193);
-  }
-  return h >>> 0;
-}
-
 /** A 32-bit finalizer (murmur3's), so multiply-add permutations of FNV output mix well. */
 function mix(h: number): number {
   h ^= h >>> 16;
   h = Math.imul(h, 0x85ebca6b);
   h ^= h >>> 13;
   h = Math.imul(h, 0xc2b2ae35);
-  return (h ^ (h >>> 16)) >>> 0;
+  return h ^ (h >>> 16);
 }
 
 /**
@@ -75,9 +67,9 @@ export class NearDedup {
   /** Rows seen and rows found to be near duplicates of an earlier one. */
   seen = 0;
   removed = 0;
-  private readonly a: Uint32Array;
-  private readonly b: Uint32Array;
-  private readonly sig: Uint32Array;
+  private readonly a: Int32Array;
+  private readonly b: Int32Array;
+  private readonly sig: Int32Array;
   private readonly keys: Set<number>[];
 
   constructor(opts: NearDedupOptions = {}) {
@@ -87,30 +79,40 @@ export class NearDedup {
     if (!Number.isInteger(permutations) || permutations < 2) throw new RangeError(`permutations must be an integer of at least 2 (got ${permutations})`);
     ({ bands: this.bands, rows: this.rows } = lshParams(threshold, permutations));
     const rand = prng(seed);
-    this.a = Uint32Array.from({ length: permutations }, () => rand() | 1);
-    this.b = Uint32Array.from({ length: permutations }, () => rand());
-    this.sig = new Uint32Array(permutations);
+    this.a = Int32Array.from({ length: permutations }, () => rand() | 1);
+    this.b = Int32Array.from({ length: permutations }, () => rand() | 0);
+    this.sig = new Int32Array(permutations);
     this.keys = Array.from({ length: this.bands }, () => new Set<number>());
   }
 
   /** The MinHash signature of `text`'s word shingles (written into a reused buffer). */
-  signature(text: string): Uint32Array {
+  signature(text: string): Int32Array {
     const { sig, a, b } = this;
-    sig.fill(0xffffffff);
+    sig.fill(0x7fffffff);
     const k = this.settings.shingleSize;
-    // Word boundaries, so a shingle is hashed straight from the text without building strings.
-    const starts: number[] = [];
-    const ends: number[] = [];
-    const word = /\S+/g;
-    for (let m = word.exec(text); m; m = word.exec(text)) {
-      starts.push(m.index);
-      ends.push(m.index + m[0].length);
+    // Each word is hashed once (FNV-1a over its characters, split on ASCII whitespace); a shingle's
+    // hash chains its k word hashes, so no shingle string is ever built.
+    const words: number[] = [];
+    let h = 0x811c9dc5;
+    let inWord = false;
+    for (let i = 0; i <= text.length; i++) {
+      const c = i < text.length ? text.charCodeAt(i) : 32;
+      if (c === 32 || c === 10 || c === 9 || c === 13 || c === 12 || c === 11) {
+        if (inWord) words.push(h);
+        inWord = false;
+        h = 0x811c9dc5;
+      } else {
+        inWord = true;
+        h = Math.imul(h ^ c, 0x01000193) | 0;
+      }
     }
-    const n = Math.max(1, starts.length - k + 1);
-    for (let i = 0; i < n && starts.length; i++) {
-      const h = mix(fnv1a(text, starts[i], ends[Math.min(i + k, starts.length) - 1]));
+    const n = words.length ? Math.max(1, words.length - k + 1) : 0;
+    for (let i = 0; i < n; i++) {
+      let x = 0;
+      for (let j = i; j < Math.min(i + k, words.length); j++) x = (mix(x ^ words[j]) + j - i) | 0;
+      x = mix(x);
       for (let p = 0; p < sig.length; p++) {
-        const v = (Math.imul(a[p], h) + b[p]) >>> 0;
+        const v = (Math.imul(a[p], x) + b[p]) | 0;
         if (v < sig[p]) sig[p] = v;
       }
     }
@@ -130,7 +132,7 @@ export class NearDedup {
         h1 = mix(h1 ^ sig[r]);
         h2 = mix(Math.imul(h2, 31) ^ sig[r] ^ 0x27d4eb2f);
       }
-      const key = (h1 & 0x1fffff) * 0x100000000 + h2;
+      const key = (h1 & 0x1fffff) * 0x100000000 + (h2 >>> 0);
       bandKeys[band] = key;
       if (this.keys[band].has(key)) dup = true;
     }
