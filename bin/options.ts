@@ -112,8 +112,7 @@ export const layoutOptions = <T>(y: Argv<T>) =>
     .option('tokenizer', {
       type: 'string',
       default: DEFAULT_TOKENIZER,
-      choices: [...TOKENIZERS, 'none'],
-      describe: "shard: count each text column's tokens with this BPE (gpt-tokenizer) into <column>_tokens",
+      describe: `shard: count each text column's tokens into <column>_tokens with ${TOKENIZERS.join(', ')}, a byte-level BPE tokenizer.json, or none`,
     })
     .option('max-row-tokens', { type: 'number', describe: 'shard: rows whose text holds more tokens than this are rejected and counted' })
     .option('near-dedup', { type: 'boolean', default: false, describe: 'shard: remove near-duplicate traces and trajectories (MinHash-LSH over their text)' })
@@ -135,6 +134,9 @@ export const layoutOptions = <T>(y: Argv<T>) =>
       positiveInt('--row-group-bytes', a['row-group-bytes']);
       positiveInt('max-row-bytes', a['max-row-bytes']);
       positiveInt('--max-row-tokens', a['max-row-tokens']);
+      const tok = a.tokenizer;
+      if (tok !== 'none' && !(TOKENIZERS as readonly string[]).includes(tok) && !(tok.endsWith('.json') && existsSync(tok)))
+        throw new UsageError(`--tokenizer ${tok}: not one of ${TOKENIZERS.join(', ')}, none, or an existing tokenizer.json`);
       positiveInt('--shingle-size', a['shingle-size']);
       if (!(a['near-dedup-threshold'] > 0 && a['near-dedup-threshold'] < 1))
         throw new UsageError(`--near-dedup-threshold must be between 0 and 1 (got ${a['near-dedup-threshold']})`);
@@ -153,7 +155,7 @@ export function toLayout(a: LayoutArgs): DatasetLayout {
     shuffle: a.shuffle,
     shuffleSeed: a['shuffle-seed'],
     maxRowBytes: a['max-row-bytes'],
-    tokenizer: a.tokenizer === 'none' ? undefined : a.tokenizer,
+    tokenizer: a.tokenizer === 'none' ? undefined : a.tokenizer.endsWith('.json') ? resolve(a.tokenizer) : a.tokenizer,
     maxRowTokens: a['max-row-tokens'],
     nearDedup: a['near-dedup']
       ? { configs: ['traces', 'trajectories'], threshold: a['near-dedup-threshold'], shingleSize: a['shingle-size'], seed: a['near-dedup-seed'] }

@@ -7,11 +7,11 @@
 import { createRequire } from 'node:module';
 import { type RecordSchema, tokenColumn } from '../schemas/schema.js';
 import { textStrings } from './row_text.js';
+import { tokenizerFromJson } from './tokenizer_json.js';
 
 export const DEFAULT_TOKENIZER = 'o200k_base';
 /** The encodings gpt-tokenizer ships, by the names tiktoken gives them. */
 export const TOKENIZERS = ['o200k_base', 'cl100k_base', 'p50k_base', 'r50k_base'] as const;
-export type TokenizerName = (typeof TOKENIZERS)[number];
 
 export interface TokenCounter {
   /** The encoding, e.g. o200k_base. */
@@ -28,8 +28,11 @@ interface Encoding {
 /** Special-token text (`<|endoftext|>` in a docstring) counts as the plain text it is, never an error. */
 const PLAIN = { disallowedSpecial: new Set<string>() };
 
+/** A tokenizer by name (one gpt-tokenizer ships), or a path to a Hugging Face tokenizer.json. */
 export async function loadTokenizer(name: string): Promise<TokenCounter> {
-  if (!(TOKENIZERS as readonly string[]).includes(name)) throw new Error(`unknown tokenizer "${name}" (tokenizers: ${TOKENIZERS.join(', ')})`);
+  if (name.endsWith('.json')) return tokenizerFromJson(name);
+  if (!(TOKENIZERS as readonly string[]).includes(name))
+    throw new Error(`unknown tokenizer "${name}" (tokenizers: ${TOKENIZERS.join(', ')}, or a tokenizer.json file)`);
   const enc = (await import(`gpt-tokenizer/encoding/${name}`)) as Encoding;
   const version = (createRequire(import.meta.url)('gpt-tokenizer/package.json') as { version: string }).version;
   return { name, source: `gpt-tokenizer@${version}`, count: (text) => enc.countTokens(text, PLAIN) };
