@@ -11,6 +11,8 @@
  * one 53-bit number, so unrelated rows collide with probability ~1e-16 per band pair.
  */
 
+import { mulberry32 } from '../core/prng.js';
+
 export interface NearDedupOptions {
   /** Estimated Jaccard similarity at or above which a row counts as a near duplicate (default 0.8). */
   threshold?: number;
@@ -23,18 +25,6 @@ export interface NearDedupOptions {
 }
 
 export const NEAR_DEDUP_DEFAULTS = { threshold: 0.8, shingleSize: 5, permutations: 128, seed: 0 } as const;
-
-/** mulberry32: a small seeded PRNG, enough to draw permutation coefficients. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return (t ^ (t >>> 14)) >>> 0;
-  };
-}
 
 /** A 32-bit finalizer (murmur3's), so multiply-add permutations of FNV output mix well. */
 function mix(h: number): number {
@@ -78,7 +68,7 @@ export class NearDedup {
     if (!Number.isInteger(shingleSize) || shingleSize < 1) throw new RangeError(`the shingle size must be a positive integer (got ${shingleSize})`);
     if (!Number.isInteger(permutations) || permutations < 2) throw new RangeError(`permutations must be an integer of at least 2 (got ${permutations})`);
     ({ bands: this.bands, rows: this.rows } = lshParams(threshold, permutations));
-    const rand = prng(seed);
+    const rand = mulberry32(seed);
     this.a = Int32Array.from({ length: permutations }, () => rand() | 1);
     this.b = Int32Array.from({ length: permutations }, () => rand() | 0);
     this.sig = new Int32Array(permutations);
