@@ -91,6 +91,8 @@ export interface AuditReport {
     turns: Distribution;
     /** prompt + completion tokens per trajectory. */
     tokens: Distribution;
+    /** Replays (policy replay): how many reproduced their recording exactly (observations, image, tools, seed). */
+    replay: { trajectories: number; exact: number; share: number | null };
   };
   traces: {
     episodes: number;
@@ -315,6 +317,9 @@ export async function auditDataset(datasetDirArg: string, opts: AuditOptions = {
       exit_status: await rows(`select exit_status, count(*)::bigint as count from trajectories group by exit_status order by count desc, exit_status`),
       turns: await distribution(rows, 'trajectories', 'turns'),
       tokens: await distribution(rows, 'trajectories', '(prompt_tokens + completion_tokens)'),
+      replay: await rows<{ trajectories: number; exact: number }>(
+        `select count(*)::bigint as trajectories, count(*) filter (where replay_exact)::bigint as exact from trajectories where replay_of is not null`,
+      ).then(([r]) => ({ ...r, share: ratio(r.exact, r.trajectories) })),
     };
 
     // ---- traces ----

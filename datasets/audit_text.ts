@@ -102,6 +102,8 @@ export function formatAudit(r: AuditReport): string {
       distribution('turns', o.turns),
       '',
       distribution('tokens (prompt + completion)', o.tokens),
+      '',
+      o.replay.trajectories ? `replays: ${o.replay.exact} of ${o.replay.trajectories} exactly as recorded (${pct(o.replay.share)})` : 'replays: none',
     ),
     '',
     section(
@@ -167,7 +169,9 @@ export function formatAudit(r: AuditReport): string {
     section(
       'near duplicates',
       r.near_duplicates
-        ? `removed (MinHash-LSH, Jaccard >= ${r.near_duplicates.threshold}, ${r.near_duplicates.shingle_size}-word shingles): ${Object.entries(r.near_duplicates.removed)
+        ? `removed (MinHash-LSH, Jaccard >= ${r.near_duplicates.threshold}, ${r.near_duplicates.shingle_size}-word shingles): ${Object.entries(
+            r.near_duplicates.removed,
+          )
             .map(([c, n]) => `${c} ${n}`)
             .join(', ')}`
         : 'not removed (the dataset was written without --near-dedup)',

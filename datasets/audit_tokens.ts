@@ -46,11 +46,13 @@ export async function tokenAudit(rows: <T>(sql: string) => Promise<T[]>, manifes
       config: name,
       tokens: total.tokens,
       rows_rejected: info.rows_rejected_tokens ?? 0,
-      by_column: (
-        await rows<{ column: string; n: number }>(
-          schema.text.map((c) => `select '${c}' as column, coalesce(sum("${tokenColumn(c)}"), 0)::bigint as n from ${name}`).join(' union all '),
-        )
-      ).reduce((o: Record<string, number>, r) => ({ ...o, [r.column]: r.n }), {}),
+      by_column: Object.fromEntries(
+        (
+          await rows<{ column: string; n: number }>(
+            schema.text.map((c) => `select '${c}' as column, coalesce(sum("${tokenColumn(c)}"), 0)::bigint as n from ${name}`).join(' union all '),
+          )
+        ).map((r) => [r.column, r.n]),
+      ),
       by_repo: byRepo,
       top_repo_share: total.tokens && byRepo.length ? byRepo[0].share : null,
       by_kind: KIND[name]

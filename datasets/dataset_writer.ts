@@ -8,6 +8,7 @@ import { createReadStream, existsSync, lstatSync, mkdirSync, readdirSync, realpa
 import { dirname, join, relative } from 'node:path';
 import { hfFeatures, type RecordSchema, tokenColumn, withTokenCounts } from '../schemas/schema.js';
 import { huggingfaceMetadata } from './hf_features.js';
+import { NearDedup, type NearDedupOptions } from './near_dedup.js';
 import {
   DEFAULT_PAGE_SIZE,
   DEFAULT_ROW_GROUP_BYTES,
@@ -17,7 +18,6 @@ import {
   schemaHash,
   type WrittenFile,
 } from './parquet/writer.js';
-import { NearDedup, type NearDedupOptions } from './near_dedup.js';
 import { rowText } from './row_text.js';
 import { SpilledConfig, timingFields } from './spill.js';
 import { loadTokenizer, type TokenCounter, withRowTokens } from './tokens.js';
@@ -65,7 +65,17 @@ export interface DatasetOptions {
 /** The dataset layout knobs the CLI exposes. */
 export type DatasetLayout = Pick<
   DatasetOptions,
-  'shardBytes' | 'numShards' | 'shardMultiple' | 'rowGroupRows' | 'rowGroupBytes' | 'shuffle' | 'shuffleSeed' | 'maxRowBytes' | 'tokenizer' | 'maxRowTokens' | 'nearDedup'
+  | 'shardBytes'
+  | 'numShards'
+  | 'shardMultiple'
+  | 'rowGroupRows'
+  | 'rowGroupBytes'
+  | 'shuffle'
+  | 'shuffleSeed'
+  | 'maxRowBytes'
+  | 'tokenizer'
+  | 'maxRowTokens'
+  | 'nearDedup'
 >;
 
 export const DEFAULT_SHARD_BYTES = 500_000_000;
@@ -183,7 +193,8 @@ async function writeConfig(root: string, source: ConfigSource, opts: DatasetOpti
     const near = opts.nearDedup?.configs.includes(schema.name) ? new NearDedup(opts.nearDedup) : null;
     const add = (raw: Record<string, unknown>) => {
       const { row, total } = withRowTokens(schema, raw, tokenizer);
-      if (maxTokens !== undefined && total > maxTokens) spilled.reject('tokens', `row of ${total} ${tokenizer!.name} tokens is over the ${maxTokens}-token cap`);
+      if (maxTokens !== undefined && total > maxTokens)
+        spilled.reject('tokens', `row of ${total} ${tokenizer!.name} tokens is over the ${maxTokens}-token cap`);
       else if (!near?.isDuplicate(rowText(schema, row))) spilled.add(row);
     };
     const rows = source.rows;

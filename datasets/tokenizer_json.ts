@@ -9,7 +9,6 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { basename } from 'node:path';
 import { BytePairEncodingCore } from 'gpt-tokenizer/BytePairEncodingCore';
-import type { TokenCounter } from './tokens.js';
 
 /** GPT-2's pattern, which a ByteLevel pre-tokenizer with use_regex applies. */
 const GPT2_SPLIT = String.raw`'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`;
@@ -38,10 +37,14 @@ function unicodeToByte(): Map<string, number> {
 
 /** JavaScript's RegExp lacks `(?i:...)` before Node 23: spell a case-insensitive group out. */
 function jsPattern(pattern: string): string {
-  return pattern.replace(/\(\?i:((?:[^()\\]|\\.)*)\)/g, (_, body: string) => `(?:${body.replace(/[a-zA-Z]/g, (c) => `[${c.toLowerCase()}${c.toUpperCase()}]`)})`);
+  return pattern.replace(
+    /\(\?i:((?:[^()\\]|\\.)*)\)/g,
+    (_, body: string) => `(?:${body.replace(/[a-zA-Z]/g, (c) => `[${c.toLowerCase()}${c.toUpperCase()}]`)})`,
+  );
 }
 
-export function tokenizerFromJson(file: string): TokenCounter {
+/** A TokenCounter (tokens.ts, which loads this file: the type is spelled out to avoid a cycle). */
+export function tokenizerFromJson(file: string): { name: string; source: string; count(text: string): number } {
   const fail = (why: string): never => {
     throw new Error(`${file}: ${why}`);
   };

@@ -105,7 +105,15 @@ describe('near-duplicate removal (MinHash-LSH)', () => {
     const removed = rows.length - expectedKept.length;
     expect(removed).toBeGreaterThanOrEqual(files.length / 2);
     expect(m.configs.traces).toMatchObject({ rows: expectedKept.length, near_duplicates_removed: removed });
-    expect(m.near_dedup).toEqual({ threshold: 0.8, shingleSize: 5, permutations: 128, seed: 3, configs: ['traces', 'trajectories'], bands: 11, rows_per_band: 11 });
+    expect(m.near_dedup).toEqual({
+      threshold: 0.8,
+      shingleSize: 5,
+      permutations: 128,
+      seed: 3,
+      configs: ['traces', 'trajectories'],
+      bands: 11,
+      rows_per_band: 11,
+    });
     const ids = await sql<{ node_id: string }>(`select node_id from '${dir}/traces/data/*.parquet' order by node_id`);
     expect(ids.map((r) => r.node_id)).toEqual(expectedKept.map((r) => r.node_id).sort());
     expect(readFileSync(join(dir, 'README.md'), 'utf8')).toContain(`traces: ${removed} removed`);

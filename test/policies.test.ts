@@ -10,15 +10,14 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { readRows } from '../datasets/reader.js';
-import { type EnvLimits, TOOL_SPECS } from '../pipeline/agent/agent_env.js';
-import type { GradeEnv } from '../pipeline/agent/grading.js';
+import { TOOL_SPECS } from '../pipeline/agent/agent_env.js';
 import { openaiPolicy, type RetryInfo } from '../pipeline/agent/policies/openai.js';
 import { compareObservations, defaultNormalize, replayBudgets, replayPolicy } from '../pipeline/agent/policies/replay.js';
 import { type ChatMessage, hunksOf } from '../pipeline/agent/policy.js';
 import { type Budgets, rollout } from '../pipeline/agent/rollout.js';
-import { DEFAULTS } from '../pipeline/runtime/options.js';
 import type { TaskRecord } from '../schemas/tasks.js';
 import type { TrajectoryRecord } from '../schemas/trajectories.js';
+import { gradeEnvs, runEnvFor, TEST_LIMITS } from './fixtures/rollout_env.js';
 import { call, completion, error, type Reply, type ScriptedMessage, ScriptedServer, type SeenRequest } from './fixtures/scripted_openai.js';
 import { cli, tempDir } from './helpers.js';
 
@@ -214,6 +213,12 @@ describe('the replay policy (comparison logic)', () => {
     max_turns: 7,
     max_tokens: 100,
     max_wall_seconds: 60,
+    image_id: 'sha256:img',
+    tool_versions: 'worldline 0.1.0; agent_tools 000000000000',
+    seed: 0,
+    replay_of: null,
+    replay_exact: null,
+    replay_diffs: [],
   });
 
   it('replays assistant turns verbatim, compares the observations it sees, and stops at the first difference when asked', async () => {
@@ -265,18 +270,10 @@ describe('the replay policy (comparison logic)', () => {
 describe('openai and replay policies on a real mutation task, through the real tools', () => {
   let out: string;
   let task: TaskRecord;
-  const limits: EnvLimits = { memoryMb: 1024, cpus: 1, pids: 256, bashTimeoutS: 60, outputCap: 20_000 };
-  const runEnv = { PYTHONPATH: '', PYTHONDONTWRITEBYTECODE: '1', TZ: 'UTC' };
+  const limits = TEST_LIMITS;
+  const runEnv = runEnvFor(false);
   const budgets: Budgets = { maxTurns: 20, maxTokens: 1_000_000, maxWallS: 600 };
-  let grades = 0;
-  const gradeEnv = (): GradeEnv => ({
-    options: { ...DEFAULTS, out },
-    srcLayout: false,
-    vars: {},
-    pytestArgs: [],
-    hasTimeoutPlugin: true,
-    work: join(out, 'work', 'grade-policies', String(grades++)),
-  });
+  const gradeEnv = gradeEnvs(() => out, false, 'grade-policies');
   let recorded: TrajectoryRecord;
   const servers: ScriptedServer[] = [];
 

@@ -11,12 +11,10 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { packageRoot } from '../core/package.js';
 import { readRows } from '../datasets/reader.js';
-import type { EnvLimits } from '../pipeline/agent/agent_env.js';
-import type { GradeEnv } from '../pipeline/agent/grading.js';
 import type { Policy, PolicyTurn } from '../pipeline/agent/policy.js';
 import { type Budgets, rollout } from '../pipeline/agent/rollout.js';
-import { DEFAULTS } from '../pipeline/runtime/options.js';
 import type { TaskRecord } from '../schemas/tasks.js';
+import { gradeEnvs, runEnvFor, TEST_LIMITS } from './fixtures/rollout_env.js';
 import { call, completion, ScriptedServer } from './fixtures/scripted_openai.js';
 import { cli, sql, tempDir } from './helpers.js';
 
@@ -40,18 +38,12 @@ function scripted(turns: (k: number) => { name: string; args: unknown }, tokens 
 describe('rollout budgets, the create tool and unresolved trajectories', () => {
   let out: string;
   let task: TaskRecord;
-  const server = new ScriptedServer((i) => completion(i, { content: 'Looking around.', tool_calls: [call(`c${i}`, 'bash', { command: 'ls' })] }, { prompt_tokens: 50, completion_tokens: 5 }));
-  const limits: EnvLimits = { memoryMb: 1024, cpus: 1, pids: 256, bashTimeoutS: 60, outputCap: 20_000 };
-  const runEnv = { PYTHONPATH: '/repo/src', PYTHONDONTWRITEBYTECODE: '1', TZ: 'UTC' };
-  let grades = 0;
-  const gradeEnv = (): GradeEnv => ({
-    options: { ...DEFAULTS, out },
-    srcLayout: true,
-    vars: {},
-    pytestArgs: [],
-    hasTimeoutPlugin: true,
-    work: join(out, 'work', 'grade-paths', String(grades++)),
-  });
+  const server = new ScriptedServer((i) =>
+    completion(i, { content: 'Looking around.', tool_calls: [call(`c${i}`, 'bash', { command: 'ls' })] }, { prompt_tokens: 50, completion_tokens: 5 }),
+  );
+  const limits = TEST_LIMITS;
+  const runEnv = runEnvFor(true);
+  const gradeEnv = gradeEnvs(() => out, true, 'grade-paths');
 
   beforeAll(async () => {
     const baseURL = await server.start();
@@ -95,11 +87,31 @@ describe('rollout budgets, the create tool and unresolved trajectories', () => {
   it('a model that never submits ends at the turn budget, and its unresolved trajectory is in the dataset with reward 0', async () => {
     // Exactly three model calls: the budget, not the script, ended the rollout.
     expect(server.requests).toHaveLength(3);
-    const rows = await sql<{ task_id: string; policy: string; exit_status: string; turns: number; resolved: boolean; reward: number; submission: string | null; steps: bigint; prompt_tokens: bigint }>(
+    const rows = await sql<{
+      task_id: string;
+      policy: string;
+      exit_status: string;
+      turns: number;
+      resolved: boolean;
+      reward: number;
+      submission: string | null;
+      steps: bigint;
+      prompt_tokens: bigint;
+    }>(
       `select task_id, policy, exit_status, turns, resolved, reward, submission, len(steps) as steps, prompt_tokens from '${out}/dataset/trajectories/data/*.parquet'`,
     );
     expect(rows).toEqual([
-      { task_id: task.instance_id, policy: 'openai', exit_status: 'max_turns', turns: 3, resolved: false, reward: 0, submission: null, steps: 3n, prompt_tokens: 150n },
+      {
+        task_id: task.instance_id,
+        policy: 'openai',
+        exit_status: 'max_turns',
+        turns: 3,
+        resolved: false,
+        reward: 0,
+        submission: null,
+        steps: 3n,
+        prompt_tokens: 150n,
+      },
     ]);
   });
 
@@ -160,7 +172,22 @@ describe("validate's per-test timeout", () => {
     const out = join(dir, 'out');
     const manifest = join(dir, 'manifest.jsonl');
     writeFileSync(manifest, `${JSON.stringify({ repo: join(packageRoot, 'examples', 'repos', 'hangs') })}\n`);
-    const res = await cli(['run', '--manifest', manifest, '--out', out, '--stages', 'clone,build,validate,shard', '--validate-runs', '1', '--test-timeout', '3', '--suite-timeout', '300', '--json']);
+    const res = await cli([
+      'run',
+      '--manifest',
+      manifest,
+      '--out',
+      out,
+      '--stages',
+      'clone,build,validate,shard',
+      '--validate-runs',
+      '1',
+      '--test-timeout',
+      '3',
+      '--suite-timeout',
+      '300',
+      '--json',
+    ]);
     expect(res.code, res.stderr).toBe(0);
     const run = JSON.parse(res.stdout) as { units: { status: string }[] };
     expect(run.units.map((u) => u.status)).toEqual(['ok']);

@@ -99,7 +99,18 @@ describe('token counts', () => {
   it('audits tokens per config, repository and kind, with the largest repository share', async () => {
     const res = await cli(['audit', dir, '--json']);
     expect(res.code, res.stderr).toBe(0);
-    const audit = JSON.parse(res.stdout) as { tokens: { tokenizer: string; configs: { config: string; tokens: number; by_repo: { repo: string; tokens: number; share: number }[]; top_repo_share: number; by_kind: { kind: string; tokens: number }[] }[] } };
+    const audit = JSON.parse(res.stdout) as {
+      tokens: {
+        tokenizer: string;
+        configs: {
+          config: string;
+          tokens: number;
+          by_repo: { repo: string; tokens: number; share: number }[];
+          top_repo_share: number;
+          by_kind: { kind: string; tokens: number }[];
+        }[];
+      };
+    };
     expect(audit.tokens.tokenizer).toBe('o200k_base (gpt-tokenizer@4.0.0)');
     expect(audit.tokens.configs.map((c) => c.config)).toEqual(['traces', 'tasks', 'trajectories']);
     const traces = audit.tokens.configs.find((c) => c.config === 'traces')!;
@@ -110,11 +121,18 @@ describe('token counts', () => {
     expect(traces.top_repo_share).toBeCloseTo(expected[0][1] / traces.tokens, 12);
     // Kinds of trace: suite episodes and those before/after a fix.
     const phase = (p: string) => rows.traces.filter((t) => (t.phase ?? 'suite') === p).reduce((s, t) => s + tok.count(t.text), 0);
-    expect(Object.fromEntries(traces.by_kind.map((k) => [k.kind, k.tokens]))).toEqual({ suite: phase('suite'), before: phase('before'), after: phase('after') });
+    expect(Object.fromEntries(traces.by_kind.map((k) => [k.kind, k.tokens]))).toEqual({
+      suite: phase('suite'),
+      before: phase('before'),
+      after: phase('after'),
+    });
     const tasks = audit.tokens.configs.find((c) => c.config === 'tasks')!;
     const kindTokens = (k: string) =>
       rows.tasks.filter((t) => t.kind === k).reduce((s, t) => s + tok.count(t.problem_statement) + tok.count(t.patch) + tok.count(t.test_patch), 0);
-    expect(Object.fromEntries(tasks.by_kind.map((k) => [k.kind, k.tokens]))).toEqual({ issue_fix: kindTokens('issue_fix'), mutation_fix: kindTokens('mutation_fix') });
+    expect(Object.fromEntries(tasks.by_kind.map((k) => [k.kind, k.tokens]))).toEqual({
+      issue_fix: kindTokens('issue_fix'),
+      mutation_fix: kindTokens('mutation_fix'),
+    });
     const text = await cli(['audit', dir]);
     expect(text.stdout).toMatch(/== tokens ==\ntokenizer: o200k_base \(gpt-tokenizer@4\.0\.0\)/);
   });
