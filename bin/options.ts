@@ -12,8 +12,8 @@ import type { Argv } from 'yargs';
 import type { DatasetLayout } from '../datasets/dataset_writer.js';
 import { DEFAULT_SHARD_BYTES } from '../datasets/dataset_writer.js';
 import { DEFAULT_ISSUE_FIX_SHARE } from '../datasets/mix.js';
-import { DEFAULT_ROW_GROUP_ROWS } from '../datasets/parquet/writer.js';
 import { NEAR_DEDUP_DEFAULTS } from '../datasets/near_dedup.js';
+import { DEFAULT_ROW_GROUP_ROWS } from '../datasets/parquet/writer.js';
 import { DEFAULT_TOKENIZER, TOKENIZERS } from '../datasets/tokens.js';
 import { UsageError } from '../pipeline/run.js';
 import { DEFAULTS, type PipelineOptions } from '../pipeline/runtime/options.js';
@@ -116,7 +116,11 @@ export const layoutOptions = <T>(y: Argv<T>) =>
     })
     .option('max-row-tokens', { type: 'number', describe: 'shard: rows whose text holds more tokens than this are rejected and counted' })
     .option('near-dedup', { type: 'boolean', default: false, describe: 'shard: remove near-duplicate traces and trajectories (MinHash-LSH over their text)' })
-    .option('near-dedup-threshold', { type: 'number', default: NEAR_DEDUP_DEFAULTS.threshold, describe: 'shard: estimated Jaccard similarity that counts as a near duplicate' })
+    .option('near-dedup-threshold', {
+      type: 'number',
+      default: NEAR_DEDUP_DEFAULTS.threshold,
+      describe: 'shard: estimated Jaccard similarity that counts as a near duplicate',
+    })
     .option('shingle-size', { type: 'number', default: NEAR_DEDUP_DEFAULTS.shingleSize, describe: 'shard: words per shingle for --near-dedup' })
     .option('near-dedup-seed', { type: 'number', default: NEAR_DEDUP_DEFAULTS.seed, describe: "shard: seed of --near-dedup's MinHash permutations" })
     .option('issue-fix-share', {
