@@ -234,6 +234,12 @@ function trajectoryRow(i: number): TrajectoryRecord {
     max_turns: 30,
     max_tokens: 200000,
     max_wall_seconds: 3600,
+    image_id: `sha256:${task.repo}`,
+    tool_versions: 'worldline 0.1.0; agent_tools 000000000000',
+    seed: 0,
+    replay_of: null,
+    replay_exact: null,
+    replay_diffs: [],
   };
 }
 

@@ -30,6 +30,7 @@ import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, stat
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DuckDBInstance } from '@duckdb/node-api';
+import { mulberry32 as nextUint32 } from '../core/prng.js';
 import { writeDataset } from '../datasets/dataset_writer.js';
 import { ensureZstd, ParquetFileWriter, ZSTD_LEVEL } from '../datasets/parquet/writer.js';
 import { defineSchema, int64, list, string } from '../schemas/schema.js';
@@ -62,15 +63,10 @@ const DUCK_COLUMNS =
 
 // ---- deterministic records ----
 
+/** Floats in [0, 1) from the shared seeded PRNG. */
 function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const next = nextUint32(seed);
+  return () => next() / 4294967296;
 }
 
 const REPOS = ['toolz', 'h11', 'isodate', 'hyperlink', 'attrs', 'more-itertools', 'six', 'idna'];

@@ -14,7 +14,9 @@ import type { ContentPolicy } from '../datasets/content_policy.js';
 import type { DatasetLayout } from '../datasets/dataset_writer.js';
 import { DEFAULT_SHARD_BYTES } from '../datasets/dataset_writer.js';
 import { DEFAULT_ISSUE_FIX_SHARE } from '../datasets/mix.js';
+import { NEAR_DEDUP_DEFAULTS } from '../datasets/near_dedup.js';
 import { DEFAULT_ROW_GROUP_ROWS } from '../datasets/parquet/writer.js';
+import { DEFAULT_TOKENIZER, TOKENIZERS } from '../datasets/tokens.js';
 import { UsageError } from '../pipeline/run.js';
 import { DEFAULTS, type PipelineOptions, type TraceCaps } from '../pipeline/runtime/options.js';
 import { readIssueExport } from '../pipeline/tasks/issue_export.js';
@@ -89,6 +91,12 @@ export type LayoutArgs = {
   shuffle: boolean;
   'shuffle-seed': number;
   'max-row-bytes'?: number;
+  tokenizer: string;
+  'max-row-tokens'?: number;
+  'near-dedup': boolean;
+  'near-dedup-threshold': number;
+  'shingle-size': number;
+  'near-dedup-seed': number;
   'issue-fix-share': number;
   licenses: string[];
   redact: boolean;
@@ -106,6 +114,20 @@ export const layoutOptions = <T>(y: Argv<T>) =>
     .option('shuffle', { type: 'boolean', default: true, describe: 'shard: seeded global shuffle across repositories (--no-shuffle keeps order)' })
     .option('shuffle-seed', { type: 'number', default: 0, describe: 'shard: the shuffle seed' })
     .option('max-row-bytes', { type: 'number', describe: 'shard: rows larger than this are rejected and counted (default 2 MB)' })
+    .option('tokenizer', {
+      type: 'string',
+      default: DEFAULT_TOKENIZER,
+      describe: `shard: count each text column's tokens into <column>_tokens with ${TOKENIZERS.join(', ')}, a byte-level BPE tokenizer.json, or none`,
+    })
+    .option('max-row-tokens', { type: 'number', describe: 'shard: rows whose text holds more tokens than this are rejected and counted' })
+    .option('near-dedup', { type: 'boolean', default: false, describe: 'shard: remove near-duplicate traces and trajectories (MinHash-LSH over their text)' })
+    .option('near-dedup-threshold', {
+      type: 'number',
+      default: NEAR_DEDUP_DEFAULTS.threshold,
+      describe: 'shard: estimated Jaccard similarity that counts as a near duplicate',
+    })
+    .option('shingle-size', { type: 'number', default: NEAR_DEDUP_DEFAULTS.shingleSize, describe: 'shard: words per shingle for --near-dedup' })
+    .option('near-dedup-seed', { type: 'number', default: NEAR_DEDUP_DEFAULTS.seed, describe: "shard: seed of --near-dedup's MinHash permutations" })
     .option('issue-fix-share', {
       type: 'number',
       default: DEFAULT_ISSUE_FIX_SHARE,
@@ -136,6 +158,14 @@ export const layoutOptions = <T>(y: Argv<T>) =>
       positiveInt('--row-group-rows', a['row-group-rows']);
       positiveInt('--row-group-bytes', a['row-group-bytes']);
       positiveInt('max-row-bytes', a['max-row-bytes']);
+      positiveInt('--max-row-tokens', a['max-row-tokens']);
+      const tok = a.tokenizer;
+      if (tok !== 'none' && !(TOKENIZERS as readonly string[]).includes(tok) && !(tok.endsWith('.json') && existsSync(tok)))
+        throw new UsageError(`--tokenizer ${tok}: not one of ${TOKENIZERS.join(', ')}, none, or an existing tokenizer.json`);
+      positiveInt('--shingle-size', a['shingle-size']);
+      if (!(a['near-dedup-threshold'] > 0 && a['near-dedup-threshold'] < 1))
+        throw new UsageError(`--near-dedup-threshold must be between 0 and 1 (got ${a['near-dedup-threshold']})`);
+      if (a['max-row-tokens'] !== undefined && a.tokenizer === 'none') throw new UsageError('--max-row-tokens needs a tokenizer (not --tokenizer none)');
       share('--issue-fix-share', a['issue-fix-share']);
       return true;
     });
@@ -155,6 +185,11 @@ export function toLayout(a: LayoutArgs): DatasetLayout {
     shuffle: a.shuffle,
     shuffleSeed: a['shuffle-seed'],
     maxRowBytes: a['max-row-bytes'],
+    tokenizer: a.tokenizer === 'none' ? undefined : a.tokenizer.endsWith('.json') ? resolve(a.tokenizer) : a.tokenizer,
+    maxRowTokens: a['max-row-tokens'],
+    nearDedup: a['near-dedup']
+      ? { configs: ['traces', 'trajectories'], threshold: a['near-dedup-threshold'], shingleSize: a['shingle-size'], seed: a['near-dedup-seed'] }
+      : undefined,
   };
 }
 

@@ -10,6 +10,7 @@ import type { DuckDBConnection } from '@duckdb/node-api';
 import { SCHEMAS } from '../schemas/index.js';
 import type { Field } from '../schemas/schema.js';
 import type { ContentSummary } from './dataset_writer.js';
+import { type TokenAudit, tokenAudit } from './audit_tokens.js';
 import { sqlString, withDuckDB } from './duckdb.js';
 import { DEFAULT_ISSUE_FIX_SHARE, MIX_TOLERANCE } from './mix.js';
 import { plain, readManifestJson } from './reader.js';
@@ -91,6 +92,8 @@ export interface AuditReport {
     turns: Distribution;
     /** prompt + completion tokens per trajectory. */
     tokens: Distribution;
+    /** Replays (policy replay): how many reproduced their recording exactly (observations, image, tools, seed). */
+    replay: { trajectories: number; exact: number; share: number | null };
   };
   traces: {
     episodes: number;
@@ -159,6 +162,10 @@ export interface AuditReport {
    * was recorded), with the excluded units counted from the repos config.
    */
   content: (ContentSummary & { excluded_units: { reason: string; units: number }[] }) | null;
+  /** Rows the writer removed as near duplicates (MinHash-LSH, manifest.json), per config; null when it did not look. */
+  near_duplicates: { threshold: number; shingle_size: number; removed: Record<string, number> } | null;
+  /** Tokens per config, repository and kind, from the `<column>_tokens` columns. */
+  tokens: TokenAudit;
   /** The run's ledger, when the dataset sits in its output folder; null otherwise. */
   run: {
     out: string;
@@ -333,6 +340,9 @@ export async function auditDataset(datasetDirArg: string, opts: AuditOptions = {
       exit_status: await rows(`select exit_status, count(*)::bigint as count from trajectories group by exit_status order by count desc, exit_status`),
       turns: await distribution(rows, 'trajectories', 'turns'),
       tokens: await distribution(rows, 'trajectories', '(prompt_tokens + completion_tokens)'),
+      replay: await rows<{ trajectories: number; exact: number }>(
+        `select count(*)::bigint as trajectories, count(*) filter (where replay_exact)::bigint as exact from trajectories where replay_of is not null`,
+      ).then(([r]) => ({ ...r, share: ratio(r.exact, r.trajectories) })),
     };
 
     // ---- traces ----
@@ -466,6 +476,14 @@ export async function auditDataset(datasetDirArg: string, opts: AuditOptions = {
       dominance,
       units,
       content,
+      near_duplicates: manifest.near_dedup
+        ? {
+            threshold: manifest.near_dedup.threshold,
+            shingle_size: manifest.near_dedup.shingleSize,
+            removed: Object.fromEntries(manifest.near_dedup.configs.map((c) => [c, manifest.configs[c]?.near_duplicates_removed ?? 0])),
+          }
+        : null,
+      tokens: await tokenAudit(rows, manifest, topK),
       run: opts.runStatus ? runHealth(opts.runStatus) : null,
     };
   });

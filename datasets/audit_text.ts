@@ -126,6 +126,8 @@ export function formatAudit(r: AuditReport): string {
       distribution('turns', o.turns),
       '',
       distribution('tokens (prompt + completion)', o.tokens),
+      '',
+      o.replay.trajectories ? `replays: ${o.replay.exact} of ${o.replay.trajectories} exactly as recorded (${pct(o.replay.share)})` : 'replays: none',
     ),
     '',
     section(
@@ -215,6 +217,37 @@ export function formatAudit(r: AuditReport): string {
     ),
     '',
     section('content safety', ...contentLines(r.content)),
+    '',
+    section(
+      'near duplicates',
+      r.near_duplicates
+        ? `removed (MinHash-LSH, Jaccard >= ${r.near_duplicates.threshold}, ${r.near_duplicates.shingle_size}-word shingles): ${Object.entries(
+            r.near_duplicates.removed,
+          )
+            .map(([c, n]) => `${c} ${n}`)
+            .join(', ')}`
+        : 'not removed (the dataset was written without --near-dedup)',
+    ),
+    '',
+    section(
+      'tokens',
+      r.tokens.tokenizer
+        ? [
+            `tokenizer: ${r.tokens.tokenizer}${r.tokens.max_row_tokens === null ? '' : `, rows over ${r.tokens.max_row_tokens} tokens rejected`}`,
+            table([
+              ['config', 'tokens', 'rejected rows', 'top repo share', 'by kind', 'largest'],
+              ...r.tokens.configs.map((c) => [
+                c.config,
+                c.tokens,
+                c.rows_rejected,
+                pct(c.top_repo_share),
+                c.by_kind.map((k) => `${k.kind} ${k.tokens}`).join(', ') || '-',
+                c.by_repo.map((x) => `${x.repo} ${pct(x.share)}`).join(', '),
+              ]),
+            ]),
+          ].join('\n')
+        : 'no token counts (the dataset was written without a tokenizer)',
+    ),
     '',
     section(
       'run health',

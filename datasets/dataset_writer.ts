@@ -6,9 +6,10 @@
 import { createHash } from 'node:crypto';
 import { createReadStream, existsSync, lstatSync, mkdirSync, readdirSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
-import { hfFeatures, type RecordSchema } from '../schemas/schema.js';
+import { hfFeatures, type RecordSchema, tokenColumn, withTokenCounts } from '../schemas/schema.js';
 import type { ExclusionSummary } from './content_policy.js';
 import { huggingfaceMetadata } from './hf_features.js';
+import { NearDedup, type NearDedupOptions } from './near_dedup.js';
 import {
   DEFAULT_PAGE_SIZE,
   DEFAULT_ROW_GROUP_BYTES,
@@ -19,7 +20,9 @@ import {
   type WrittenFile,
 } from './parquet/writer.js';
 import type { RedactionSummary } from './redact.js';
+import { rowText } from './row_text.js';
 import { SpilledConfig, timingFields } from './spill.js';
+import { loadTokenizer, type TokenCounter, withRowTokens } from './tokens.js';
 
 export interface ConfigSource {
   schema: RecordSchema;
@@ -49,6 +52,12 @@ export interface DatasetOptions {
    * documents as timings ("(timing)" in the field's doc).
    */
   ignoreFields?: Record<string, string[]>;
+  /** Count each text column's tokens with this tokenizer (datasets/tokens.ts) into `<column>_tokens`; none when unset. */
+  tokenizer?: string;
+  /** Rows whose text columns hold more tokens than this (under `tokenizer`) are rejected and counted. */
+  maxRowTokens?: number;
+  /** Near-duplicate removal (near_dedup.ts) over the text columns of the named configs; none when unset. */
+  nearDedup?: NearDedupOptions & { configs: string[] };
   /** Free-form provenance for the card and manifest (never inside shards). */
   provenance?: Record<string, unknown>;
   /** License mix of the source repositories, for the card. */
@@ -67,7 +76,17 @@ export interface ContentSummary {
 /** The dataset layout knobs the CLI exposes. */
 export type DatasetLayout = Pick<
   DatasetOptions,
-  'shardBytes' | 'numShards' | 'shardMultiple' | 'rowGroupRows' | 'rowGroupBytes' | 'shuffle' | 'shuffleSeed' | 'maxRowBytes'
+  | 'shardBytes'
+  | 'numShards'
+  | 'shardMultiple'
+  | 'rowGroupRows'
+  | 'rowGroupBytes'
+  | 'shuffle'
+  | 'shuffleSeed'
+  | 'maxRowBytes'
+  | 'tokenizer'
+  | 'maxRowTokens'
+  | 'nearDedup'
 >;
 
 export const DEFAULT_SHARD_BYTES = 500_000_000;
@@ -98,6 +117,12 @@ export interface ConfigSummary {
   rows_rejected_invalid: number;
   /** Fields left out of the dedup content hash. */
   dedup_ignores: string[];
+  /** Rows whose text is a near duplicate of an earlier row's (manifest `near_dedup`), never written. */
+  near_duplicates_removed?: number;
+  /** Rows over `max_row_tokens`, never written. */
+  rows_rejected_tokens?: number;
+  /** Tokens of the rows written, per text column (under the manifest's tokenizer); absent without one. */
+  tokens?: Record<string, number>;
 }
 
 export interface DatasetManifest {
@@ -106,7 +131,11 @@ export interface DatasetManifest {
   configs: Record<string, ConfigSummary>;
   shards: ShardEntry[];
   /** The first few rejections per config, with the field and the reason. */
-  rejected: { config: string; kind: 'invalid' | 'oversize'; reason: string }[];
+  rejected: { config: string; kind: 'invalid' | 'oversize' | 'tokens'; reason: string }[];
+  /** The tokenizer the `<column>_tokens` columns were counted with; absent when none was. */
+  tokenizer?: { name: string; source: string; max_row_tokens: number | null };
+  /** How near duplicates were found (MinHash-LSH) and in which configs; absent when not asked for. */
+  near_dedup?: Required<NearDedupOptions> & { configs: string[]; bands: number; rows_per_band: number };
   layout: {
     shuffle: boolean;
     shuffle_seed: number | null;
@@ -153,14 +182,16 @@ export function shardCount(rows: number, bytes: number, opts: DatasetOptions): n
 interface ConfigResult {
   files: WrittenFile[];
   spilled: SpilledConfig;
+  tokens: Record<string, number>;
+  near: NearDedup | null;
 }
 
 /**
  * Two passes over one config: spill (validate, cap, key, shuffle buckets), then write the kept
  * rows into a shard count known in advance, rows balanced across shards (they differ by at most one).
  */
-async function writeConfig(root: string, source: ConfigSource, opts: DatasetOptions): Promise<ConfigResult> {
-  const schema = source.schema;
+async function writeConfig(root: string, source: ConfigSource, opts: DatasetOptions, tokenizer: TokenCounter | null): Promise<ConfigResult> {
+  const schema = tokenizer ? withTokenCounts(source.schema, tokenizer.name) : source.schema;
   const dir = join(root, schema.name, 'data');
   mkdirSync(dir, { recursive: true });
   const spilled = new SpilledConfig(schema, {
@@ -171,13 +202,23 @@ async function writeConfig(root: string, source: ConfigSource, opts: DatasetOpti
     dir: join(root, '.spill', schema.name),
   });
   try {
+    const maxTokens = opts.maxRowTokens;
+    const near = opts.nearDedup?.configs.includes(schema.name) ? new NearDedup(opts.nearDedup) : null;
+    const add = (raw: Record<string, unknown>) => {
+      const { row, total } = withRowTokens(schema, raw, tokenizer);
+      if (maxTokens !== undefined && total > maxTokens)
+        spilled.reject('tokens', `row of ${total} ${tokenizer!.name} tokens is over the ${maxTokens}-token cap`);
+      else if (!near?.isDuplicate(rowText(schema, row))) spilled.add(row);
+    };
     const rows = source.rows;
-    if (Symbol.asyncIterator in rows) for await (const row of rows) spilled.add(row);
-    else for (const row of rows) spilled.add(row);
+    if (Symbol.asyncIterator in rows) for await (const row of rows) add(row);
+    else for (const row of rows) add(row);
     spilled.count();
     const n = shardCount(spilled.rows, spilled.bytes, opts);
     const metadata = { huggingface: huggingfaceMetadata(schema) };
     const files: WrittenFile[] = [];
+    const tokenColumns = tokenizer ? (schema.text ?? []).map((c) => [c, tokenColumn(c)] as const) : [];
+    const tokens: Record<string, number> = Object.fromEntries(tokenColumns.map(([c]) => [c, 0]));
     const it = spilled.emit();
     // Fault injection for tests: die mid-shard, as a machine losing power would.
     const killAfter = Number(process.env.WORLDLINE_FAULT_KILL_AFTER_ROWS ?? NaN);
@@ -190,13 +231,14 @@ async function writeConfig(root: string, source: ConfigSource, opts: DatasetOpti
         const next = it.next();
         if (next.done) throw new Error(`${schema.name}: the spill ended after ${written} of ${spilled.rows} rows`);
         writer.writeValidated(next.value.row, next.value.size);
+        for (const [c, col] of tokenColumns) tokens[c] += (next.value.row[col] as number | null) ?? 0;
         if (++written === killAfter) process.kill(process.pid, 'SIGKILL');
       }
       const file = writer.close();
       renameSync(file.path, path);
       files.push({ ...file, path });
     }
-    return { files, spilled };
+    return { files, spilled, tokens, near };
   } finally {
     spilled.cleanup();
   }
@@ -239,6 +281,7 @@ function toYaml(value: unknown, indent = ''): string {
 
 function processing(manifest: DatasetManifest): string[] {
   const l = manifest.layout;
+  const n = manifest.near_dedup;
   const out = [
     l.shuffle
       ? `- Rows are globally shuffled across repositories (seed ${l.shuffle_seed}): each config is ordered by a seeded hash of its rows' content, so no shard holds one repository and the same rows give the same shards.`
@@ -246,6 +289,11 @@ function processing(manifest: DatasetManifest): string[] {
     "- Exact duplicates are removed within each config by a hash of the row's content, timing fields aside (`duplicates removed` above; `dedup_ignores` in manifest.json names the fields left out).",
     `- Rows over ${l.max_row_bytes} bytes (estimated, uncompressed) and records that fail schema validation are rejected and counted, never written; manifest.json keeps the first reasons under \`rejected\`.`,
     `- Shards: ${l.num_shards ? `${l.num_shards} per config` : `about ${l.shard_bytes} uncompressed bytes each`}${l.shard_multiple ? `, a multiple of ${l.shard_multiple} per config` : ''}, rows balanced across a config's shards; row groups at most ${l.row_group_rows} rows and about ${l.row_group_bytes} uncompressed bytes; zstd.`,
+    ...(n
+      ? [
+          `- Near duplicates removed in ${n.configs.join(', ')} before the exact dedup: MinHash over ${n.shingleSize}-word shingles of the text columns, ${n.permutations} permutations seeded ${n.seed}, LSH with ${n.bands} bands of ${n.rows_per_band} rows for an estimated Jaccard similarity of ${n.threshold}; the first row of a group is kept (${n.configs.map((c) => `${c}: ${manifest.configs[c]?.near_duplicates_removed ?? 0} removed`).join(', ')}; \`near_duplicates_removed\` in manifest.json).`,
+        ]
+      : []),
     "- Every shard carries `huggingface` schema metadata (Features in the `datasets` >= 4 form, lists as `List`) and `worldline.schema_hash`; a config's shards share one byte-identical schema.",
   ];
   return out;
@@ -286,6 +334,28 @@ function contentSection(c: ContentSummary | undefined): string[] {
   ];
 }
 
+/** Tokens per config and text column, for trainers who budget by tokens. */
+function tokenSection(manifest: DatasetManifest, schemas: RecordSchema[]): string[] {
+  const t = manifest.tokenizer;
+  if (!t) return [];
+  const cap = t.max_row_tokens === null ? '' : ` Rows over ${t.max_row_tokens} tokens were rejected (\`rows_rejected_tokens\` in manifest.json).`;
+  return [
+    '## Tokens',
+    '',
+    `Counted with ${t.name} (${t.source}); each text column's count is in \`<column>_tokens\`.${cap}`,
+    '',
+    '| config | tokens | by column |',
+    '|---|---|---|',
+    ...schemas
+      .filter((s) => manifest.configs[s.name].tokens)
+      .map((s) => {
+        const cols = Object.entries(manifest.configs[s.name].tokens ?? {});
+        return `| ${s.name} | ${cols.reduce((n, [, v]) => n + v, 0)} | ${cols.map(([c, v]) => `${c}: ${v}`).join(', ')} |`;
+      }),
+    '',
+  ];
+}
+
 function card(manifest: DatasetManifest, schemas: RecordSchema[], opts: DatasetOptions): string {
   const front = {
     configs: schemas.map((s, i) => ({
@@ -321,6 +391,7 @@ function card(manifest: DatasetManifest, schemas: RecordSchema[], opts: DatasetO
       return `| ${s.name} | ${c.rows} | ${c.shards} | ${c.duplicates_removed} | ${c.rows_rejected_oversize} | ${c.rows_rejected_invalid} | ${s.doc} |`;
     }),
     '',
+    ...tokenSection(manifest, schemas),
     '## Processing',
     '',
     ...processing(manifest),
@@ -403,10 +474,14 @@ export async function writeDataset(datasetDir: string, sources: ConfigSource[], 
   };
   // Fail on a bad layout before any work, not after the first config's spill.
   shardCount(0, 0, opts);
+  if (opts.maxRowTokens !== undefined && !opts.tokenizer) throw new Error('maxRowTokens needs a tokenizer');
+  const tokenizer = opts.tokenizer ? await loadTokenizer(opts.tokenizer) : null;
+  if (tokenizer) manifest.tokenizer = { name: tokenizer.name, source: tokenizer.source, max_row_tokens: opts.maxRowTokens ?? null };
   for (const source of sources) {
     const name = source.schema.name;
-    const { files, spilled } = await writeConfig(version, source, opts);
-    const hash = schemaHash(source.schema);
+    const { files, spilled, tokens, near } = await writeConfig(version, source, opts, tokenizer);
+    if (near && !manifest.near_dedup) manifest.near_dedup = { ...near.settings, configs: opts.nearDedup!.configs, bands: near.bands, rows_per_band: near.rows };
+    const hash = schemaHash(tokenizer ? withTokenCounts(source.schema, tokenizer.name) : source.schema);
     manifest.configs[name] = {
       rows: files.reduce((s, f) => s + f.rows, 0),
       shards: files.length,
@@ -417,6 +492,8 @@ export async function writeDataset(datasetDir: string, sources: ConfigSource[], 
       rows_rejected_oversize: spilled.oversize,
       rows_rejected_invalid: spilled.invalid,
       dedup_ignores: spilled.settings.ignoreFields,
+      ...(near ? { near_duplicates_removed: near.removed } : {}),
+      ...(tokenizer ? { rows_rejected_tokens: spilled.overTokens, tokens } : {}),
     };
     for (const r of spilled.rejections) manifest.rejected.push({ config: name, ...r });
     for (const f of files) {
@@ -439,7 +516,7 @@ export async function writeDataset(datasetDir: string, sources: ConfigSource[], 
     join(version, 'README.md'),
     card(
       manifest,
-      sources.map((s) => s.schema),
+      sources.map((s) => (tokenizer ? withTokenCounts(s.schema, tokenizer.name) : s.schema)),
       opts,
     ),
   );

@@ -137,6 +137,9 @@ export async function rebalanceDataset(datasetArg: string, outArg: string, targe
     shuffle: l.shuffle,
     shuffleSeed: l.shuffle_seed ?? undefined,
     maxRowBytes: l.max_row_bytes,
+    // The same tokenizer recounts the same counts; without one, the rows lose theirs.
+    tokenizer: manifest.tokenizer?.name,
+    maxRowTokens: manifest.tokenizer?.max_row_tokens ?? undefined,
     licenses: await licenseMix(shardFiles('repos')),
     // Rows were redacted and units excluded when the source was sharded: its counts stay the record.
     content: manifest.content ? () => manifest.content as ContentSummary : undefined,

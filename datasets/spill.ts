@@ -46,7 +46,7 @@ export interface SpillSettings {
 }
 
 export interface Rejection {
-  kind: 'invalid' | 'oversize';
+  kind: 'invalid' | 'oversize' | 'tokens';
   reason: string;
 }
 
@@ -143,6 +143,8 @@ export class SpilledConfig {
   duplicates = 0;
   oversize = 0;
   invalid = 0;
+  /** Rows over the token cap (the writer counts tokens before a row reaches the spill). */
+  overTokens = 0;
   readonly rejections: Rejection[] = [];
 
   private readonly contentFields: string[];
@@ -178,8 +180,9 @@ export class SpilledConfig {
     if (!settings.shuffle) this.seen = new Set();
   }
 
-  private reject(kind: Rejection['kind'], reason: string): void {
+  reject(kind: Rejection['kind'], reason: string): void {
     if (kind === 'invalid') this.invalid++;
+    else if (kind === 'tokens') this.overTokens++;
     else this.oversize++;
     if (this.rejections.length < this.keepReasons) this.rejections.push({ kind, reason });
   }

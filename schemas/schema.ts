@@ -42,12 +42,28 @@ export interface RecordSchema<F extends Fields = Fields> {
   version: number;
   doc: string;
   fields: F;
+  /** The free-text columns a model trains on; a dataset written with a tokenizer counts their tokens. */
+  text?: string[];
 }
 
 export type Infer<S extends RecordSchema> = InferFields<S['fields']>;
 
 export function defineSchema<F extends Fields>(s: RecordSchema<F>): RecordSchema<F> {
   return s;
+}
+
+/** The column holding the token count of text column `name`. */
+export const tokenColumn = (name: string) => `${name}_tokens`;
+
+/**
+ * `s` with one nullable int64 `<column>_tokens` after its fields per text column (null where the
+ * text is null): what a dataset written with a tokenizer stores. Derived, so it cannot drift.
+ */
+export function withTokenCounts(s: RecordSchema, tokenizer: string): RecordSchema {
+  const counts = Object.fromEntries(
+    (s.text ?? []).map((c) => [tokenColumn(c), nullable(int64(`Tokens of ${c} under ${tokenizer} (counted when the dataset was written)`))]),
+  );
+  return { ...s, fields: { ...s.fields, ...counts } };
 }
 
 // ---- Parquet ----

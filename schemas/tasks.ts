@@ -9,6 +9,7 @@ export const tasksSchema = defineSchema({
   name: 'tasks',
   version: 1,
   doc: 'Software-engineering tasks in the repository environments, SWE-bench compatible: issue fixes mined from history and injected-mutation fixes.',
+  text: ['problem_statement', 'patch', 'test_patch'],
   fields: {
     instance_id: string('<repo>.<commit8>.<operator>__<hash> for mutations; <repo>.<commit8>.issue__<hash> for issue fixes'),
     kind: string('issue_fix or mutation_fix'),

@@ -18,6 +18,7 @@ export const tracesSchema = defineSchema({
   name: 'traces',
   version: 3,
   doc: "Function-level execution traces cut from each repository's test runs, in CWM's frame format, with the rendered token text.",
+  text: ['text'],
   fields: {
     unit_id: string('The unit the trace comes from'),
     repo: string('The repository as the manifest names it'),

@@ -22,11 +22,21 @@ export const stepField = struct({
   duration_seconds: float64('Wall time of the action (timing)'),
 });
 
+/** A difference a replay found: a step's observation, or the environment it ran in. */
+export const replayDiffField = struct({
+  step: nullable(int32('The tool step (0-based), or null for a difference of the environment')),
+  what: string('observation, image_id, tool_versions or seed'),
+  action: nullable(string('The recorded action of the step')),
+  recorded: nullable(string('What the recording has (null: it lacks the step)')),
+  observed: nullable(string('What the replay saw (null: it never got there)')),
+});
+
 /** One row per agent rollout on a task, kept whether or not it resolved the task. */
 export const trajectoriesSchema = defineSchema({
   name: 'trajectories',
-  version: 1,
+  version: 2,
   doc: 'Agent rollouts on the tasks inside the repository containers: chat messages, tool steps, the submitted patch and its verified reward.',
+  text: ['messages'],
   fields: {
     trajectory_id: string('Stable id of the rollout'),
     task_id: string('instance_id of the task'),
@@ -47,6 +57,12 @@ export const trajectoriesSchema = defineSchema({
     max_turns: int32('Turn budget'),
     max_tokens: int64('Token budget'),
     max_wall_seconds: float64('Wall-time budget'),
+    image_id: string('The environment image the rollout ran in'),
+    tool_versions: string("Worldline's version and a hash of the agent tools' code the rollout ran with"),
+    seed: int64("The run's forage seed (tasks and mutation sites)"),
+    replay_of: nullable(string('replay: the trajectory_id of the recording replayed')),
+    replay_exact: nullable(bool('replay: every observation (timings and addresses masked), the image, the tools and the seed as recorded')),
+    replay_diffs: list(replayDiffField, 'replay: where the replay differed from its recording (empty otherwise)'),
   },
 });
 

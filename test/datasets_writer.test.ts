@@ -9,6 +9,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pl from 'nodejs-polars';
 import { describe, expect, it } from 'vitest';
+import { mulberry32 as nextUint32 } from '../core/prng.js';
 import { type DatasetManifest, type DatasetOptions, writeDataset } from '../datasets/dataset_writer.js';
 import { hfFeatureDict } from '../datasets/hf_features.js';
 import { SpilledConfig } from '../datasets/spill.js';
@@ -48,15 +49,10 @@ type TraceRow = {
   duration_seconds: number;
 };
 
+/** Floats in [0, 1) from the shared seeded PRNG. */
 function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const next = nextUint32(seed);
+  return () => next() / 4294967296;
 }
 
 /** Row `i` of repository `repo`, with about `bytes` of frame payload. */

@@ -7,110 +7,20 @@
  */
 
 import { writeFileSync } from 'node:fs';
-import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { readRows } from '../datasets/reader.js';
-import { type EnvLimits, TOOL_SPECS } from '../pipeline/agent/agent_env.js';
-import type { GradeEnv } from '../pipeline/agent/grading.js';
+import { TOOL_SPECS } from '../pipeline/agent/agent_env.js';
 import { openaiPolicy, type RetryInfo } from '../pipeline/agent/policies/openai.js';
 import { compareObservations, defaultNormalize, replayBudgets, replayPolicy } from '../pipeline/agent/policies/replay.js';
 import { type ChatMessage, hunksOf } from '../pipeline/agent/policy.js';
 import { type Budgets, rollout } from '../pipeline/agent/rollout.js';
-import { DEFAULTS } from '../pipeline/runtime/options.js';
 import type { TaskRecord } from '../schemas/tasks.js';
 import type { TrajectoryRecord } from '../schemas/trajectories.js';
+import { gradeEnvs, runEnvFor, TEST_LIMITS } from './fixtures/rollout_env.js';
+import { call, completion, error, type Reply, type ScriptedMessage, ScriptedServer, type SeenRequest } from './fixtures/scripted_openai.js';
 import { cli, tempDir } from './helpers.js';
 
-// ---------------------------------------------------------------------------------------------
-// A scripted OpenAI-compatible server.
-
-interface Reply {
-  status?: number;
-  headers?: Record<string, string>;
-  body?: unknown;
-  /** Drop the connection without answering. */
-  hangUp?: boolean;
-  /** Never answer (the client times out). */
-  stall?: boolean;
-}
-
-interface SeenRequest {
-  method: string;
-  url: string;
-  headers: IncomingHttpHeaders;
-  body: Record<string, unknown>;
-}
-
-class ScriptedServer {
-  readonly requests: SeenRequest[] = [];
-  private server: Server | null = null;
-
-  constructor(private readonly script: (index: number, req: SeenRequest) => Reply) {}
-
-  async start(): Promise<string> {
-    this.server = createServer((req, res) => {
-      let raw = '';
-      req.setEncoding('utf8');
-      req.on('data', (d) => (raw += d));
-      req.on('end', () => {
-        let body: Record<string, unknown> = {};
-        try {
-          body = JSON.parse(raw) as Record<string, unknown>;
-        } catch {
-          body = { unparsable: raw };
-        }
-        const seen: SeenRequest = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body };
-        this.requests.push(seen);
-        const reply =
-          req.method === 'POST' && req.url === '/v1/chat/completions'
-            ? this.script(this.requests.length - 1, seen)
-            : { status: 404, body: { error: { message: `no route ${req.method} ${req.url}` } } };
-        if (reply.stall) return;
-        if (reply.hangUp) {
-          req.socket.destroy();
-          return;
-        }
-        res.writeHead(reply.status ?? 200, { 'content-type': 'application/json', ...(reply.headers ?? {}) });
-        res.end(JSON.stringify(reply.body ?? {}));
-      });
-    });
-    await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
-    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/v1`;
-  }
-
-  async close(): Promise<void> {
-    if (!this.server) return;
-    this.server.closeAllConnections();
-    await new Promise<void>((resolve) => this.server!.close(() => resolve()));
-  }
-}
-
-interface ScriptedMessage {
-  content: string | null;
-  tool_calls?: { id?: string; type: 'function'; function: { name: string; arguments: string } }[];
-}
-
-function completion(i: number, message: ScriptedMessage, usage: { prompt_tokens: number; completion_tokens: number }): Reply {
-  return {
-    body: {
-      id: `chatcmpl-${i}`,
-      object: 'chat.completion',
-      created: 1_700_000_000 + i,
-      model: 'scripted-model',
-      choices: [{ index: 0, message: { role: 'assistant', ...message }, logprobs: null, finish_reason: message.tool_calls?.length ? 'tool_calls' : 'stop' }],
-      usage: { ...usage, total_tokens: usage.prompt_tokens + usage.completion_tokens },
-    },
-  };
-}
-
-const call = (id: string, name: string, args: unknown) => ({ id, type: 'function' as const, function: { name, arguments: JSON.stringify(args) } });
-const error = (status: number, message: string, headers: Record<string, string> = {}): Reply => ({
-  status,
-  headers,
-  body: { error: { message, type: 'server_error', code: null } },
-});
 const shq = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 
 // ---------------------------------------------------------------------------------------------
@@ -303,6 +213,12 @@ describe('the replay policy (comparison logic)', () => {
     max_turns: 7,
     max_tokens: 100,
     max_wall_seconds: 60,
+    image_id: 'sha256:img',
+    tool_versions: 'worldline 0.1.0; agent_tools 000000000000',
+    seed: 0,
+    replay_of: null,
+    replay_exact: null,
+    replay_diffs: [],
   });
 
   it('replays assistant turns verbatim, compares the observations it sees, and stops at the first difference when asked', async () => {
@@ -354,18 +270,10 @@ describe('the replay policy (comparison logic)', () => {
 describe('openai and replay policies on a real mutation task, through the real tools', () => {
   let out: string;
   let task: TaskRecord;
-  const limits: EnvLimits = { memoryMb: 1024, cpus: 1, pids: 256, bashTimeoutS: 60, outputCap: 20_000 };
-  const runEnv = { PYTHONPATH: '', PYTHONDONTWRITEBYTECODE: '1', TZ: 'UTC' };
+  const limits = TEST_LIMITS;
+  const runEnv = runEnvFor(false);
   const budgets: Budgets = { maxTurns: 20, maxTokens: 1_000_000, maxWallS: 600 };
-  let grades = 0;
-  const gradeEnv = (): GradeEnv => ({
-    options: { ...DEFAULTS, out },
-    srcLayout: false,
-    vars: {},
-    pytestArgs: [],
-    hasTimeoutPlugin: true,
-    work: join(out, 'work', 'grade-policies', String(grades++)),
-  });
+  const gradeEnv = gradeEnvs(() => out, false, 'grade-policies');
   let recorded: TrajectoryRecord;
   const servers: ScriptedServer[] = [];
 

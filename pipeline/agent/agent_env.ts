@@ -122,8 +122,12 @@ export class AgentEnv {
     return this.session.exec(cmd, timeoutS, this.limits.outputCap);
   }
 
-  /** Executes one tool call; whatever goes wrong becomes the observation. */
-  async call(tc: ToolCall): Promise<Observation> {
+  /**
+   * Executes one tool call; whatever goes wrong becomes the observation. `maxS` caps a bash
+   * call below its own limit: the rollout's wall budget must bound a command too, not only the
+   * gaps between turns.
+   */
+  async call(tc: ToolCall, maxS = Number.POSITIVE_INFINITY): Promise<Observation> {
     const started = Date.now();
     const done = (output: string, exitCode: number | null, error: boolean, submitted?: string): Observation => ({
       output,
@@ -146,8 +150,9 @@ export class AgentEnv {
     );
     if (missing.length) return done(`error: ${tc.name} needs ${missing.map((m) => `"${m}"`).join(', ')} (strings)`, null, true);
     if (tc.name === 'bash') {
-      const res = await this.exec(['bash', '-c', args.command as string], this.limits.bashTimeoutS);
-      const note = res.exitCode === 124 ? `\n[timed out after ${this.limits.bashTimeoutS} s]` : '';
+      const timeoutS = Math.max(1, Math.min(this.limits.bashTimeoutS, Math.ceil(maxS)));
+      const res = await this.exec(['bash', '-c', args.command as string], timeoutS);
+      const note = res.exitCode === 124 ? `\n[timed out after ${timeoutS} s]` : '';
       return done(res.output + note, res.exitCode, false);
     }
     if (tc.name === 'submit') {

@@ -4,8 +4,10 @@
  * trajectory is kept, resolved or not.
  */
 import { createHash } from 'node:crypto';
+import { toolVersion } from '../../core/package.js';
 import type { TaskRecord } from '../../schemas/tasks.js';
 import type { TrajectoryRecord } from '../../schemas/trajectories.js';
+import { TRACER_CODE, tracerCodeHash } from '../sandbox/tracers.js';
 import { AgentEnv, type EnvLimits, TOOL_SPECS } from './agent_env.js';
 import { type GradeEnv, gradeSubmission } from './grading.js';
 import type { ChatMessage, Policy, PolicyTurn } from './policy.js';
@@ -21,6 +23,11 @@ export const SYSTEM_PROMPT = [
   'Tools: bash (run a command), view (read a file or list a folder), edit (replace one exact snippet), create (new file), submit (end with your changes).',
   'Call exactly one tool per turn. Do not change the tests.',
 ].join('\n');
+
+/** What a replay must match besides the image: our version and the agent tools' code. */
+function toolVersions(): string {
+  return `worldline ${toolVersion()}; agent_tools ${tracerCodeHash(TRACER_CODE.agent)}`;
+}
 
 export async function rollout(
   task: TaskRecord,
@@ -69,7 +76,7 @@ export async function rollout(
         continue;
       }
       for (const tc of turn.toolCalls) {
-        const obs = await env.call(tc);
+        const obs = await env.call(tc, budgets.maxWallS - (Date.now() - started) / 1000);
         messages.push({ role: 'tool', content: obs.output, name: tc.name, tool_call_id: tc.id });
         steps.push({
           action: `${tc.name} ${tc.arguments}`,
@@ -118,5 +125,11 @@ export async function rollout(
     max_turns: budgets.maxTurns,
     max_tokens: budgets.maxTokens,
     max_wall_seconds: budgets.maxWallS,
+    image_id: task.image_id,
+    tool_versions: toolVersions(),
+    seed: grade.options.forageSeed,
+    replay_of: null,
+    replay_exact: null,
+    replay_diffs: [],
   };
 }

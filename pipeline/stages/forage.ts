@@ -12,7 +12,7 @@ import type { TaskRecord } from '../../schemas/tasks.js';
 import type { TrajectoryRecord } from '../../schemas/trajectories.js';
 import { openaiPolicy } from '../agent/policies/openai.js';
 import { oraclePolicy } from '../agent/policies/oracle.js';
-import { type ReplayPolicy, replayBudgets, replayPolicy } from '../agent/policies/replay.js';
+import { type ReplayPolicy, replayBudgets, replayOutcome, replayPolicy } from '../agent/policies/replay.js';
 import type { Policy } from '../agent/policy.js';
 import { type Budgets, rollout } from '../agent/rollout.js';
 import { outLayout } from '../runtime/layout.js';
@@ -33,7 +33,7 @@ function issueExport(file: string | undefined): Map<number, IssueText> | undefin
 
 const jsonl = (rows: object[]) => rows.map((r) => JSON.stringify(r)).join('\n') + (rows.length ? '\n' : '');
 
-const FORAGE_REVISION = 3;
+const FORAGE_REVISION = 4;
 
 /** Recordings for the replay policy, by task id, read once per process. */
 const recordings = new Map<string, Promise<Map<string, TrajectoryRecord>>>();
@@ -50,7 +50,11 @@ function recordingsFrom(dir: string): Promise<Map<string, TrajectoryRecord>> {
   return p;
 }
 
-async function policyFor(ctx: StageContext, task: TaskRecord, budgets: Budgets): Promise<{ policy: Policy; budgets: Budgets; replay?: ReplayPolicy } | null> {
+async function policyFor(
+  ctx: StageContext,
+  task: TaskRecord,
+  budgets: Budgets,
+): Promise<{ policy: Policy; budgets: Budgets; replay?: ReplayPolicy; recorded?: TrajectoryRecord } | null> {
   const o = ctx.options;
   if (o.policy === 'oracle') return { policy: oraclePolicy(task, o.mutantTestTimeoutS), budgets };
   if (o.policy === 'openai')
@@ -67,7 +71,7 @@ async function policyFor(ctx: StageContext, task: TaskRecord, budgets: Budgets):
     return null;
   }
   const replay = replayPolicy(recorded);
-  return { policy: replay, budgets: replayBudgets(recorded), replay };
+  return { policy: replay, budgets: replayBudgets(recorded), replay, recorded };
 }
 
 async function rolloutAll(ctx: StageContext, clone: CloneRecord, build: BuildRecord, tasks: TaskRecord[]): Promise<TrajectoryRecord[]> {
@@ -94,9 +98,10 @@ async function rolloutAll(ctx: StageContext, clone: CloneRecord, build: BuildRec
       },
     );
     if (chosen.replay) {
-      const diffs = chosen.replay.differences(traj);
+      Object.assign(traj, replayOutcome(chosen.recorded!, traj, chosen.replay));
+      const diffs = traj.replay_diffs;
       ctx.log(
-        `replay ${task.instance_id}: ${diffs.length ? `observations differ at steps ${diffs.map((d) => d.step).join(', ')}` : 'every observation as recorded'}`,
+        `replay ${task.instance_id}: ${diffs.length ? `differs at ${diffs.map((d) => (d.step === null ? d.what : `step ${d.step}`)).join(', ')}` : 'replayed exactly'}`,
       );
     }
     out.push(traj);

@@ -50,6 +50,28 @@ export function defaultNormalize(s: string): string {
   return s.replace(/\bin \d+(?:\.\d+)?s\b(?: \(\d+:\d\d:\d\d(?:\.\d+)?\))?/g, 'in <T>s').replace(/\b0x[0-9a-fA-F]{6,}\b/g, '0x<ADDR>');
 }
 
+/**
+ * What a finished replay stores in its row: the recording it replayed, every step whose
+ * observation differs, and the environment (image, tools, seed) where it differs from the
+ * recording's; exact when there is none. A recording from before these were recorded (schema 1)
+ * has no environment to compare, so it can never be exact.
+ */
+export function replayOutcome(
+  recorded: TrajectoryRecord,
+  replayed: TrajectoryRecord,
+  policy: ReplayPolicy,
+): Pick<TrajectoryRecord, 'replay_of' | 'replay_exact' | 'replay_diffs'> {
+  const env = (['image_id', 'tool_versions', 'seed'] as const)
+    .map((what) => ({ what, recorded: recorded[what] ?? null, observed: replayed[what] }))
+    .filter((d) => d.recorded !== d.observed)
+    .map((d) => ({ step: null, what: d.what, action: null, recorded: d.recorded === null ? null : String(d.recorded), observed: String(d.observed) }));
+  const steps = policy
+    .differences(replayed)
+    .map((d) => ({ step: d.step, what: 'observation', action: d.action || null, recorded: d.recorded, observed: d.observed }));
+  const diffs = [...env, ...steps];
+  return { replay_of: recorded.trajectory_id, replay_exact: diffs.length === 0, replay_diffs: diffs };
+}
+
 /** Recorded trajectories run again under their own budgets. */
 export function replayBudgets(t: Pick<TrajectoryRecord, 'max_turns' | 'max_tokens' | 'max_wall_seconds'>): Budgets {
   return { maxTurns: t.max_turns, maxTokens: t.max_tokens, maxWallS: t.max_wall_seconds };
