@@ -6,6 +6,7 @@
 import { createHash } from 'node:crypto';
 import { createReadStream, existsSync, lstatSync, mkdirSync, readdirSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
+import { withLock } from '../core/lock.js';
 import { hfFeatures, type RecordSchema } from '../schemas/schema.js';
 import { huggingfaceMetadata } from './hf_features.js';
 import {
@@ -329,6 +330,12 @@ function pruneVersions(datasetDir: string): void {
  * provenance. A process killed at any moment leaves the previous version published.
  */
 export async function writeDataset(datasetDir: string, sources: ConfigSource[], opts: DatasetOptions = {}): Promise<DatasetManifest> {
+  // One writer at a time: two `shard` runs at once would otherwise each prune the other's
+  // version while it is being written. The second waits, then publishes its own complete version.
+  return withLock(`${versionsDir(datasetDir)}.lock`, () => writeVersion(datasetDir, sources, opts));
+}
+
+async function writeVersion(datasetDir: string, sources: ConfigSource[], opts: DatasetOptions): Promise<DatasetManifest> {
   await ensureZstd();
   const version = join(versionsDir(datasetDir), `v${Date.now()}-${process.pid}`);
   mkdirSync(version, { recursive: true });
