@@ -23,9 +23,14 @@ import {
 } from '../datasets/render.js';
 import { exportSwebench, readDatasetTasks } from '../datasets/swebench.js';
 import { formatVerify, verifyDataset } from '../datasets/verify.js';
+import { enqueueManifest } from '../pipeline/queue/enqueue.js';
+import { formatQueueStatus, readQueueStatus } from '../pipeline/queue/queue_status.js';
+import { DEFAULT_RETRY } from '../pipeline/queue/unit_job.js';
+import { runWorker } from '../pipeline/queue/unit_worker.js';
 import { ALL_STAGES, formatRun, formatShard, runJson, runPipeline, UsageError } from '../pipeline/run.js';
 import { DEFAULT_PYTHON, PYTHON_VERSIONS, type PythonVersion } from '../pipeline/runtime/manifest.js';
 import { DEFAULTS } from '../pipeline/runtime/options.js';
+import { Progress, progressMode } from '../pipeline/runtime/progress.js';
 import { formatStatus, readStatus, statusBeside } from '../pipeline/runtime/status.js';
 import { shardOutput } from '../pipeline/stages/shard.js';
 import { allTraced, formatScriptTraces, traceScript } from '../pipeline/trace_script.js';
@@ -37,6 +42,8 @@ import {
   type PipelineArgs,
   pipelineOptions,
   positiveInt,
+  progressOption,
+  queueOptions,
   share,
   toLayout,
   toPipelineOptions,
@@ -51,7 +58,8 @@ process.stdout.on('error', (e: NodeJS.ErrnoException) => {
 });
 
 async function pipelineCommand(a: PipelineArgs, stages: string[]): Promise<void> {
-  const run = await runPipeline(a.manifest, stages, toPipelineOptions(a), log);
+  const progress = new Progress(progressMode(a.progress));
+  const run = await runPipeline(a.manifest, stages, toPipelineOptions(a), progress.log, progress);
   process.stdout.write((a.json ? JSON.stringify(runJson(run), null, 2) : formatRun(run)) + '\n');
   process.exitCode = run.exitCode;
 }
@@ -88,12 +96,78 @@ await yargs(hideBin(process.argv))
     },
   })
   .command({
+    command: 'enqueue',
+    describe: 'Put every unit of the manifest on the queue (one job a unit) for workers to take; the stage options travel with the jobs',
+    builder: (y) =>
+      queueOptions(pipelineOptions(y))
+        .option('stages', {
+          type: 'string',
+          default: 'clone,build,validate,trace,forage',
+          describe: 'Comma-separated unit stages each job runs',
+          coerce: commaList,
+        })
+        .option('attempts', { type: 'number', default: DEFAULT_RETRY.attempts, describe: 'Attempts per unit before it is a dead letter' })
+        .option('backoff', { type: 'number', default: DEFAULT_RETRY.backoffMs / 1000, describe: 'Seconds before the first retry; doubled each retry' })
+        .option('job-timeout', { type: 'number', default: 0, describe: 'Seconds one attempt of a unit may take (0: no limit)' })
+        .check((a) => {
+          if (!a.redis) throw new UsageError('enqueue needs --redis URL (or WORLDLINE_REDIS)');
+          if (a.stages.includes('shard')) throw new UsageError('shard is not a queued stage: run worldline shard once after the workers are done');
+          positiveInt('--attempts', a.attempts);
+          if (!(a.backoff >= 0) || !(a['job-timeout'] >= 0)) throw new UsageError('--backoff and --job-timeout are seconds >= 0');
+          return true;
+        }),
+    handler: async (a) => {
+      const report = await enqueueManifest(
+        a.manifest,
+        a.stages,
+        toPipelineOptions(a),
+        { redis: a.redis!, name: a.queue, retry: { attempts: a.attempts, backoffMs: a.backoff * 1000 }, timeoutS: a['job-timeout'] },
+        log,
+      );
+      process.stdout.write((a.json ? JSON.stringify(report, null, 2) : `${report.added} unit(s) queued, ${report.already} already on the queue`) + '\n');
+      process.exitCode = report.manifest_errors ? 1 : 0;
+    },
+  })
+  .command({
+    command: 'worker',
+    describe: 'Take unit jobs from the queue and run them on this host (one worker a Docker host); outputs go to --out, a folder every host shares',
+    builder: (y) =>
+      progressOption(queueOptions(outputOptions(y)))
+        .option('concurrency', { type: 'number', default: DEFAULTS.concurrency, describe: 'Units in flight at once' })
+        .option('lock-duration', { type: 'number', default: 30, describe: "Seconds after a dead worker's last lock renewal before its job is taken over" })
+        .option('exit-when-drained', { type: 'boolean', default: false, describe: 'Exit once nothing is waiting, retrying or running (batch jobs)' })
+        .check((a) => {
+          if (!a.redis) throw new UsageError('worker needs --redis URL (or WORLDLINE_REDIS)');
+          positiveInt('--concurrency', a.concurrency);
+          positiveInt('--lock-duration', a['lock-duration']);
+          return true;
+        }),
+    handler: async (a) => {
+      const progress = new Progress(progressMode(a.progress));
+      const totals = await runWorker(
+        {
+          redis: a.redis!,
+          queue: a.queue,
+          out: resolve(a.out),
+          concurrency: a.concurrency,
+          lockDurationMs: a['lock-duration'] * 1000,
+          exitWhenDrained: a['exit-when-drained'],
+        },
+        progress.log,
+        progress,
+      );
+      process.stdout.write((a.json ? JSON.stringify(totals) : `${totals.done} unit(s) done, ${totals.retried} retried, ${totals.dead} dead`) + '\n');
+    },
+  })
+  .command({
     command: 'status',
-    describe: 'Per-stage counts and every failure with its reason',
-    builder: outputOptions,
-    handler: (a) => {
+    describe: 'Per-stage counts and every failure with its reason; with --redis, the queue: waiting/active/done/failed/dead per stage, throughput, ETA',
+    builder: (y) => queueOptions(outputOptions(y)),
+    handler: async (a) => {
       const s = readStatus(resolve(a.out));
-      process.stdout.write((a.json ? JSON.stringify(s, null, 2) : formatStatus(s)) + '\n');
+      const q = a.redis ? await readQueueStatus(a.redis, a.queue, s) : null;
+      if (a.json) process.stdout.write(JSON.stringify(q ? { ...s, queue: q } : s, null, 2) + '\n');
+      else process.stdout.write((q ? formatQueueStatus(q) : formatStatus(s)) + '\n');
     },
   })
   .command({

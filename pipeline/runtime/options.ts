@@ -59,6 +59,8 @@ export interface PipelineOptions {
   /** Static sharding of units across machines (Slurm arrays, Kubernetes indexed jobs). */
   rank: number;
   worldSize: number;
+  /** With worldSize > 1, this rank also writes the dataset (otherwise `worldline shard` does, once). */
+  shardRank: boolean;
 }
 
 export const DEFAULTS: Omit<PipelineOptions, 'out'> = {
@@ -90,4 +92,5 @@ export const DEFAULTS: Omit<PipelineOptions, 'out'> = {
   historyTries: 0,
   rank: 0,
   worldSize: 1,
+  shardRank: false,
 };
