@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { join } from 'node:path';
 import { inject } from 'vitest';
@@ -12,19 +12,23 @@ export interface CliResult {
   stderr: string;
 }
 
+/** The built CLI as a separate process (a queue worker), its output collected as it comes. */
+export function cliProcess(args: string[], env: Record<string, string> = {}): { child: ChildProcess; done: Promise<CliResult>; output: () => CliResult } {
+  const child = spawn(process.execPath, [join(packageRoot, 'dist/bin/worldline.js'), ...args], {
+    env: { ...process.env, WORLDLINE_MIRRORS: join(inject('workRoot'), 'mirrors'), ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.on('data', (d) => (stdout += d));
+  child.stderr?.on('data', (d) => (stderr += d));
+  const done = new Promise<CliResult>((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
+  return { child, done, output: () => ({ code: child.exitCode, stdout, stderr }) };
+}
+
 /** Runs the built CLI as a user would (npm test builds it first). */
 export function cli(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [join(packageRoot, 'dist/bin/worldline.js'), ...args], {
-      env: { ...process.env, WORLDLINE_MIRRORS: join(inject('workRoot'), 'mirrors'), ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
+  return cliProcess(args, env).done;
 }
 
 export function tempDir(prefix: string): string {
