@@ -158,6 +158,12 @@ export function toLayout(a: LayoutArgs): DatasetLayout {
   };
 }
 
+/** --image-budget, for run and worker (a host's disk, not a job's option). */
+export const imageBudgetOption = {
+  type: 'number',
+  describe: 'GB of env images of finished units kept on this host; over it, least recently used ones are removed (base images stay)',
+} as const;
+
 /** The manifest, and how units are built and their suites run. */
 const runOptions = <T>(y: Argv<T>) =>
   y
@@ -172,6 +178,7 @@ const runOptions = <T>(y: Argv<T>) =>
     .option('memory', { type: 'number', default: DEFAULTS.memoryMb, describe: 'Container memory limit, MB' })
     .option('cpus', { type: 'number', default: DEFAULTS.cpus, describe: 'Container CPU limit' })
     .option('pids', { type: 'number', default: DEFAULTS.pids, describe: 'Container process limit' })
+    .option('image-budget', imageBudgetOption)
     .check((a) => {
       atLeast('concurrency', a.concurrency);
       atLeast('build-timeout', a['build-timeout']);
@@ -181,6 +188,7 @@ const runOptions = <T>(y: Argv<T>) =>
       atLeast('memory', a.memory, 64);
       atLeast('cpus', a.cpus, 0.1);
       atLeast('pids', a.pids, 16);
+      if (a['image-budget'] !== undefined) atLeast('image-budget', a['image-budget'], 0);
       return true;
     });
 
@@ -366,5 +374,6 @@ export function toPipelineOptions(a: PipelineArgs): PipelineOptions {
     rank: a.rank,
     worldSize: a['world-size'],
     shardRank: a.shard,
+    imageBudgetGb: a['image-budget'],
   };
 }

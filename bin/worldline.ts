@@ -4,6 +4,7 @@ import { writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import yargs from 'yargs';
 import { hideBin } from 'yargs/helpers';
+import { gb } from '../core/disk.js';
 import { writeStdout } from '../core/stdout.js';
 import { auditDataset, DEFAULT_TOP_K } from '../datasets/audit.js';
 import { auditHtml } from '../datasets/audit_html.js';
@@ -23,6 +24,7 @@ import {
 } from '../datasets/render.js';
 import { exportSwebench, readDatasetTasks } from '../datasets/swebench.js';
 import { formatVerify, verifyDataset } from '../datasets/verify.js';
+import { collectGarbage } from '../pipeline/gc.js';
 import { enqueueManifest } from '../pipeline/queue/enqueue.js';
 import { formatQueueStatus, readQueueStatus } from '../pipeline/queue/queue_status.js';
 import { DEFAULT_RETRY } from '../pipeline/queue/unit_job.js';
@@ -37,6 +39,7 @@ import { allTraced, formatScriptTraces, traceScript } from '../pipeline/trace_sc
 import {
   commaList,
   datasetDir,
+  imageBudgetOption,
   layoutOptions,
   outputOptions,
   type PipelineArgs,
@@ -136,6 +139,7 @@ await yargs(hideBin(process.argv))
         .option('concurrency', { type: 'number', default: DEFAULTS.concurrency, describe: 'Units in flight at once' })
         .option('lock-duration', { type: 'number', default: 30, describe: "Seconds after a dead worker's last lock renewal before its job is taken over" })
         .option('exit-when-drained', { type: 'boolean', default: false, describe: 'Exit once nothing is waiting, retrying or running (batch jobs)' })
+        .option('image-budget', imageBudgetOption)
         .check((a) => {
           if (!a.redis) throw new UsageError('worker needs --redis URL (or WORLDLINE_REDIS)');
           positiveInt('--concurrency', a.concurrency);
@@ -152,6 +156,7 @@ await yargs(hideBin(process.argv))
           concurrency: a.concurrency,
           lockDurationMs: a['lock-duration'] * 1000,
           exitWhenDrained: a['exit-when-drained'],
+          imageBudgetGb: a['image-budget'],
         },
         progress.log,
         progress,
@@ -164,10 +169,29 @@ await yargs(hideBin(process.argv))
     describe: 'Per-stage counts and every failure with its reason; with --redis, the queue: waiting/active/done/failed/dead per stage, throughput, ETA',
     builder: (y) => queueOptions(outputOptions(y)),
     handler: async (a) => {
-      const s = readStatus(resolve(a.out));
+      const s = readStatus(resolve(a.out), { disk: true });
       const q = a.redis ? await readQueueStatus(a.redis, a.queue, s) : null;
       if (a.json) process.stdout.write(JSON.stringify(q ? { ...s, queue: q } : s, null, 2) + '\n');
-      else process.stdout.write((q ? formatQueueStatus(q) : formatStatus(s)) + '\n');
+      else process.stdout.write((q ? formatQueueStatus(q, s) : formatStatus(s)) + '\n');
+    },
+  })
+  .command({
+    command: 'gc',
+    describe: "Free disk an output folder left on this host: work folders, unpublished dataset versions, dead runs' containers; --images: its env images",
+    builder: (y) =>
+      outputOptions(y).option('images', {
+        type: 'boolean',
+        default: false,
+        describe: "Also remove the env images of the output folder's units (rebuilt when needed)",
+      }),
+    handler: async (a) => {
+      const r = await collectGarbage(resolve(a.out), { images: a.images });
+      process.stdout.write(
+        (a.json
+          ? JSON.stringify(r, null, 2)
+          : `work folders: ${gb(r.work_bytes)}; dataset versions removed: ${r.versions_removed.length}; containers removed: ${r.containers_removed}; env images removed: ${r.images_removed.length} (${gb(r.image_bytes)})`) +
+          '\n',
+      );
     },
   })
   .command({

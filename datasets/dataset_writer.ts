@@ -316,13 +316,20 @@ function publish(datasetDir: string, version: string): void {
 }
 
 /** Drops every version but the published one: superseded ones and those a killed run left. */
-function pruneVersions(datasetDir: string): void {
-  const current = realpathSync(datasetDir);
-  for (const name of readdirSync(versionsDir(datasetDir))) {
-    const path = join(versionsDir(datasetDir), name);
-    if (path !== current) rmSync(path, { recursive: true, force: true });
-  }
+function pruneVersions(datasetDir: string): string[] {
+  if (!existsSync(versionsDir(datasetDir))) return [];
+  const current = existsSync(datasetDir) ? realpathSync(datasetDir) : null;
+  const removed = readdirSync(versionsDir(datasetDir)).filter((name) => join(versionsDir(datasetDir), name) !== current);
+  for (const name of removed) rmSync(join(versionsDir(datasetDir), name), { recursive: true, force: true });
+  return removed;
 }
+
+/** `gc`: the versions no writer holds and none publishes (a killed shard's), removed under the writers' lock. */
+export function pruneUnpublished(datasetDir: string): Promise<string[]> {
+  return withLock(writerLock(datasetDir), async () => pruneVersions(datasetDir));
+}
+
+const writerLock = (datasetDir: string) => `${versionsDir(datasetDir)}.lock`;
 
 /**
  * Writes every config into a new version folder, then publishes it as `datasetDir`. Shards are
@@ -332,7 +339,7 @@ function pruneVersions(datasetDir: string): void {
 export async function writeDataset(datasetDir: string, sources: ConfigSource[], opts: DatasetOptions = {}): Promise<DatasetManifest> {
   // One writer at a time: two `shard` runs at once would otherwise each prune the other's
   // version while it is being written. The second waits, then publishes its own complete version.
-  return withLock(`${versionsDir(datasetDir)}.lock`, () => writeVersion(datasetDir, sources, opts));
+  return withLock(writerLock(datasetDir), () => writeVersion(datasetDir, sources, opts));
 }
 
 async function writeVersion(datasetDir: string, sources: ConfigSource[], opts: DatasetOptions): Promise<DatasetManifest> {

@@ -9,12 +9,14 @@ import { type MixPlan, mixSummary } from '../datasets/mix.js';
 import { runStages, type UnitSummary, unitsForRank } from './runtime/executor.js';
 import { runHistory } from './runtime/history.js';
 import { outLayout } from './runtime/layout.js';
+import { Ledger } from './runtime/ledger.js';
 import { type Manifest, ManifestUnreadable, readManifest } from './runtime/manifest.js';
 import type { PipelineOptions } from './runtime/options.js';
 import type { Progress } from './runtime/progress.js';
 import type { Stage } from './runtime/stage.js';
 import { recordManifestErrors } from './runtime/status.js';
 import { assertDockerUp, removeOrphanContainers } from './sandbox/engine.js';
+import { ImageBudget } from './sandbox/image_budget.js';
 import { buildStage } from './stages/build.js';
 import { cloneStage } from './stages/clone.js';
 import { forageStage } from './stages/forage.js';
@@ -86,7 +88,16 @@ export async function runPipeline(
     stages.map((s) => s.name),
     Math.min(options.concurrency, mine.length),
   );
-  const units = await runStages(mine, stages, options, log, (e) => progress?.event(e));
+  const budget = options.imageBudgetGb === undefined ? null : new ImageBudget(options.imageBudgetGb * 1e9, log);
+  const ledger = new Ledger(options.out);
+  const units = await runStages(
+    mine,
+    stages,
+    options,
+    log,
+    (e) => progress?.event(e),
+    async (unit) => budget?.unitDone(ledger, unit.id),
+  );
   // Older commits are extra data: their failures are recorded but do not fail the run.
   const history = options.historyCommits > 0 ? await runHistory(units, stages, options, log) : [];
   let dataset: string | null = null;

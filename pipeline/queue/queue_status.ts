@@ -4,6 +4,7 @@
  * the most common failure reasons. The ledger stays the record of what is done.
  */
 import { Queue } from 'bullmq';
+import { gb } from '../../core/disk.js';
 import { table } from '../../core/table.js';
 import { STAGES, type StageName } from '../runtime/ledger.js';
 import type { StatusReport } from '../runtime/status.js';
@@ -79,7 +80,7 @@ export async function readQueueStatus(redis: string, name: string, ledger: Statu
   }
 }
 
-export function formatQueueStatus(s: QueueStatus): string {
+export function formatQueueStatus(s: QueueStatus, ledger: StatusReport): string {
   const { counts: c } = s;
   const rows = (Object.keys(s.stages) as Where[])
     .filter((w) => w !== 'queue' || Object.values(s.stages.queue).some(Boolean))
@@ -95,6 +96,7 @@ export function formatQueueStatus(s: QueueStatus): string {
     '',
     table([['stage', 'waiting', 'active', 'done', 'failed', 'retrying', 'dead'], ...rows]),
   ];
+  if (ledger.mirrors) parts.push('', `mirrors cache: ${gb(ledger.mirrors.bytes)} in ${ledger.mirrors.path}`);
   if (s.top_failures.length) parts.push('', 'top failure reasons:', ...s.top_failures.map((f) => `  ${f.units} × ${f.stage}: ${f.reason}`));
   if (s.dead_letters.length)
     parts.push(

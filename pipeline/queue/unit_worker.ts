@@ -16,10 +16,11 @@
 import { hostname } from 'node:os';
 import { Queue, Worker } from 'bullmq';
 import { unitStages } from '../run.js';
-import { runUnit, type UnitSummary } from '../runtime/executor.js';
+import { removeWorkFolders, runUnit, type UnitSummary } from '../runtime/executor.js';
 import { Ledger, type StageName } from '../runtime/ledger.js';
 import type { Progress } from '../runtime/progress.js';
 import { assertDockerUp, removeOrphanContainers } from '../sandbox/engine.js';
+import { ImageBudget } from '../sandbox/image_budget.js';
 import { redisConnection } from './connection.js';
 import { stageOfReason, type UnitJobData, type UnitJobProgress, type UnitJobResult } from './unit_job.js';
 
@@ -32,6 +33,8 @@ export interface WorkerOptions {
   lockDurationMs: number;
   /** Exit once nothing is waiting, delayed or running (batch clusters); otherwise run until SIGTERM. */
   exitWhenDrained: boolean;
+  /** Gigabytes of finished units' env images kept on this host (--image-budget); undefined: no limit. */
+  imageBudgetGb?: number;
   /** What a job runs: the stages on this host's Docker, or (bench/queue.ts) a stand-in without Docker. */
   handler?: UnitHandler;
 }
@@ -45,12 +48,15 @@ export type UnitHandler = (
   onStage: (stage: StageName) => void,
 ) => Promise<UnitSummary>;
 
-/** The stages through the executor, against this host's Docker. */
-function stagesHandler(ledger: Ledger): UnitHandler {
-  return (data, out, attempt, log, onStage) => {
+/** The stages through the executor, against this host's Docker; then the unit's scratch and, over budget, images go. */
+function stagesHandler(ledger: Ledger, budget: ImageBudget | null): UnitHandler {
+  return async (data, out, attempt, log, onStage) => {
     // A retry runs the failed stage again; a first attempt keeps the ledger's answer (its own --retry-failed).
     const options = { ...data.options, out, retryFailed: data.options.retryFailed || attempt > 0 };
-    return runUnit(data.unit, unitStages(data.stages), options, ledger, log, onStage);
+    const summary = await runUnit(data.unit, unitStages(data.stages), options, ledger, log, onStage);
+    removeWorkFolders(out, data.unit.id);
+    await budget?.unitDone(ledger, data.unit.id);
+    return summary;
   };
 }
 
@@ -84,7 +90,8 @@ export async function runWorker(o: WorkerOptions, log: (m: string) => void, prog
     const c = await queue.getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'paused', 'waiting-children', 'completed', 'failed');
     return { left: c.waiting + c.active + c.delayed + c.prioritized + c.paused + c['waiting-children'], settled: c.completed + c.failed };
   };
-  const handler = o.handler ?? stagesHandler(new Ledger(o.out));
+  const budget = o.imageBudgetGb === undefined ? null : new ImageBudget(o.imageBudgetGb * 1e9, log);
+  const handler = o.handler ?? stagesHandler(new Ledger(o.out), budget);
   const me = `${hostname()}:${process.pid}`;
   const totals: WorkerTotals = { done: 0, retried: 0, dead: 0 };
   // Slots name what each concurrent job is doing on a progress display.

@@ -4,7 +4,9 @@
  * not run again. A unit's failure is recorded with its reason and never stops the others.
  * `rank`/`worldSize` pick this process's share of the units, for Slurm arrays and the like.
  */
+import { rmSync } from 'node:fs';
 import { hashOf } from '../../core/hashing.js';
+import { outLayout, WORK_KINDS } from './layout.js';
 import { Ledger, type StageName } from './ledger.js';
 import type { Unit } from './manifest.js';
 import type { PipelineOptions } from './options.js';
@@ -83,7 +85,8 @@ export async function runUnit(
     const done = ledger.get(stage.name, unit.id);
     if (done && done.key === key && (done.status === 'ok' || !options.retryFailed)) {
       if (done.status === 'failed') return { ...summary, status: 'failed', reason: done.reason };
-      continue;
+      if (!stage.present || (await stage.present(ctx, done.record as never))) continue;
+      log(`${stage.name} ${unit.id}: its result is gone from this host; running it again`);
     }
     const started = Date.now();
     let result: StageResult<unknown>;
@@ -114,18 +117,29 @@ export async function runUnit(
   return summary;
 }
 
-/** Runs the stages for `units` (already this rank's share), telling `onEvent` each stage and unit as it goes. */
+/** A unit's scratch folders, once its stages are over (a stage that failed or was killed may leave one). */
+export function removeWorkFolders(out: string, unitId: string): void {
+  for (const kind of WORK_KINDS) rmSync(outLayout.work(out, kind, unitId), { recursive: true, force: true });
+}
+
+/**
+ * Runs the stages for `units` (already this rank's share), telling `onEvent` each stage and unit
+ * as it goes; `afterUnit` (the image budget) hears each unit whose stages are over.
+ */
 export async function runStages(
   units: Unit[],
   stages: Stage[],
   options: PipelineOptions,
   log: (m: string) => void,
   onEvent: (e: ProgressEvent) => void = () => undefined,
+  afterUnit: (unit: Unit) => Promise<void> = async () => undefined,
 ): Promise<UnitSummary[]> {
   const ledger = new Ledger(options.out);
   return mapLimit(units, options.concurrency, async (unit, slot) => {
     const started = Date.now();
     const s = await runUnit(unit, stages, options, ledger, log, (stage) => onEvent({ event: 'stage', unit_id: unit.id, stage, slot }));
+    removeWorkFolders(options.out, unit.id);
+    await afterUnit(unit);
     onEvent({ event: 'unit', unit_id: unit.id, status: s.status, stage: s.stage, reason: s.reason, seconds: (Date.now() - started) / 1000 });
     return s;
   });

@@ -59,6 +59,8 @@ export interface PipelineOptions {
   /** Static sharding of units across machines (Slurm arrays, Kubernetes indexed jobs). */
   rank: number;
   worldSize: number;
+  /** Gigabytes of env images of finished units kept on this host (least recently used go first); undefined: no limit. */
+  imageBudgetGb?: number;
   /** With worldSize > 1, this rank also writes the dataset (otherwise `worldline shard` does, once). */
   shardRank: boolean;
 }
