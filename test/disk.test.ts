@@ -5,14 +5,15 @@
  * unpublished dataset versions and (--images) the run's env images, and the published dataset
  * still verifies. Hand-written repositories made here, so every image is this test's own.
  */
-import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { inspectImage } from '../pipeline/sandbox/engine.js';
-import { cli, tempDir } from './helpers.js';
+import { cli, gitRepo, tempDir } from './helpers.js';
 
 const BUDGET_GB = 0.4;
+/** One suite run, one unit at a time: each finished unit is one step of the budget. */
+const ONE_RUN = ['--validate-runs', '1', '--concurrency', '1'];
 
 describe('disk: image budget and gc', () => {
   let dir: string;
@@ -20,6 +21,11 @@ describe('disk: image budget and gc', () => {
   let manifest: string;
   let events: { event: string; message?: string; status?: string }[];
 
+  /** The env image a unit's build recorded, by the unit's repository name. */
+  const imageOf = (name: string) => {
+    const file = readdirSync(join(out, 'ledger', 'build')).find((f) => f.startsWith(`${name}-`)) ?? '';
+    return (JSON.parse(readFileSync(join(out, 'ledger', 'build', file), 'utf8')) as { record: { image: string } }).record.image;
+  };
   const images = () =>
     readdirSync(join(out, 'ledger', 'build')).map(
       (f) => (JSON.parse(readFileSync(join(out, 'ledger', 'build', f), 'utf8')) as { record: { image: string } }).record.image,
@@ -27,34 +33,24 @@ describe('disk: image budget and gc', () => {
 
   beforeAll(async () => {
     dir = tempDir('disk');
-    const lines = ['one', 'two', 'three', 'four'].map((name, i) => {
-      const repo = join(dir, name);
-      mkdirSync(join(repo, 'tests'), { recursive: true });
-      writeFileSync(join(repo, `${name}.py`), `def value():\n    return ${i}\n`);
-      writeFileSync(join(repo, 'tests', `test_${name}.py`), `from ${name} import value\n\n\ndef test_value():\n    assert value() == ${i}\n`);
-      execFileSync('git', ['init', '-q', '-b', 'main', repo]);
-      execFileSync('git', ['-C', repo, 'add', '.']);
-      execFileSync('git', ['-C', repo, '-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-qm', `${name} ${Date.now()}`]);
-      return JSON.stringify({ repo });
-    });
+    // The commit message makes each test run's commits, and so its images, its own.
+    const lines = ['one', 'two', 'three', 'four'].map((name, i) =>
+      JSON.stringify({
+        repo: gitRepo(
+          join(dir, name),
+          {
+            [`${name}.py`]: `def value():\n    return ${i}\n`,
+            [`tests/test_${name}.py`]: `from ${name} import value\n\n\ndef test_value():\n    assert value() == ${i}\n`,
+          },
+          `${name} ${Date.now()}`,
+        ),
+      }),
+    );
     manifest = join(dir, 'manifest.jsonl');
     writeFileSync(manifest, lines.join('\n') + '\n');
     out = join(dir, 'out');
-    const res = await cli([
-      'run',
-      '--manifest',
-      manifest,
-      '--out',
-      out,
-      '--stages',
-      'clone,build,validate,shard',
-      '--validate-runs',
-      '1',
-      '--concurrency',
-      '1',
-      '--image-budget',
-      String(BUDGET_GB),
-    ]);
+    const budget = ['--image-budget', String(BUDGET_GB)];
+    const res = await cli(['run', '--manifest', manifest, '--out', out, '--stages', 'clone,build,validate,shard', ...ONE_RUN, ...budget]);
     if (res.code !== 0) console.error(res.stderr);
     expect(res.code).toBe(0);
     events = res.stderr
@@ -80,11 +76,12 @@ describe('disk: image budget and gc', () => {
   });
 
   it('a stage that needs a removed image gets it built again', async () => {
-    const first = images()[0];
+    // Unit one finished first: the budget removed its image first.
+    const first = imageOf('one');
     expect(await inspectImage(first)).toBeNull();
     const one = join(dir, 'one.jsonl');
     writeFileSync(one, readFileSync(manifest, 'utf8').split('\n')[0] + '\n');
-    const res = await cli(['run', '--manifest', one, '--out', out, '--stages', 'clone,build,validate', '--validate-runs', '1', '--json']);
+    const res = await cli(['run', '--manifest', one, '--out', out, '--stages', 'clone,build,validate', ...ONE_RUN, '--json']);
     expect(res.code, res.stderr).toBe(0);
     expect(res.stderr).toContain('its result is gone from this host; running it again');
     expect((JSON.parse(res.stdout) as { units: { ran: string[] }[] }).units[0].ran).toContain('build');

@@ -1,6 +1,6 @@
-import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import { join } from 'node:path';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { inject } from 'vitest';
 import { packageRoot } from '../core/package.js';
 
@@ -33,4 +33,16 @@ export function cli(args: string[], env: Record<string, string> = {}): Promise<C
 
 export function tempDir(prefix: string): string {
   return mkdtempSync(join(inject('workRoot'), `${prefix}-`));
+}
+
+/** A git repository at `path` holding `files` in one commit on main (hand-written examples); its path. */
+export function gitRepo(path: string, files: Record<string, string>, message = 'example'): string {
+  for (const [file, text] of Object.entries(files)) {
+    mkdirSync(dirname(join(path, file)), { recursive: true });
+    writeFileSync(join(path, file), text);
+  }
+  execFileSync('git', ['init', '-q', '-b', 'main', path]);
+  execFileSync('git', ['-C', path, 'add', '.']);
+  execFileSync('git', ['-C', path, '-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-qm', message]);
+  return path;
 }

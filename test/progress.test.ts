@@ -4,12 +4,12 @@
  * repositories (no Docker needed: what is tested is the display, not the stages).
  */
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { packageRoot } from '../core/package.js';
 import { shQuote } from '../core/shell.js';
-import { cli, tempDir } from './helpers.js';
+import { cli, gitRepo, tempDir } from './helpers.js';
 
 describe('run progress', () => {
   let manifest: string;
@@ -17,15 +17,7 @@ describe('run progress', () => {
 
   beforeAll(() => {
     dir = tempDir('progress');
-    const lines = ['alpha', 'beta', 'gamma'].map((name) => {
-      const repo = join(dir, name);
-      mkdirSync(repo);
-      execFileSync('git', ['init', '-q', '-b', 'main', repo]);
-      writeFileSync(join(repo, `${name}.py`), 'def f():\n    return 1\n');
-      execFileSync('git', ['-C', repo, 'add', '.']);
-      execFileSync('git', ['-C', repo, '-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-qm', 'one']);
-      return JSON.stringify({ repo });
-    });
+    const lines = ['alpha', 'beta', 'gamma'].map((name) => JSON.stringify({ repo: gitRepo(join(dir, name), { [`${name}.py`]: 'def f():\n    return 1\n' }) }));
     // A unit whose commit does not exist: a failure the totals count.
     lines.push(JSON.stringify({ repo: join(dir, 'alpha'), commit: '2'.repeat(40) }));
     manifest = join(dir, 'manifest.jsonl');
