@@ -25,10 +25,7 @@ import {
 import { exportSwebench, readDatasetTasks } from '../datasets/swebench.js';
 import { formatVerify, verifyDataset } from '../datasets/verify.js';
 import { collectGarbage } from '../pipeline/gc.js';
-import { enqueueManifest } from '../pipeline/queue/enqueue.js';
-import { formatQueueStatus, readQueueStatus } from '../pipeline/queue/queue_status.js';
 import { DEFAULT_RETRY } from '../pipeline/queue/unit_job.js';
-import { runWorker } from '../pipeline/queue/unit_worker.js';
 import { ALL_STAGES, formatRun, formatShard, runJson, runPipeline, UsageError } from '../pipeline/run.js';
 import { DEFAULT_PYTHON, PYTHON_VERSIONS, type PythonVersion } from '../pipeline/runtime/manifest.js';
 import { DEFAULTS } from '../pipeline/runtime/options.js';
@@ -53,6 +50,9 @@ import {
 } from './options.js';
 
 const log = (m: string) => process.stderr.write(`${m}\n`);
+
+// The queue's modules load BullMQ and ioredis (about a second on a busy machine): only enqueue,
+// worker and status --redis import them, when they run.
 
 // A reader that stops early (`| head`) closes the pipe; that ends our output, not in an error.
 process.stdout.on('error', (e: NodeJS.ErrnoException) => {
@@ -120,6 +120,7 @@ await yargs(hideBin(process.argv))
           return true;
         }),
     handler: async (a) => {
+      const { enqueueManifest } = await import('../pipeline/queue/enqueue.js');
       const report = await enqueueManifest(
         a.manifest,
         a.stages,
@@ -148,6 +149,7 @@ await yargs(hideBin(process.argv))
         }),
     handler: async (a) => {
       const progress = new Progress(progressMode(a.progress));
+      const { runWorker } = await import('../pipeline/queue/unit_worker.js');
       const totals = await runWorker(
         {
           redis: a.redis!,
@@ -170,9 +172,10 @@ await yargs(hideBin(process.argv))
     builder: (y) => queueOptions(outputOptions(y)),
     handler: async (a) => {
       const s = readStatus(resolve(a.out), { disk: true });
-      const q = a.redis ? await readQueueStatus(a.redis, a.queue, s) : null;
+      const queue = a.redis ? await import('../pipeline/queue/queue_status.js') : null;
+      const q = queue && a.redis ? await queue.readQueueStatus(a.redis, a.queue, s) : null;
       if (a.json) process.stdout.write(JSON.stringify(q ? { ...s, queue: q } : s, null, 2) + '\n');
-      else process.stdout.write((q ? formatQueueStatus(q, s) : formatStatus(s)) + '\n');
+      else process.stdout.write((q && queue ? queue.formatQueueStatus(q, s) : formatStatus(s)) + '\n');
     },
   })
   .command({
