@@ -120,9 +120,7 @@ describe('the queue: workers as processes on one Redis', () => {
     expect(finished(enq)).toContain('2 unit(s) queued, 0 already');
     // Enqueueing again adds nothing: the job id is the unit id.
     expect(finished(await cli(['enqueue', '--manifest', manifest, '--out', out, '--stages', UNIT_STAGES, ...q]))).toContain('0 unit(s) queued, 2 already');
-    const workers = [0, 1, 2].map(() =>
-      cliProcess(['worker', '--out', out, ...q, '--concurrency', '1', '--lock-duration', '10', '--exit-when-drained', '--json']),
-    );
+    const workers = [0, 1, 2].map(() => cliProcess(['worker', '--out', out, ...q, '--concurrency', '1', '--exit-when-drained', '--json']));
     // Kill the first worker seen validating: its job is mid-flight, its lock stops being renewed.
     let victim = -1;
     await waitFor('a worker in validate', () => {
