@@ -17,8 +17,10 @@ import { DEFAULT_ISSUE_FIX_SHARE } from '../datasets/mix.js';
 import { NEAR_DEDUP_DEFAULTS } from '../datasets/near_dedup.js';
 import { DEFAULT_ROW_GROUP_ROWS } from '../datasets/parquet/writer.js';
 import { DEFAULT_TOKENIZER, TOKENIZERS } from '../datasets/tokens.js';
+import { DEFAULT_QUEUE, redisConnection } from '../pipeline/queue/connection.js';
 import { UsageError } from '../pipeline/run.js';
 import { DEFAULTS, type PipelineOptions, type TraceCaps } from '../pipeline/runtime/options.js';
+import { PROGRESS_MODES } from '../pipeline/runtime/progress.js';
 import { readIssueExport } from '../pipeline/tasks/issue_export.js';
 
 const envInt = (...names: string[]) => {
@@ -78,6 +80,30 @@ export const outputOptions = <T>(y: Argv<T>) =>
   y
     .option('out', { type: 'string', default: 'out', describe: 'Output folder (ledger, checkouts, logs, dataset/)' })
     .option('json', { type: 'boolean', default: false, describe: 'Print machine-readable JSON' });
+
+/** How run and worker show progress: bars on a terminal, JSON lines off one. */
+export const progressOption = <T>(y: Argv<T>) =>
+  y.option('progress', {
+    choices: PROGRESS_MODES,
+    default: 'auto' as const,
+    describe: 'auto: bars on a terminal, JSON lines (one per event, then the totals) on stderr otherwise',
+  });
+
+/** The Redis and queue of enqueue, worker and status. */
+export const queueOptions = <T>(y: Argv<T>) =>
+  y
+    .option('redis', { type: 'string', default: process.env.WORLDLINE_REDIS, describe: "The queue's Redis: redis://host:port[/db] (or WORLDLINE_REDIS)" })
+    .option('queue', { type: 'string', default: DEFAULT_QUEUE, describe: 'Queue name (several runs can share one Redis)' })
+    .check((a) => {
+      if (a.redis !== undefined) {
+        try {
+          redisConnection(a.redis);
+        } catch (e) {
+          throw new UsageError((e as Error).message);
+        }
+      }
+      return true;
+    });
 
 /** The dataset folder the dataset commands read. */
 export const datasetDir = <T>(y: Argv<T>) => y.positional('dir', { type: 'string', demandOption: true, describe: 'The dataset folder (OUT/dataset)' });
@@ -193,6 +219,12 @@ export function toLayout(a: LayoutArgs): DatasetLayout {
   };
 }
 
+/** --image-budget, for run and worker (a host's disk, not a job's option). */
+export const imageBudgetOption = {
+  type: 'number',
+  describe: 'GB of env images of finished units kept on this host; over it, least recently used ones are removed (base images stay)',
+} as const;
+
 /** The manifest, and how units are built and their suites run. */
 const runOptions = <T>(y: Argv<T>) =>
   y
@@ -207,6 +239,7 @@ const runOptions = <T>(y: Argv<T>) =>
     .option('memory', { type: 'number', default: DEFAULTS.memoryMb, describe: 'Container memory limit, MB' })
     .option('cpus', { type: 'number', default: DEFAULTS.cpus, describe: 'Container CPU limit' })
     .option('pids', { type: 'number', default: DEFAULTS.pids, describe: 'Container process limit' })
+    .option('image-budget', imageBudgetOption)
     .check((a) => {
       atLeast('concurrency', a.concurrency);
       atLeast('build-timeout', a['build-timeout']);
@@ -216,6 +249,7 @@ const runOptions = <T>(y: Argv<T>) =>
       atLeast('memory', a.memory, 64);
       atLeast('cpus', a.cpus, 0.1);
       atLeast('pids', a.pids, 16);
+      if (a['image-budget'] !== undefined) atLeast('image-budget', a['image-budget'], 0);
       return true;
     });
 
@@ -352,6 +386,11 @@ const spreadOptions = <T>(y: Argv<T>) =>
       default: envInt('WORLDLINE_WORLD_SIZE', 'SLURM_ARRAY_TASK_COUNT') ?? 1,
       describe: 'How many processes share the units',
     })
+    .option('shard', {
+      type: 'boolean',
+      default: false,
+      describe: 'With --world-size > 1: this rank also writes the dataset (by default no rank does; run worldline shard once after all)',
+    })
     .check((a) => {
       atLeast('commits', a.commits, 0);
       atLeast('commit-tries', a['commit-tries'], 0);
@@ -360,7 +399,7 @@ const spreadOptions = <T>(y: Argv<T>) =>
 
 /** Everything a pipeline command takes. Checks run in the order the groups are added: of several bad values, the first group's is reported. */
 export const pipelineOptions = (y: Argv) =>
-  spreadOptions(rolloutOptions(openaiOptions(forageOptions(traceOptions(runOptions(layoutOptions(outputOptions(y))))))));
+  progressOption(spreadOptions(rolloutOptions(openaiOptions(forageOptions(traceOptions(runOptions(layoutOptions(outputOptions(y)))))))));
 
 export type PipelineArgs = Awaited<ReturnType<ReturnType<typeof pipelineOptions>['parse']>>;
 
@@ -418,5 +457,7 @@ export function toPipelineOptions(a: PipelineArgs): PipelineOptions {
     historyTries: a['commit-tries'],
     rank: a.rank,
     worldSize: a['world-size'],
+    shardRank: a.shard,
+    imageBudgetGb: a['image-budget'],
   };
 }

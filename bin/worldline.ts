@@ -4,6 +4,7 @@ import { writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import yargs from 'yargs';
 import { hideBin } from 'yargs/helpers';
+import { gb } from '../core/disk.js';
 import { writeStdout } from '../core/stdout.js';
 import { auditDataset, DEFAULT_TOP_K } from '../datasets/audit.js';
 import { auditHtml } from '../datasets/audit_html.js';
@@ -24,20 +25,26 @@ import {
 } from '../datasets/render.js';
 import { exportSwebench, readDatasetTasks } from '../datasets/swebench.js';
 import { formatVerify, verifyDataset } from '../datasets/verify.js';
+import { collectGarbage } from '../pipeline/gc.js';
+import { DEFAULT_RETRY } from '../pipeline/queue/unit_job.js';
 import { ALL_STAGES, formatRun, formatShard, runJson, runPipeline, UsageError } from '../pipeline/run.js';
 import { DEFAULT_PYTHON, PYTHON_VERSIONS, type PythonVersion } from '../pipeline/runtime/manifest.js';
 import { DEFAULTS } from '../pipeline/runtime/options.js';
+import { Progress, progressMode } from '../pipeline/runtime/progress.js';
 import { formatStatus, readStatus, statusBeside } from '../pipeline/runtime/status.js';
 import { shardOutput } from '../pipeline/stages/shard.js';
 import { allTraced, formatScriptTraces, scriptContamination, traceScript } from '../pipeline/trace_script.js';
 import {
   commaList,
   datasetDir,
+  imageBudgetOption,
   layoutOptions,
   outputOptions,
   type PipelineArgs,
   pipelineOptions,
   positiveInt,
+  progressOption,
+  queueOptions,
   share,
   toContentPolicy,
   toLayout,
@@ -46,6 +53,9 @@ import {
 
 const log = (m: string) => process.stderr.write(`${m}\n`);
 
+// The queue's modules load BullMQ and ioredis (about a second on a busy machine): only enqueue,
+// worker and status --redis import them, when they run.
+
 // A reader that stops early (`| head`) closes the pipe; that ends our output, not in an error.
 process.stdout.on('error', (e: NodeJS.ErrnoException) => {
   if (e.code === 'EPIPE') process.exit(0);
@@ -53,7 +63,8 @@ process.stdout.on('error', (e: NodeJS.ErrnoException) => {
 });
 
 async function pipelineCommand(a: PipelineArgs, stages: string[]): Promise<void> {
-  const run = await runPipeline(a.manifest, stages, toPipelineOptions(a), log);
+  const progress = new Progress(progressMode(a.progress));
+  const run = await runPipeline(a.manifest, stages, toPipelineOptions(a), progress.log, progress);
   process.stdout.write((a.json ? JSON.stringify(runJson(run), null, 2) : formatRun(run)) + '\n');
   process.exitCode = run.exitCode;
 }
@@ -90,12 +101,102 @@ await yargs(hideBin(process.argv))
     },
   })
   .command({
+    command: 'enqueue',
+    describe: 'Put every unit of the manifest on the queue (one job a unit) for workers to take; the stage options travel with the jobs',
+    builder: (y) =>
+      queueOptions(pipelineOptions(y))
+        .option('stages', {
+          type: 'string',
+          default: 'clone,build,validate,trace,forage',
+          describe: 'Comma-separated unit stages each job runs',
+          coerce: commaList,
+        })
+        .option('attempts', { type: 'number', default: DEFAULT_RETRY.attempts, describe: 'Attempts per unit before it is a dead letter' })
+        .option('backoff', { type: 'number', default: DEFAULT_RETRY.backoffMs / 1000, describe: 'Seconds before the first retry; doubled each retry' })
+        .option('job-timeout', { type: 'number', default: 0, describe: 'Seconds one attempt of a unit may take (0: no limit)' })
+        .check((a) => {
+          if (!a.redis) throw new UsageError('enqueue needs --redis URL (or WORLDLINE_REDIS)');
+          if (a.stages.includes('shard')) throw new UsageError('shard is not a queued stage: run worldline shard once after the workers are done');
+          positiveInt('--attempts', a.attempts);
+          if (!(a.backoff >= 0) || !(a['job-timeout'] >= 0)) throw new UsageError('--backoff and --job-timeout are seconds >= 0');
+          return true;
+        }),
+    handler: async (a) => {
+      const { enqueueManifest } = await import('../pipeline/queue/enqueue.js');
+      const report = await enqueueManifest(
+        a.manifest,
+        a.stages,
+        toPipelineOptions(a),
+        { redis: a.redis!, name: a.queue, retry: { attempts: a.attempts, backoffMs: a.backoff * 1000 }, timeoutS: a['job-timeout'] },
+        log,
+      );
+      process.stdout.write((a.json ? JSON.stringify(report, null, 2) : `${report.added} unit(s) queued, ${report.already} already on the queue`) + '\n');
+      process.exitCode = report.manifest_errors ? 1 : 0;
+    },
+  })
+  .command({
+    command: 'worker',
+    describe: 'Take unit jobs from the queue and run them on this host (one worker a Docker host); outputs go to --out, a folder every host shares',
+    builder: (y) =>
+      progressOption(queueOptions(outputOptions(y)))
+        .option('concurrency', { type: 'number', default: DEFAULTS.concurrency, describe: 'Units in flight at once' })
+        .option('lock-duration', { type: 'number', default: 30, describe: "Seconds after a dead worker's last lock renewal before its job is taken over" })
+        .option('exit-when-drained', { type: 'boolean', default: false, describe: 'Exit once nothing is waiting, retrying or running (batch jobs)' })
+        .option('image-budget', imageBudgetOption)
+        .check((a) => {
+          if (!a.redis) throw new UsageError('worker needs --redis URL (or WORLDLINE_REDIS)');
+          positiveInt('--concurrency', a.concurrency);
+          positiveInt('--lock-duration', a['lock-duration']);
+          return true;
+        }),
+    handler: async (a) => {
+      const progress = new Progress(progressMode(a.progress));
+      const { runWorker } = await import('../pipeline/queue/unit_worker.js');
+      const totals = await runWorker(
+        {
+          redis: a.redis!,
+          queue: a.queue,
+          out: resolve(a.out),
+          concurrency: a.concurrency,
+          lockDurationMs: a['lock-duration'] * 1000,
+          exitWhenDrained: a['exit-when-drained'],
+          imageBudgetGb: a['image-budget'],
+        },
+        progress.log,
+        progress,
+      );
+      process.stdout.write((a.json ? JSON.stringify(totals) : `${totals.done} unit(s) done, ${totals.retried} retried, ${totals.dead} dead`) + '\n');
+    },
+  })
+  .command({
     command: 'status',
-    describe: 'Per-stage counts and every failure with its reason',
-    builder: outputOptions,
-    handler: (a) => {
-      const s = readStatus(resolve(a.out));
-      process.stdout.write((a.json ? JSON.stringify(s, null, 2) : formatStatus(s)) + '\n');
+    describe: 'Per-stage counts and every failure with its reason; with --redis, the queue: waiting/active/done/failed/dead per stage, throughput, ETA',
+    builder: (y) => queueOptions(outputOptions(y)),
+    handler: async (a) => {
+      const s = readStatus(resolve(a.out), { disk: true });
+      const queue = a.redis ? await import('../pipeline/queue/queue_status.js') : null;
+      const q = queue && a.redis ? await queue.readQueueStatus(a.redis, a.queue, s) : null;
+      if (a.json) process.stdout.write(JSON.stringify(q ? { ...s, queue: q } : s, null, 2) + '\n');
+      else process.stdout.write((q && queue ? queue.formatQueueStatus(q, s) : formatStatus(s)) + '\n');
+    },
+  })
+  .command({
+    command: 'gc',
+    describe: "Free disk an output folder left on this host: work folders, unpublished dataset versions, dead runs' containers; --images: its env images",
+    builder: (y) =>
+      outputOptions(y).option('images', {
+        type: 'boolean',
+        default: false,
+        describe: "Also remove the env images of the output folder's units (rebuilt when needed)",
+      }),
+    handler: async (a) => {
+      const r = await collectGarbage(resolve(a.out), { images: a.images });
+      process.stdout.write(
+        (a.json
+          ? JSON.stringify(r, null, 2)
+          : `work folders: ${gb(r.work_bytes)}; dataset versions removed: ${r.versions_removed.length}; containers removed: ${r.containers_removed}; env images removed: ${r.images_removed.length} (${gb(r.image_bytes)})`) +
+          '\n',
+      );
     },
   })
   .command({

@@ -1,8 +1,10 @@
 /**
  * A cross-process lock on a folder name: mkdir is atomic. A lock whose owner died is taken over,
- * so a killed run never wedges the next one.
+ * so a killed run never wedges the next one. The owner is written as host:pid: on a folder that
+ * several hosts share only the owner's host can tell that it died, so other hosts wait.
  */
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -21,13 +23,14 @@ export async function withLock<T>(path: string, fn: () => Promise<T>): Promise<T
   for (;;) {
     try {
       mkdirSync(path);
-      writeFileSync(join(path, 'pid'), String(process.pid));
+      writeFileSync(join(path, 'pid'), `${hostname()}:${process.pid}`);
       break;
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
       let owner = NaN;
       try {
-        owner = Number(readFileSync(join(path, 'pid'), 'utf8'));
+        const [host, pid] = readFileSync(join(path, 'pid'), 'utf8').split(':');
+        if (host === hostname()) owner = Number(pid);
       } catch {
         // The owner is between mkdir and writing its pid; wait for it.
       }

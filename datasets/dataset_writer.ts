@@ -6,6 +6,7 @@
 import { createHash } from 'node:crypto';
 import { createReadStream, existsSync, lstatSync, mkdirSync, readdirSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
+import { withLock } from '../core/lock.js';
 import { hfFeatures, type RecordSchema, tokenColumn, withTokenCounts } from '../schemas/schema.js';
 import type { ExclusionSummary } from './content_policy.js';
 import { huggingfaceMetadata } from './hf_features.js';
@@ -435,13 +436,20 @@ function publish(datasetDir: string, version: string): void {
 }
 
 /** Drops every version but the published one: superseded ones and those a killed run left. */
-function pruneVersions(datasetDir: string): void {
-  const current = realpathSync(datasetDir);
-  for (const name of readdirSync(versionsDir(datasetDir))) {
-    const path = join(versionsDir(datasetDir), name);
-    if (path !== current) rmSync(path, { recursive: true, force: true });
-  }
+function pruneVersions(datasetDir: string): string[] {
+  if (!existsSync(versionsDir(datasetDir))) return [];
+  const current = existsSync(datasetDir) ? realpathSync(datasetDir) : null;
+  const removed = readdirSync(versionsDir(datasetDir)).filter((name) => join(versionsDir(datasetDir), name) !== current);
+  for (const name of removed) rmSync(join(versionsDir(datasetDir), name), { recursive: true, force: true });
+  return removed;
 }
+
+/** `gc`: the versions no writer holds and none publishes (a killed shard's), removed under the writers' lock. */
+export function pruneUnpublished(datasetDir: string): Promise<string[]> {
+  return withLock(writerLock(datasetDir), async () => pruneVersions(datasetDir));
+}
+
+const writerLock = (datasetDir: string) => `${versionsDir(datasetDir)}.lock`;
 
 /**
  * Writes every config into a new version folder, then publishes it as `datasetDir`. Shards are
@@ -449,6 +457,12 @@ function pruneVersions(datasetDir: string): void {
  * provenance. A process killed at any moment leaves the previous version published.
  */
 export async function writeDataset(datasetDir: string, sources: ConfigSource[], opts: DatasetOptions = {}): Promise<DatasetManifest> {
+  // One writer at a time: two `shard` runs at once would otherwise each prune the other's
+  // version while it is being written. The second waits, then publishes its own complete version.
+  return withLock(writerLock(datasetDir), () => writeVersion(datasetDir, sources, opts));
+}
+
+async function writeVersion(datasetDir: string, sources: ConfigSource[], opts: DatasetOptions): Promise<DatasetManifest> {
   await ensureZstd();
   const version = join(versionsDir(datasetDir), `v${Date.now()}-${process.pid}`);
   mkdirSync(version, { recursive: true });

@@ -10,11 +10,14 @@ import { type MixPlan, mixSummary } from '../datasets/mix.js';
 import { runStages, type UnitSummary, unitsForRank } from './runtime/executor.js';
 import { runHistory } from './runtime/history.js';
 import { outLayout } from './runtime/layout.js';
+import { Ledger } from './runtime/ledger.js';
 import { type Manifest, ManifestUnreadable, readManifest } from './runtime/manifest.js';
 import type { PipelineOptions } from './runtime/options.js';
+import type { Progress } from './runtime/progress.js';
 import type { Stage } from './runtime/stage.js';
 import { recordManifestErrors } from './runtime/status.js';
 import { assertDockerUp, removeOrphanContainers } from './sandbox/engine.js';
+import { ImageBudget } from './sandbox/image_budget.js';
 import { buildStage } from './stages/build.js';
 import { cloneStage } from './stages/clone.js';
 import { forageStage } from './stages/forage.js';
@@ -43,7 +46,8 @@ export interface PipelineRun {
 
 export class UsageError extends Error {}
 
-export async function runPipeline(manifestFile: string, stageNames: string[], options: PipelineOptions, log: (m: string) => void): Promise<PipelineRun> {
+/** The manifest of a run or an enqueue, its errors recorded in the output folder and logged; the stage names checked. */
+export function openManifest(manifestFile: string, stageNames: string[], out: string, log: (m: string) => void): Manifest {
   for (const s of stageNames) if (!ALL_STAGES.includes(s)) throw new UsageError(`unknown stage "${s}" (stages: ${ALL_STAGES.join(', ')})`);
   let manifest: Manifest;
   try {
@@ -51,6 +55,22 @@ export async function runPipeline(manifestFile: string, stageNames: string[], op
   } catch (e) {
     throw e instanceof ManifestUnreadable ? new UsageError(e.message) : e;
   }
+  recordManifestErrors(out, manifest.errors);
+  for (const e of manifest.errors) log(`manifest ${e.file}:${e.line}: ${e.message}`);
+  return manifest;
+}
+
+/** The unit stages among `stageNames`, in pipeline order. */
+export const unitStages = (stageNames: string[]): Stage[] => ALL_STAGES.filter((s) => s !== 'shard' && stageNames.includes(s)).map((s) => UNIT_STAGES[s]);
+
+export async function runPipeline(
+  manifestFile: string,
+  stageNames: string[],
+  options: PipelineOptions,
+  log: (m: string) => void,
+  progress?: Progress,
+): Promise<PipelineRun> {
+  const manifest = openManifest(manifestFile, stageNames, options.out, log);
   const mine = (() => {
     try {
       return unitsForRank(manifest.units, options.rank, options.worldSize);
@@ -58,21 +78,38 @@ export async function runPipeline(manifestFile: string, stageNames: string[], op
       throw new UsageError((e as Error).message);
     }
   })();
-  recordManifestErrors(options.out, manifest.errors);
-  for (const e of manifest.errors) log(`manifest ${e.file}:${e.line}: ${e.message}`);
-  const stages = ALL_STAGES.filter((s) => s !== 'shard' && stageNames.includes(s)).map((s) => UNIT_STAGES[s]);
+  const stages = unitStages(stageNames);
   if (stages.some((s) => s.name !== 'clone')) {
     await assertDockerUp();
     const orphans = await removeOrphanContainers();
     if (orphans) log(`removed ${orphans} container(s) left by a killed run`);
   }
-  const units = await runStages(mine, stages, options, log);
+  progress?.start(
+    mine.length,
+    stages.map((s) => s.name),
+    Math.min(options.concurrency, mine.length),
+  );
+  const budget = options.imageBudgetGb === undefined ? null : new ImageBudget(options.imageBudgetGb * 1e9, log);
+  const ledger = new Ledger(options.out);
+  const units = await runStages(
+    mine,
+    stages,
+    options,
+    log,
+    (e) => progress?.event(e),
+    async (unit) => budget?.unitDone(ledger, unit.id),
+  );
   // Older commits are extra data: their failures are recorded but do not fail the run.
   const history = options.historyCommits > 0 ? await runHistory(units, stages, options, log) : [];
   let dataset: string | null = null;
   let configs: DatasetManifest['configs'] | null = null;
   let mix: MixPlan | null = null;
-  if (stageNames.includes('shard')) {
+  // Static ranks each see only their share: one of them writes the dataset only when told to
+  // (`--shard`), or `worldline shard` runs once after them all.
+  const shardHere = stageNames.includes('shard') && (options.worldSize === 1 || options.shardRank);
+  if (stageNames.includes('shard') && !shardHere)
+    log(`rank ${options.rank}: not sharding (one of ${options.worldSize} ranks; run worldline shard after all, or pass --shard)`);
+  if (shardHere) {
     const sharded = await shardOutput(
       options.out,
       { manifest: resolve(manifestFile), manifest_sha256: sha256(readFileSync(manifestFile)) },
@@ -85,6 +122,7 @@ export async function runPipeline(manifestFile: string, stageNames: string[], op
     if (mix.warning) log(`warning: ${mix.warning}`);
     dataset = outLayout.dataset(options.out);
   }
+  progress?.end();
   const failed = units.some((u) => u.status === 'failed') || manifest.errors.length > 0;
   return { units, history, manifestErrors: manifest.errors.length, dataset, configs, mix, exitCode: failed ? 1 : 0 };
 }

@@ -22,6 +22,9 @@ describe('the worldline command line', () => {
       'export',
       'audit',
       'rebalance',
+      'enqueue',
+      'worker',
+      'gc',
     ]) {
       const res = await cli([cmd, '--help']);
       expect(res.code).toBe(0);
@@ -37,6 +40,9 @@ describe('the worldline command line', () => {
     expect(help.shard).toContain('--issue-fix-share');
     expect(help.audit).toContain('--html');
     expect(help.rebalance).toContain('--target');
+    expect(help.worker).toContain('--lock-duration');
+    expect(help.worker).not.toContain('--step-in');
+    expect(help.enqueue).toContain('--attempts');
   });
 
   it('exits 2 on usage errors, with the reason', async () => {

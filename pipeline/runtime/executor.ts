@@ -4,10 +4,13 @@
  * not run again. A unit's failure is recorded with its reason and never stops the others.
  * `rank`/`worldSize` pick this process's share of the units, for Slurm arrays and the like.
  */
+import { rmSync } from 'node:fs';
 import { hashOf } from '../../core/hashing.js';
+import { outLayout, WORK_KINDS } from './layout.js';
 import { Ledger, type StageName } from './ledger.js';
 import type { Unit } from './manifest.js';
 import type { PipelineOptions } from './options.js';
+import type { ProgressEvent } from './progress.js';
 import { PrerequisiteMissing, type Stage, type StageContext, type StageResult, UnitFailure } from './stage.js';
 
 export interface UnitSummary {
@@ -27,26 +30,38 @@ export function unitsForRank<T>(units: T[], rank: number, worldSize: number): T[
   return units.filter((_, i) => i % worldSize === rank);
 }
 
-/** Runs `fn` over `items` with at most `limit` in flight; results keep the input order. */
-export async function mapLimit<T, R>(items: T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+/** Runs `fn` over `items` with at most `limit` in flight (`slot` says which); results keep the input order. */
+export async function mapLimit<T, R>(items: T[], limit: number, fn: (item: T, slot: number) => Promise<R>): Promise<R[]> {
   const results = new Array<R>(items.length);
   let next = 0;
-  const workers = Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, async () => {
+  const workers = Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, async (_, slot) => {
     while (next < items.length) {
       const i = next++;
-      results[i] = await fn(items[i]);
+      results[i] = await fn(items[i], slot);
     }
   });
   await Promise.all(workers);
   return results;
 }
 
-async function runUnit(unit: Unit, stages: Stage[], options: PipelineOptions, ledger: Ledger, log: (m: string) => void): Promise<UnitSummary> {
+/**
+ * One unit through `stages`: what the local executor runs per unit and what a queue worker runs per
+ * job. `onStage` hears each stage as it starts (progress and queue status).
+ */
+export async function runUnit(
+  unit: Unit,
+  stages: Stage[],
+  options: PipelineOptions,
+  ledger: Ledger,
+  log: (m: string) => void,
+  onStage: (stage: StageName) => void = () => undefined,
+): Promise<UnitSummary> {
   const summary: UnitSummary = { unit, status: 'ok', stage: null, reason: null, ran: [] };
   const ctx: StageContext = { unit, options, ledger, log };
   const ref = { repo: unit.repo, url: unit.location, ref: unit.commit ?? null, python: unit.python, history_of: unit.historyOf ?? null };
   for (const stage of stages) {
     summary.stage = stage.name;
+    onStage(stage.name);
     let key: string;
     try {
       key = hashOf(await stage.key(ctx));
@@ -70,7 +85,8 @@ async function runUnit(unit: Unit, stages: Stage[], options: PipelineOptions, le
     const done = ledger.get(stage.name, unit.id);
     if (done && done.key === key && (done.status === 'ok' || !options.retryFailed)) {
       if (done.status === 'failed') return { ...summary, status: 'failed', reason: done.reason };
-      continue;
+      if (!stage.present || (await stage.present(ctx, done.record as never))) continue;
+      log(`${stage.name} ${unit.id}: its result is gone from this host; running it again`);
     }
     const started = Date.now();
     let result: StageResult<unknown>;
@@ -101,8 +117,30 @@ async function runUnit(unit: Unit, stages: Stage[], options: PipelineOptions, le
   return summary;
 }
 
-/** Runs the stages for `units` (already this rank's share). */
-export async function runStages(units: Unit[], stages: Stage[], options: PipelineOptions, log: (m: string) => void): Promise<UnitSummary[]> {
+/** A unit's scratch folders, once its stages are over (a stage that failed or was killed may leave one). */
+export function removeWorkFolders(out: string, unitId: string): void {
+  for (const kind of WORK_KINDS) rmSync(outLayout.work(out, kind, unitId), { recursive: true, force: true });
+}
+
+/**
+ * Runs the stages for `units` (already this rank's share), telling `onEvent` each stage and unit
+ * as it goes; `afterUnit` (the image budget) hears each unit whose stages are over.
+ */
+export async function runStages(
+  units: Unit[],
+  stages: Stage[],
+  options: PipelineOptions,
+  log: (m: string) => void,
+  onEvent: (e: ProgressEvent) => void = () => undefined,
+  afterUnit: (unit: Unit) => Promise<void> = async () => undefined,
+): Promise<UnitSummary[]> {
   const ledger = new Ledger(options.out);
-  return mapLimit(units, options.concurrency, (unit) => runUnit(unit, stages, options, ledger, log));
+  return mapLimit(units, options.concurrency, async (unit, slot) => {
+    const started = Date.now();
+    const s = await runUnit(unit, stages, options, ledger, log, (stage) => onEvent({ event: 'stage', unit_id: unit.id, stage, slot }));
+    removeWorkFolders(options.out, unit.id);
+    await afterUnit(unit);
+    onEvent({ event: 'unit', unit_id: unit.id, status: s.status, stage: s.stage, reason: s.reason, seconds: (Date.now() - started) / 1000 });
+    return s;
+  });
 }

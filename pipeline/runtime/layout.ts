@@ -27,7 +27,8 @@ export function mirrorPath(unit: Unit): string {
 export type PartKind = 'tests' | 'traces' | 'tasks' | 'trajectories' | 'task_traces';
 
 /** Scratch folders, one per (purpose, unit): removed by their writers, never read by `shard`. */
-export type WorkKind = 'build' | 'validate' | 'trace' | 'forage' | 'grade' | 'issues' | 'task-traces';
+export const WORK_KINDS = ['build', 'validate', 'trace', 'forage', 'grade', 'issues', 'task-traces'] as const;
+export type WorkKind = (typeof WORK_KINDS)[number];
 
 /** Paths under one output folder. */
 export const outLayout = {
@@ -42,6 +43,7 @@ export const outLayout = {
   logDir: (out: string, stage: string) => join(out, 'logs', stage),
   log: (out: string, stage: string, unitId: string) => join(out, 'logs', stage, `${unitId}.log`),
   work: (out: string, kind: WorkKind, unitId: string, ...sub: string[]) => join(out, 'work', kind, unitId, ...sub),
+  workRoot: (out: string) => join(out, 'work'),
   /** The published dataset: a symlink the dataset writer swaps to a complete version beside it. */
   dataset: (out: string) => join(out, 'dataset'),
   datasetManifest: (out: string) => join(out, 'dataset', 'manifest.json'),

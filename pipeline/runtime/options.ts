@@ -74,6 +74,10 @@ export interface PipelineOptions {
   /** Static sharding of units across machines (Slurm arrays, Kubernetes indexed jobs). */
   rank: number;
   worldSize: number;
+  /** Gigabytes of env images of finished units kept on this host (least recently used go first); undefined: no limit. */
+  imageBudgetGb?: number;
+  /** With worldSize > 1, this rank also writes the dataset (otherwise `worldline shard` does, once). */
+  shardRank: boolean;
 }
 
 export const DEFAULTS: Omit<PipelineOptions, 'out'> = {
@@ -107,4 +111,5 @@ export const DEFAULTS: Omit<PipelineOptions, 'out'> = {
   historyTries: 0,
   rank: 0,
   worldSize: 1,
+  shardRank: false,
 };

@@ -27,6 +27,11 @@ export interface Stage<S extends StageName = StageName> {
   /** Everything this unit's result depends on; its hash keys the ledger entry. */
   key(ctx: StageContext): Promise<unknown> | unknown;
   run(ctx: StageContext): Promise<StageResult<StageRecords[S]>>;
+  /**
+   * Whether a result the ledger holds is still usable on this host (build: its image was not
+   * removed by --image-budget or gc, or built on another host); if not, the stage runs again.
+   */
+  present?(ctx: StageContext, record: StageRecords[S]): Promise<boolean>;
 }
 
 export const ok = <R>(record: R): StageResult<R> => ({ status: 'ok', reason: null, record });

@@ -2,8 +2,9 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import { writeFileAtomic } from '../../core/atomic.js';
+import { dirBytes, gb } from '../../core/disk.js';
 import { table } from '../../core/table.js';
-import { outLayout } from './layout.js';
+import { mirrorsDir, outLayout } from './layout.js';
 import { Ledger, STAGES, type StageName } from './ledger.js';
 import type { ManifestError } from './manifest.js';
 
@@ -13,6 +14,8 @@ export interface StatusReport {
   failures: { stage: StageName; unit_id: string; repo: string; reason: string | null }[];
   manifest_errors: ManifestError[];
   dataset: { configs: Record<string, { rows: number; shards: number }> } | null;
+  /** The machine's mirrors cache (`status` only: measuring it walks the cache). */
+  mirrors?: { path: string; bytes: number };
 }
 
 const errorsPath = outLayout.manifestErrors;
@@ -21,7 +24,7 @@ export function recordManifestErrors(out: string, errors: ManifestError[]): void
   writeFileAtomic(errorsPath(out), JSON.stringify(errors, null, 1) + '\n');
 }
 
-export function readStatus(out: string): StatusReport {
+export function readStatus(out: string, opts: { disk?: boolean } = {}): StatusReport {
   const ledger = new Ledger(out);
   const stages = {} as StatusReport['stages'];
   const failures: StatusReport['failures'] = [];
@@ -33,7 +36,8 @@ export function readStatus(out: string): StatusReport {
   const manifest_errors = existsSync(errorsPath(out)) ? (JSON.parse(readFileSync(errorsPath(out), 'utf8')) as ManifestError[]) : [];
   const manifestFile = outLayout.datasetManifest(out);
   const dataset = existsSync(manifestFile) ? (JSON.parse(readFileSync(manifestFile, 'utf8')) as StatusReport['dataset']) : null;
-  return { out, stages, failures, manifest_errors, dataset };
+  const mirrors = opts.disk ? { path: mirrorsDir(), bytes: dirBytes(mirrorsDir()) } : undefined;
+  return { out, stages, failures, manifest_errors, dataset, mirrors };
 }
 
 export function formatStatus(s: StatusReport): string {
@@ -41,6 +45,7 @@ export function formatStatus(s: StatusReport): string {
   if (s.dataset) {
     parts.push('', table([['config', 'rows', 'shards'], ...Object.entries(s.dataset.configs).map(([c, v]) => [c, v.rows, v.shards])]));
   }
+  if (s.mirrors) parts.push('', `mirrors cache: ${gb(s.mirrors.bytes)} in ${s.mirrors.path}`);
   if (s.manifest_errors.length) {
     parts.push('', 'manifest errors:', ...s.manifest_errors.map((e) => `  ${e.file}:${e.line}: ${e.message}`));
   }

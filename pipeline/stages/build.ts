@@ -61,6 +61,10 @@ export const buildStage: Stage<'build'> = {
     const { apt, pip, setup } = ctx.unit.env;
     return { base: base.imageId, env: { apt, pip, setup }, commit: clone.commit, src: clone.src_layout, revision: BUILD_REVISION };
   },
+  // An image removed since (--image-budget, gc) or never built on this host is built again.
+  async present(_ctx: StageContext, record: BuildRecord) {
+    return (await inspectImage(record.image)) !== null;
+  },
   async run(ctx: StageContext) {
     const { unit, options } = ctx;
     const clone = requireRecord(ctx, 'clone');

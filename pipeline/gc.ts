@@ -1,0 +1,42 @@
+/**
+ * `worldline gc --out OUT`: frees what runs over an output folder left on this host: scratch work
+ * folders, dataset versions that are neither published nor being written (the shard lock), the
+ * containers of dead Worldline processes, and with `--images` the env images its units built
+ * (build runs again where a later stage needs one). The ledger, part files and the published
+ * dataset are kept. Run it when no run or worker is writing to OUT (work folders are in use then).
+ */
+import { rmSync } from 'node:fs';
+import { dirBytes } from '../core/disk.js';
+import { pruneUnpublished } from '../datasets/dataset_writer.js';
+import { outLayout } from './runtime/layout.js';
+import { Ledger } from './runtime/ledger.js';
+import type { BuildRecord } from './runtime/records.js';
+import { inspectImage, removeImage, removeOrphanContainers } from './sandbox/engine.js';
+
+export interface GcReport {
+  work_bytes: number;
+  versions_removed: string[];
+  containers_removed: number;
+  images_removed: string[];
+  image_bytes: number;
+}
+
+export async function collectGarbage(out: string, opts: { images: boolean }): Promise<GcReport> {
+  const work = outLayout.workRoot(out);
+  const work_bytes = dirBytes(work);
+  rmSync(work, { recursive: true, force: true });
+  const versions_removed = await pruneUnpublished(outLayout.dataset(out));
+  const containers_removed = await removeOrphanContainers();
+  const images_removed: string[] = [];
+  let image_bytes = 0;
+  if (opts.images) {
+    for (const b of new Ledger(out).all<BuildRecord>('build')) {
+      const info = b.status === 'ok' && b.record ? await inspectImage(b.record.image) : null;
+      if (!info || !b.record) continue;
+      await removeImage(b.record.image);
+      images_removed.push(b.record.image);
+      image_bytes += info.Size;
+    }
+  }
+  return { work_bytes, versions_removed, containers_removed, images_removed, image_bytes };
+}

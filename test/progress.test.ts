@@ -1,0 +1,61 @@
+/**
+ * Progress of `run`: under a pseudo-terminal (`script`) the bars render; through a pipe every
+ * stderr line is a JSON event and the last one carries the totals. Clone only, on hand-written
+ * repositories (no Docker needed: what is tested is the display, not the stages).
+ */
+import { execFileSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { packageRoot } from '../core/package.js';
+import { shQuote } from '../core/shell.js';
+import { cli, gitRepo, tempDir } from './helpers.js';
+
+describe('run progress', () => {
+  let manifest: string;
+  let dir: string;
+
+  beforeAll(() => {
+    dir = tempDir('progress');
+    const lines = ['alpha', 'beta', 'gamma'].map((name) => JSON.stringify({ repo: gitRepo(join(dir, name), { [`${name}.py`]: 'def f():\n    return 1\n' }) }));
+    // A unit whose commit does not exist: a failure the totals count.
+    lines.push(JSON.stringify({ repo: join(dir, 'alpha'), commit: '2'.repeat(40) }));
+    manifest = join(dir, 'manifest.jsonl');
+    writeFileSync(manifest, lines.join('\n') + '\n');
+  });
+
+  it('off a terminal: one JSON line per event, ending with the totals', async () => {
+    const res = await cli(['run', '--manifest', manifest, '--out', join(dir, 'json'), '--stages', 'clone']);
+    expect(res.code).toBe(1);
+    const events = res.stderr
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { event: string; stage?: string; status?: string });
+    expect(events[0]).toMatchObject({ event: 'start', units: 4, stages: ['clone'] });
+    expect(events.filter((e) => e.event === 'stage')).toHaveLength(4);
+    expect(
+      events
+        .filter((e) => e.event === 'unit')
+        .map((e) => e.status)
+        .sort(),
+    ).toEqual(['failed', 'ok', 'ok', 'ok']);
+    expect(events.at(-1)).toMatchObject({ event: 'totals', units: 4, ok: 3, failed: 1, retried: 0, dead: 0 });
+    // The report on stdout is unchanged.
+    expect(res.stdout).toContain('3 of 4 units ok');
+  });
+
+  it('on a terminal: live bars per stage and a line per slot', () => {
+    const cmd = [process.execPath, join(packageRoot, 'dist/bin/worldline.js'), 'run', '--manifest', manifest, '--out', join(dir, 'tty'), '--stages', 'clone'];
+    // script gives the command a pseudo-terminal; its output is what the terminal showed.
+    let shown = '';
+    try {
+      shown = execFileSync('script', ['-qec', cmd.map(shQuote).join(' '), '/dev/null'], { encoding: 'utf8', env: { ...process.env, COLUMNS: '120' } });
+    } catch (e) {
+      shown = (e as { stdout: string }).stdout;
+    }
+    expect(shown).toMatch(/clone {4}[█░]+ 4\/4 units \| ETA/);
+    expect(shown).toMatch(/slot 0: \S+ clone/);
+    expect(shown).not.toContain('"event"');
+    expect(shown).toContain('3 of 4 units ok');
+  });
+});
