@@ -10,11 +10,24 @@ import { join } from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
 import { packageRoot } from '../core/package.js';
 import { OWNER_LABEL, removeOrphanContainers } from '../pipeline/sandbox/engine.js';
-import { readResult } from '../pipeline/sandbox/results.js';
 import { foldReport } from '../pipeline/sandbox/pytest_report.js';
+import { readResult } from '../pipeline/sandbox/results.js';
 import { runSandboxed, SandboxSession } from '../pipeline/sandbox/sandbox.js';
 import { pytestCommand, readRunFiles, runnerCommand, writeReportKey } from '../pipeline/sandbox/suite_run.js';
 import { tempDir } from './helpers.js';
+
+/** A command in a sandboxed container of the 3.11 base image. */
+const inBase = (cmd: string[], work: string, memoryMb: number) =>
+  runSandboxed({
+    image: inject('base311'),
+    cmd,
+    work,
+    vars: {},
+    srcLayout: false,
+    limits: { memoryMb, pids: 64, cpus: 1 },
+    timeoutMs: 120_000,
+    labels: { 'worldline.stage': 'test-sandbox' },
+  });
 
 describe('the sandbox', () => {
   it('drops every capability and sets no-new-privileges, so a test cannot make device nodes or setuid files on the host', async () => {
@@ -25,16 +38,7 @@ describe('the sandbox', () => {
       'cp /bin/sh /worldline/out/rootshell && chown 1234 /worldline/out/rootshell 2>/dev/null && echo made > /worldline/out/chown || echo denied > /worldline/out/chown',
       'rm -f /worldline/out/rootshell',
     ].join('\n');
-    const res = await runSandboxed({
-      image: inject('base311'),
-      cmd: ['sh', '-c', script],
-      work,
-      vars: {},
-      srcLayout: false,
-      limits: { memoryMb: 256, pids: 64, cpus: 1 },
-      timeoutMs: 60_000,
-      labels: { 'worldline.stage': 'test-sandbox' },
-    });
+    const res = await inBase(['sh', '-c', script], work, 256);
     expect(res.exitCode, res.output).toBe(0);
     const status = readResult(work, 'status') as string;
     expect(status).toMatch(/^CapEff:\s+0000000000000000$/m);
@@ -57,16 +61,7 @@ describe('the sandbox', () => {
       // A file past RLIMIT_FSIZE stops at the limit (dd is killed by SIGXFSZ).
       `dd if=/dev/zero of=/tmp/big bs=1M count=${(1 << 30) / (1 << 20) + 8} 2>/dev/null; ls -l /tmp/big | awk '{print $5}' > /worldline/out/big`,
     ].join('\n');
-    const res = await runSandboxed({
-      image: inject('base311'),
-      cmd: ['sh', '-c', script],
-      work,
-      vars: {},
-      srcLayout: false,
-      limits: { memoryMb: 2048, pids: 64, cpus: 1 },
-      timeoutMs: 120_000,
-      labels: { 'worldline.stage': 'test-sandbox' },
-    });
+    const res = await inBase(['sh', '-c', script], work, 2048);
     expect(res.exitCode, res.output).toBe(0);
     expect(readResult(work, 'uid')).toBe('10001\n');
     expect(readResult(work, 'root')).toBe('read-only\n');
@@ -120,16 +115,7 @@ describe('the sandbox', () => {
       ].join('\n'),
     );
     const key = writeReportKey(work);
-    const res = await runSandboxed({
-      image: inject('base311'),
-      cmd: runnerCommand(1, 60, [...pytestCommand(['-s'], 0, false), '/worldline/out/test_steal.py']),
-      work,
-      vars: {},
-      srcLayout: false,
-      limits: { memoryMb: 256, pids: 64, cpus: 1 },
-      timeoutMs: 120_000,
-      labels: { 'worldline.stage': 'test-sandbox' },
-    });
+    const res = await inBase(runnerCommand(1, 60, [...pytestCommand(['-s'], 0, false), '/worldline/out/test_steal.py']), work, 256);
     const run = readRunFiles(work, 1);
     const output = readResult(work, 'output-1.log') as string;
     expect(output, res.output).toContain('STOLEN:');
@@ -141,17 +127,7 @@ describe('the sandbox', () => {
     expect(folded.tests.map((t) => t.outcome)).toEqual(['passed']);
   });
   it('says out of memory only when the engine says so: a memory hog and a plain SIGKILL both exit 137', async () => {
-    const run = (script: string) =>
-      runSandboxed({
-        image: inject('base311'),
-        cmd: ['sh', '-c', script],
-        work: tempDir('oom'),
-        vars: {},
-        srcLayout: false,
-        limits: { memoryMb: 64, pids: 64, cpus: 1 },
-        timeoutMs: 60_000,
-        labels: { 'worldline.stage': 'test-sandbox' },
-      });
+    const run = (script: string) => inBase(['sh', '-c', script], tempDir('oom'), 64);
     const hog = await run("python3 -c 'x = bytearray(512 << 20); print(len(x))'");
     expect(hog.exitCode, hog.output).toBe(137);
     expect(hog.oomKilled).toBe(true);

@@ -80,7 +80,9 @@ export async function gradeSubmission(task: TaskRecord, submission: string | nul
       `{ git ls-files --others | grep -E '${TEST_FILES}'; git ls-files --others | grep -E '${STARTUP_FILES}' | grep -vxF -f /worldline/out/gold-paths; } | xargs -r rm -rf`,
       // The runner takes the key off the file system before any submitted code runs, and holds
       // it where the tests cannot read it (no shell of ours keeps it on a descriptor).
-      `exec ${runnerCommand(1, env.options.suiteTimeoutS, [...pytest, ...tests]).map(shQuote).join(' ')}`,
+      `exec ${runnerCommand(1, env.options.suiteTimeoutS, [...pytest, ...tests])
+        .map(shQuote)
+        .join(' ')}`,
       '',
     ].join('\n');
     writeFileSync(join(work, 'grade.sh'), script);

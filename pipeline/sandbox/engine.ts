@@ -74,7 +74,8 @@ export async function ensureBuildNetwork(): Promise<void> {
  * `logFile`. The build is cancelled at `timeoutMs`.
  */
 export async function buildImage(opts: {
-  context: Readable;
+  /** Made only when the engine is ready to read it: a tar that exits before it is read loses its data. */
+  context: () => Readable;
   tag: string;
   logFile: string;
   timeoutMs: number;
@@ -92,7 +93,7 @@ export async function buildImage(opts: {
   }, opts.timeoutMs);
   let lastError: string | null = null;
   try {
-    const stream = await docker().buildImage(opts.context, {
+    const stream = await docker().buildImage(opts.context(), {
       t: opts.tag,
       networkmode: BUILD_NETWORK,
       memory: opts.memoryBytes,

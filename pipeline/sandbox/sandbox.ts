@@ -9,9 +9,8 @@
 
 import { chmodSync, chownSync, mkdirSync, mkdtempSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
-import type { Readable } from 'node:stream';
 import type Docker from 'dockerode';
-import { docker, OWNER_LABEL } from './engine.js';
+import { docker, OWNER_LABEL, tarStream } from './engine.js';
 import { tracersDir } from './tracers.js';
 
 export interface RunLimits {
@@ -98,6 +97,34 @@ export function claimWork(path: string): void {
 }
 
 /**
+ * Starts a created container with its output going to `onOutput`, kills it at `timeoutMs`, and
+ * says how it ended (out of memory only when the engine says so).
+ */
+async function startAndWait(
+  container: Docker.Container,
+  timeoutMs: number,
+  onOutput: (chunk: Buffer) => void,
+): Promise<{ exitCode: number; timedOut: boolean; oomKilled: boolean }> {
+  const stream = await container.attach({ stream: true, stdout: true, stderr: true });
+  const sink = {
+    write: (chunk: Buffer) => {
+      onOutput(chunk);
+      return true;
+    },
+  };
+  docker().modem.demuxStream(stream, sink as unknown as NodeJS.WritableStream, sink as unknown as NodeJS.WritableStream);
+  await container.start();
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    container.kill().catch(() => undefined);
+  }, timeoutMs);
+  const exitCode = ((await container.wait().finally(() => clearTimeout(timer))) as { StatusCode: number }).StatusCode;
+  const oomKilled = (await container.inspect().catch(() => null))?.State?.OOMKilled ?? false;
+  return { exitCode, timedOut, oomKilled };
+}
+
+/**
  * Runs a command to completion in a fresh container with no network and resource limits,
  * killing it at `timeoutMs`. Output is capped so a chatty suite cannot exhaust memory.
  */
@@ -126,30 +153,11 @@ export async function runContainer(opts: {
   let output = '';
   let dropped = 0;
   try {
-    const stream = await container.attach({ stream: true, stdout: true, stderr: true });
-    const sink = {
-      write(chunk: Buffer) {
-        if (output.length < cap) output += chunk.toString('utf8');
-        else dropped += chunk.length;
-        return true;
-      },
-    };
-    docker().modem.demuxStream(stream, sink as unknown as NodeJS.WritableStream, sink as unknown as NodeJS.WritableStream);
-    await container.start();
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      container.kill().catch(() => undefined);
-    }, opts.timeoutMs);
-    let exitCode: number | null = null;
-    try {
-      const res = (await container.wait()) as { StatusCode: number };
-      exitCode = res.StatusCode;
-    } finally {
-      clearTimeout(timer);
-    }
+    const { exitCode, timedOut, oomKilled } = await startAndWait(container, opts.timeoutMs, (chunk) => {
+      if (output.length < cap) output += chunk.toString('utf8');
+      else dropped += chunk.length;
+    });
     if (dropped) output += `\n[worldline: ${dropped} more bytes of output dropped]\n`;
-    const oomKilled = (await container.inspect().catch(() => null))?.State?.OOMKilled ?? false;
     return { exitCode, timedOut, oomKilled, output };
   } finally {
     await container.remove({ force: true, v: true }).catch(() => undefined);
@@ -296,11 +304,11 @@ export class SandboxSession {
  * The repository-controlled part of a build (the manifest's `setup` steps, installing the
  * repository itself): run as root in a container of `image` with no network, the run's memory,
  * pids and CPU limits, no capabilities but those a root install needs on its own files, and no
- * engine log; committed as `tag` when it exits 0. The checkout arrives as a tar stream at /repo.
+ * engine log; committed as `tag` when it exits 0. The host folder `checkout` arrives at /repo.
  */
 export async function runAndCommit(opts: {
   image: string;
-  checkout: Readable;
+  checkout: string;
   script: string;
   limits: SandboxLimits;
   timeoutMs: number;
@@ -331,18 +339,9 @@ export async function runAndCommit(opts: {
     },
   });
   try {
-    await container.putArchive(opts.checkout, { path: '/' });
-    const stream = await container.attach({ stream: true, stdout: true, stderr: true });
-    const sink = { write: (chunk: Buffer) => (opts.onOutput(chunk), true) };
-    docker().modem.demuxStream(stream, sink as unknown as NodeJS.WritableStream, sink as unknown as NodeJS.WritableStream);
-    await container.start();
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      container.kill().catch(() => undefined);
-    }, opts.timeoutMs);
-    const exitCode = ((await container.wait().finally(() => clearTimeout(timer))) as { StatusCode: number }).StatusCode;
-    const oomKilled = (await container.inspect().catch(() => null))?.State?.OOMKilled ?? false;
+    // The tar starts only now: a stream made earlier loses a small checkout (tar exits before the engine reads).
+    await container.putArchive(tarStream(['-C', opts.checkout, '--transform', 's,^\\./,repo/,;s,^\\.$,repo,', '.']), { path: '/' });
+    const { exitCode, timedOut, oomKilled } = await startAndWait(container, opts.timeoutMs, opts.onOutput);
     if (exitCode !== 0 || timedOut) return { imageId: null, exitCode, timedOut, oomKilled };
     const [repo, tag] = opts.tag.split(':');
     // The build container's owner label must not pass to every container of the image.

@@ -33,7 +33,18 @@ export const OUTPUT_CAP = 16 << 20;
  * where the tests cannot read it.
  */
 export function runnerCommand(runs: number, suiteTimeoutS: number, pytest: string[]): string[] {
-  return ['python3', '-I', '-S', '/worldline/lib/worldline_runs.py', '/worldline/out', String(runs), String(suiteTimeoutS), String(OUTPUT_CAP), '--', ...pytest];
+  return [
+    'python3',
+    '-I',
+    '-S',
+    '/worldline/lib/worldline_runs.py',
+    '/worldline/out',
+    String(runs),
+    String(suiteTimeoutS),
+    String(OUTPUT_CAP),
+    '--',
+    ...pytest,
+  ];
 }
 
 /** A fresh report key, written where only the runner reads it (it deletes the file first thing). */

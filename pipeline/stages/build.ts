@@ -19,7 +19,7 @@ import { buildImage, inspectImage, removeImage, tarStream } from '../sandbox/eng
 import { freshWork, PRISTINE_REPO, runAndCommit, SANDBOX_UID } from '../sandbox/sandbox.js';
 
 /** Bump when the Dockerfile below changes shape. */
-const BUILD_REVISION = 2;
+const BUILD_REVISION = 3;
 
 /**
  * Phase 1, the package installs the manifest names (apt, pip): the only steps with network, on
@@ -53,7 +53,9 @@ export function setupScript(env: UnitEnv): string {
   return [
     'set -e',
     'cd /repo',
-    ...env.setup.map((cmd, i) => `sh -ec ${shQuote(cmd)} || { code=$?; echo "worldline: setup step ${i + 1} returned a non-zero code: $code" >&2; exit $code; }`),
+    ...env.setup.map(
+      (cmd, i) => `sh -ec ${shQuote(cmd)} || { code=$?; echo "worldline: setup step ${i + 1} returned a non-zero code: $code" >&2; exit $code; }`,
+    ),
     `git init -q && git add -A && ${gitEnv} git -c commit.gpgsign=false commit -q --allow-empty -m "worldline: environment baseline"`,
     `echo 'worldline:x:${SANDBOX_UID}:${SANDBOX_UID}:worldline:/tmp:/bin/sh' >> /etc/passwd && echo 'worldline:x:${SANDBOX_UID}:' >> /etc/group`,
     `mkdir -p ${dirname(PRISTINE_REPO)} && cp -a /repo ${PRISTINE_REPO} && chown -R ${SANDBOX_UID}:${SANDBOX_UID} ${PRISTINE_REPO}`,
@@ -63,7 +65,12 @@ export function setupScript(env: UnitEnv): string {
 
 /** What the committed image says about itself (runAndCommit's Dockerfile-style changes). */
 function imageChanges(srcLayout: boolean, labels: Record<string, string>): string[] {
-  return ['WORKDIR /repo', 'CMD ["python3"]', ...(srcLayout ? ['ENV PYTHONPATH=/repo/src'] : []), ...Object.entries(labels).map(([k, v]) => `LABEL ${k}=${JSON.stringify(v)}`)];
+  return [
+    'WORKDIR /repo',
+    'CMD ["python3"]',
+    ...(srcLayout ? ['ENV PYTHONPATH=/repo/src'] : []),
+    ...Object.entries(labels).map(([k, v]) => `LABEL ${k}=${JSON.stringify(v)}`),
+  ];
 }
 
 /** The build log keeps this much of phase 2's output; the rest is counted. */
@@ -124,7 +131,7 @@ export const buildStage: Stage<'build'> = {
       writeFileSync(join(work, 'Dockerfile'), packages);
       const deps = `${tag}-packages`;
       const result = await buildImage({
-        context: tarStream(['-C', work, 'Dockerfile']),
+        context: () => tarStream(['-C', work, 'Dockerfile']),
         tag: deps,
         logFile,
         timeoutMs: deadline - Date.now(),
@@ -142,7 +149,7 @@ export const buildStage: Stage<'build'> = {
     let dropped = 0;
     const setup = await runAndCommit({
       image: from,
-      checkout: tarStream(['-C', checkout, '--transform', 's,^\\./,repo/,;s,^\\.$,repo,', '.']),
+      checkout,
       script: setupScript(unit.env),
       limits: options,
       timeoutMs: Math.max(1000, deadline - Date.now()),

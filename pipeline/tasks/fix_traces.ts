@@ -3,7 +3,7 @@
  * `before`) and again with the gold fix applied (phase `after`), in one fresh container per
  * task, written as `traces` rows marked with the task id and phase.
  */
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { writeJsonl } from '../../core/jsonl.js';
 import { shQuote } from '../../core/shell.js';

@@ -6,7 +6,7 @@
  * only when at least one test goes fail -> pass.
  */
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { git } from '../../core/git.js';
 import { shQuote } from '../../core/shell.js';

@@ -4,7 +4,7 @@
  * only when at least one goes pass -> fail. The gold fix is the reverse of the bug patch.
  */
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { readLines } from '../../core/jsonl.js';
 import type { TaskRecord } from '../../schemas/tasks.js';
