@@ -10,7 +10,6 @@ import { randomBytes } from 'node:crypto';
 import { cpSync, lstatSync, readdirSync, readFileSync, type Stats, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
-import type { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { packageRoot } from '../core/package.js';
 import { buildImage, removeImage, tarStream } from '../pipeline/sandbox/engine.js';

@@ -142,7 +142,8 @@ export async function runContainer(opts: {
   const cap = opts.outputCap ?? 1 << 20;
   const container = await docker().createContainer({
     Image: opts.image,
-    Cmd: opts.cmd,
+    // Every container has its own empty /repo: the checkout goes in before the command runs.
+    Cmd: ['sh', '-c', `${PREPARE_REPO} && exec "$@"`, 'sh', ...opts.cmd],
     Env: Object.entries({ ...BASE_ENV, ...opts.env }).map(([k, v]) => `${k}=${v}`),
     User: `${SANDBOX_UID}:${SANDBOX_UID}`,
     WorkingDir: opts.workdir,
@@ -211,7 +212,7 @@ export function runSandboxed(spec: SandboxSpec): Promise<RunResult> {
   claimWork(spec.work);
   return runContainer({
     image: spec.image,
-    cmd: ['sh', '-c', `${PREPARE_REPO} && exec "$@"`, 'sh', ...spec.cmd],
+    cmd: spec.cmd,
     env: standardEnv(spec.vars, spec.srcLayout, spec.env),
     binds: [`${tracersDir}:/worldline/lib:ro`, `${spec.work}:/worldline/out`],
     limits: toRunLimits(spec.limits),
