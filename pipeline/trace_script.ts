@@ -11,7 +11,7 @@ import type { PythonVersion } from './runtime/manifest.js';
 import { resolveBase } from './sandbox/base_images.js';
 import { assertDockerUp } from './sandbox/engine.js';
 import { readResult } from './sandbox/results.js';
-import { runContainer } from './sandbox/sandbox.js';
+import { claimWork, runContainer } from './sandbox/sandbox.js';
 import { tracersDir } from './sandbox/tracers.js';
 
 export interface ScriptEpisode {
@@ -68,6 +68,7 @@ export async function traceScript(script: string, inputs: string[], opts: TraceS
   const results: ScriptTrace[] = [];
   for (const input of inputs) {
     const dir = mkdtempSync(join(tmpdir(), 'worldline-script-'));
+    claimWork(dir);
     try {
       const name = basename(script);
       copyFileSync(script, join(dir, name));

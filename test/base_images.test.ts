@@ -30,7 +30,14 @@ describe('base images', () => {
       `FROM ${inject('base311')}\nRUN rm -rf /usr/lib/python3/dist-packages/pytest /usr/lib/python3/dist-packages/_pytest /usr/bin/git\nLABEL worldline.unit=test-nopytest\n`,
     );
     const tag = 'worldline/test:no-pytest';
-    const built = await buildImage({ context: tarStream(['-C', ctx, 'Dockerfile']), tag, logFile: join(ctx, 'build.log'), timeoutMs: 120_000 });
+    const built = await buildImage({
+      context: () => tarStream(['-C', ctx, 'Dockerfile']),
+      tag,
+      logFile: join(ctx, 'build.log'),
+      timeoutMs: 120_000,
+      memoryBytes: 512 << 20,
+      cpus: 1,
+    });
     expect(built.ok).toBe(true);
     try {
       await expect(userBaseImage(tag)).rejects.toThrow(`base image ${tag} lacks what Worldline needs: pytest (python3 -m pytest fails to import), git`);

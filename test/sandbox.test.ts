@@ -4,15 +4,30 @@
  * sandboxed container, and on the host's side of its work folder.
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { lstatSync, readdirSync } from 'node:fs';
+import { lstatSync, readdirSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
 import { packageRoot } from '../core/package.js';
 import { OWNER_LABEL, removeOrphanContainers } from '../pipeline/sandbox/engine.js';
+import { foldReport } from '../pipeline/sandbox/pytest_report.js';
 import { readResult } from '../pipeline/sandbox/results.js';
 import { runSandboxed, SandboxSession } from '../pipeline/sandbox/sandbox.js';
+import { pytestCommand, readRunFiles, runnerCommand, writeReportKey } from '../pipeline/sandbox/suite_run.js';
 import { tempDir } from './helpers.js';
+
+/** A command in a sandboxed container of the 3.11 base image. */
+const inBase = (cmd: string[], work: string, memoryMb: number) =>
+  runSandboxed({
+    image: inject('base311'),
+    cmd,
+    work,
+    vars: {},
+    srcLayout: false,
+    limits: { memoryMb, pids: 64, cpus: 1 },
+    timeoutMs: 120_000,
+    labels: { 'worldline.stage': 'test-sandbox' },
+  });
 
 describe('the sandbox', () => {
   it('drops every capability and sets no-new-privileges, so a test cannot make device nodes or setuid files on the host', async () => {
@@ -23,16 +38,7 @@ describe('the sandbox', () => {
       'cp /bin/sh /worldline/out/rootshell && chown 1234 /worldline/out/rootshell 2>/dev/null && echo made > /worldline/out/chown || echo denied > /worldline/out/chown',
       'rm -f /worldline/out/rootshell',
     ].join('\n');
-    const res = await runSandboxed({
-      image: inject('base311'),
-      cmd: ['sh', '-c', script],
-      work,
-      vars: {},
-      srcLayout: false,
-      limits: { memoryMb: 256, pids: 64, cpus: 1 },
-      timeoutMs: 60_000,
-      labels: { 'worldline.stage': 'test-sandbox' },
-    });
+    const res = await inBase(['sh', '-c', script], work, 256);
     expect(res.exitCode, res.output).toBe(0);
     const status = readResult(work, 'status') as string;
     expect(status).toMatch(/^CapEff:\s+0000000000000000$/m);
@@ -43,18 +49,85 @@ describe('the sandbox', () => {
     // Nothing but plain files came back to the host.
     for (const name of readdirSync(work)) expect(lstatSync(join(work, name)).isFile(), name).toBe(true);
   });
+  it('runs as a non-root user on a read-only root, with size-limited nosuid scratch, file-size and open-file limits and an init', async () => {
+    const work = tempDir('hardened');
+    const script = [
+      'id -u > /worldline/out/uid',
+      'touch /etc/x 2>/dev/null && echo writable > /worldline/out/root || echo read-only > /worldline/out/root',
+      'grep -E " /(tmp|repo) " /proc/mounts > /worldline/out/mounts',
+      'ulimit -f > /worldline/out/fsize; ulimit -n > /worldline/out/nofile',
+      'cat /proc/1/comm > /worldline/out/init',
+      'echo "$HOME" > /worldline/out/home',
+      // A file past RLIMIT_FSIZE stops at the limit (dd is killed by SIGXFSZ).
+      `dd if=/dev/zero of=/tmp/big bs=1M count=${(1 << 30) / (1 << 20) + 8} 2>/dev/null; ls -l /tmp/big | awk '{print $5}' > /worldline/out/big`,
+    ].join('\n');
+    const res = await inBase(['sh', '-c', script], work, 2048);
+    expect(res.exitCode, res.output).toBe(0);
+    expect(readResult(work, 'uid')).toBe('10001\n');
+    expect(readResult(work, 'root')).toBe('read-only\n');
+    const mounts = readResult(work, 'mounts') as string;
+    expect(mounts).toMatch(/^tmpfs \/tmp tmpfs rw,nosuid,nodev,.*size=1048576k/m);
+    expect(mounts).toMatch(/^tmpfs \/repo tmpfs rw,nosuid,nodev,.*size=2097152k/m);
+    expect(readResult(work, 'fsize')).toBe(`${(1 << 30) / 512}\n`);
+    expect(readResult(work, 'nofile')).toBe('4096\n');
+    expect(readResult(work, 'init')).toBe('docker-init\n');
+    expect(readResult(work, 'home')).toBe('/tmp\n');
+    // The tmpfs (1 GiB) fills before the file-size limit would: either way no file passes 1 GiB.
+    expect(Number(readResult(work, 'big'))).toBeLessThanOrEqual(1 << 30);
+  });
+  it('keeps the report key from the tests: gone from the work folder, on no descriptor, environment or memory of another process', async () => {
+    const work = tempDir('key');
+    writeFileSync(
+      join(work, 'test_steal.py'),
+      [
+        'import glob, os, re',
+        'def test_steal():',
+        '    found = []',
+        '    paths = ["/worldline/out/key"] + glob.glob("/proc/[0-9]*/fd/*") + glob.glob("/proc/[0-9]*/environ") + glob.glob("/proc/[0-9]*/mem")',
+        '    for path in paths:',
+        '        try:',
+        // Non-blocking: an open pipe end (our own stdout) must not hang the read.
+        '            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)',
+        '            try:',
+        '                found.append(b"" if path.endswith("/mem") else os.read(fd, 1 << 16))',
+        '            finally:',
+        '                os.close(fd)',
+        '        except OSError:',
+        '            pass',
+        // Every other process's writable memory, scanned for what a key looks like.
+        '    for maps in glob.glob("/proc/[0-9]*/maps"):',
+        '        pid = maps.split("/")[2]',
+        '        if pid == str(os.getpid()):',
+        '            continue',
+        '        try:',
+        '            with open(maps) as m, open("/proc/%s/mem" % pid, "rb", 0) as mem:',
+        '                for line in m:',
+        '                    span, perms = line.split()[:2]',
+        '                    if not perms.startswith("rw"):',
+        '                        continue',
+        '                    lo, hi = (int(x, 16) for x in span.split("-"))',
+        '                    mem.seek(lo)',
+        '                    found.extend(re.findall(rb"[0-9a-f]{64}", mem.read(min(hi - lo, 64 << 20))))',
+        '        except (OSError, ValueError, OverflowError):',
+        '            pass',
+        '    os.write(1, b"STOLEN:" + b"|".join(found) + b"\\n")',
+        '',
+      ].join('\n'),
+    );
+    const key = writeReportKey(work);
+    const res = await inBase(runnerCommand(1, 60, [...pytestCommand(['-s'], 0, false), '/worldline/out/test_steal.py']), work, 256);
+    const run = readRunFiles(work, 1);
+    const output = readResult(work, 'output-1.log') as string;
+    expect(output, res.output).toContain('STOLEN:');
+    expect(output).not.toContain(key);
+    expect(readResult(work, 'key')).toBeNull();
+    // The report is signed with the key, so the plugin had it: and only the plugin.
+    const folded = foldReport(run.report ?? '', run.exitCode, false, key);
+    expect(folded.problem).toBeNull();
+    expect(folded.tests.map((t) => t.outcome)).toEqual(['passed']);
+  });
   it('says out of memory only when the engine says so: a memory hog and a plain SIGKILL both exit 137', async () => {
-    const run = (script: string) =>
-      runSandboxed({
-        image: inject('base311'),
-        cmd: ['sh', '-c', script],
-        work: tempDir('oom'),
-        vars: {},
-        srcLayout: false,
-        limits: { memoryMb: 64, pids: 64, cpus: 1 },
-        timeoutMs: 60_000,
-        labels: { 'worldline.stage': 'test-sandbox' },
-      });
+    const run = (script: string) => inBase(['sh', '-c', script], tempDir('oom'), 64);
     const hog = await run("python3 -c 'x = bytearray(512 << 20); print(len(x))'");
     expect(hog.exitCode, hog.output).toBe(137);
     expect(hog.oomKilled).toBe(true);

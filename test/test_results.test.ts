@@ -1,9 +1,9 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
 import { countVerdicts, foldReport, mergeRuns } from '../pipeline/sandbox/pytest_report.js';
-import { runContainer } from '../pipeline/sandbox/sandbox.js';
-import { tracersDir } from '../pipeline/sandbox/tracers.js';
+import { runSandboxed } from '../pipeline/sandbox/sandbox.js';
+import { pytestCommand, readRunFiles, runnerCommand, writeReportKey } from '../pipeline/sandbox/suite_run.js';
 import { tempDir } from './helpers.js';
 
 const line = (o: object) => JSON.stringify(o);
@@ -84,25 +84,26 @@ describe('folding the reporting plugin output', () => {
   });
 });
 
-describe('signed reports (grading)', () => {
-  const key = 'k'.repeat(64);
+describe('signed reports (validate, trace, grading)', () => {
+  let key = '';
 
-  /** Runs the real plugin on `tests` in the bookworm base image with a key on fd 3, as grading does. */
-  async function signedRun(tests: string): Promise<{ report: string; exit: number }> {
+  /** Runs the real plugin on `tests` in the bookworm base image under the runner, which hands it the key, as every suite run does. */
+  async function signedRun(tests: string): Promise<{ report: string; exit: number | null }> {
     const dir = tempDir('signed');
     writeFileSync(join(dir, 'test_x.py'), tests);
-    writeFileSync(join(dir, 'key'), key);
-    const script =
-      'cd /w && exec 3< key && WORLDLINE_REPORT_KEY_FD=3 WORLDLINE_REPORT=/w/report.jsonl python3 -m pytest -q -p worldline_report -p no:cacheprovider test_x.py; echo $? > /w/exit';
-    await runContainer({
+    key = writeReportKey(dir);
+    await runSandboxed({
       image: inject('base311'),
-      cmd: ['sh', '-c', script],
-      env: { PYTHONPATH: '/worldline/lib' },
-      binds: [`${tracersDir}:/worldline/lib:ro`, `${dir}:/w`],
-      limits: { memoryBytes: 512 << 20, pids: 128, cpus: 1 },
+      cmd: runnerCommand(1, 60, [...pytestCommand([], 0, false), '/worldline/out/test_x.py']),
+      work: dir,
+      vars: {},
+      srcLayout: false,
+      limits: { memoryMb: 512, pids: 128, cpus: 1 },
       timeoutMs: 60_000,
+      labels: { 'worldline.stage': 'test-signed' },
     });
-    return { report: readFileSync(join(dir, 'report.jsonl'), 'utf8'), exit: Number(readFileSync(join(dir, 'exit'), 'utf8')) };
+    const run = readRunFiles(dir, 1);
+    return { report: run.report ?? '', exit: run.exitCode };
   }
 
   it('accepts what the plugin signed and catches rewritten, cut, injected and post-session tampering', async () => {
@@ -118,6 +119,7 @@ describe('signed reports (grading)', () => {
     expect(report.split('\n')[0]).toMatch(/^[0-9a-f]{64} \{/);
     expect(foldReport(report, exit, false, 'x'.repeat(64)).problem).toMatch(/not signed by the reporting plugin/);
     const forged = report.replace('"outcome": "failed"', '"outcome": "passed"');
+    expect(forged).not.toBe(report);
     expect(foldReport(forged, 0, false, key).problem).toMatch(/line \d+ of the report is not signed/);
     const lines = report.trim().split('\n');
     const cut = lines.filter((l) => !(l.includes('test_bad') && l.includes('"when": "call"'))).join('\n') + '\n';

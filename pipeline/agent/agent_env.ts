@@ -4,12 +4,8 @@
  * network, and the tools bash, view, edit, create and submit. Tool calls and their results are
  * returned verbatim (capped); a malformed call gets an error observation, never an exception.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { FIXED_COMMIT_ENV } from '../../core/git.js';
 import type { TaskRecord } from '../../schemas/tasks.js';
-import { tarStream } from '../sandbox/engine.js';
 import { SandboxSession } from '../sandbox/sandbox.js';
 
 export const TOOL_NAMES = ['bash', 'view', 'edit', 'create', 'submit'] as const;
@@ -85,14 +81,8 @@ export class AgentEnv {
     });
     const agentEnv = new AgentEnv(session, limits);
     try {
-      const staging = mkdtempSync(join(tmpdir(), 'worldline-task-'));
-      try {
-        writeFileSync(join(staging, 'bug.patch'), task.bug_patch ?? '');
-        writeFileSync(join(staging, 'test.patch'), task.test_patch);
-        await session.putArchive(tarStream(['-C', staging, 'bug.patch', 'test.patch']), '/tmp');
-      } finally {
-        rmSync(staging, { recursive: true, force: true });
-      }
+      await session.writeFile('/tmp/bug.patch', task.bug_patch ?? '');
+      await session.writeFile('/tmp/test.patch', task.test_patch);
       const identity = Object.entries(FIXED_COMMIT_ENV)
         .map(([k, v]) => `${k}='${v}'`)
         .join(' ');

@@ -8,19 +8,19 @@
  * come from the plugin's hooks); test files, conftests and pytest's configuration files go back to
  * the task's version and new ones are deleted, as are interpreter start-up hooks (sitecustomize,
  * .pth) that would run before the plugin; the report is signed with a key that reaches the plugin
- * on an inherited descriptor, so a rewritten or injected report is caught. Code that deliberately
+ * on a pipe the plugin drains at import (tracers/worldline_runs.py), so a rewritten or injected
+ * report is caught. Code that deliberately
  * introspects the plugin inside the same interpreter could still forge lines: the residual risk.
  */
-import { randomBytes } from 'node:crypto';
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { shQuote } from '../../core/shell.js';
 import type { TaskRecord } from '../../schemas/tasks.js';
 import type { PipelineOptions } from '../runtime/options.js';
 import { foldReport, type Outcome } from '../sandbox/pytest_report.js';
 import { readResult } from '../sandbox/results.js';
-import { runSandboxed } from '../sandbox/sandbox.js';
-import { pytestCommand } from '../sandbox/suite_run.js';
+import { freshWork, runSandboxed } from '../sandbox/sandbox.js';
+import { pytestCommand, runnerCommand, TIMEOUT_EXIT, writeReportKey } from '../sandbox/suite_run.js';
 import { hunksOf } from './policy.js';
 
 export interface Grade {
@@ -41,7 +41,7 @@ export interface GradeEnv {
   vars: Record<string, string>;
   pytestArgs: string[];
   hasTimeoutPlugin: boolean;
-  /** Where the work folder goes (unique per grading). */
+  /** Where the work folder goes: a fresh folder is made under this name, removed when grading ends. */
   work: string;
 }
 
@@ -56,20 +56,15 @@ const STARTUP_FILES = String.raw`(^|/)(pytest\.ini|tox\.ini|setup\.cfg|pyproject
 const APPLY = (file: string) => `git apply --whitespace=nowarn ${file} 2>/dev/null || patch -p1 --batch --forward --silent < ${file} >/dev/null 2>&1`;
 
 export async function gradeSubmission(task: TaskRecord, submission: string | null, env: GradeEnv): Promise<Grade> {
-  const { work } = env;
-  rmSync(work, { recursive: true, force: true });
-  mkdirSync(work, { recursive: true });
+  const work = freshWork(env.work);
   try {
     writeFileSync(join(work, 'bug.patch'), task.bug_patch ?? '');
     writeFileSync(join(work, 'test.patch'), task.test_patch);
     writeFileSync(join(work, 'submission.patch'), submission ?? '');
     writeFileSync(join(work, 'gold-paths'), [...new Set(hunksOf(task.patch).map((h) => `${h.path}\n`))].join(''));
-    const key = randomBytes(32).toString('hex');
-    writeFileSync(join(work, 'key'), key);
+    const key = writeReportKey(work);
     const tests = [...task.FAIL_TO_PASS, ...task.PASS_TO_PASS];
-    const pytest = pytestCommand(env.pytestArgs, env.options.testTimeoutS, env.hasTimeoutPlugin).map(shQuote).join(' ');
-    // A random report name the submission cannot know in advance.
-    const report = `/worldline/out/report-${Math.random().toString(36).slice(2)}.jsonl`;
+    const pytest = pytestCommand(env.pytestArgs, env.options.testTimeoutS, env.hasTimeoutPlugin);
     const script = [
       'cd /repo',
       'set -e',
@@ -83,11 +78,11 @@ export async function gradeSubmission(task: TaskRecord, submission: string | nul
       // Protected files go back to the task's version, whatever the submission did to them.
       `{ git diff --name-only HEAD | grep -E '${TEST_FILES}'; git diff --name-only HEAD | grep -E '${STARTUP_FILES}' | grep -vxF -f /worldline/out/gold-paths; } | xargs -r git checkout HEAD -- 2>/dev/null`,
       `{ git ls-files --others | grep -E '${TEST_FILES}'; git ls-files --others | grep -E '${STARTUP_FILES}' | grep -vxF -f /worldline/out/gold-paths; } | xargs -r rm -rf`,
-      // The key leaves the file system before any submitted code runs.
-      'exec 3< /worldline/out/key; rm -f /worldline/out/key',
-      `WORLDLINE_REPORT=${report} WORLDLINE_REPORT_KEY_FD=3 timeout -k 10 ${env.options.suiteTimeoutS} ${pytest} ${tests.map(shQuote).join(' ')} > /worldline/out/output.log 2>&1`,
-      'echo $? > /worldline/out/exit',
-      `cp ${report} /worldline/out/report.jsonl 2>/dev/null || true`,
+      // The runner takes the key off the file system before any submitted code runs, and holds
+      // it where the tests cannot read it (no shell of ours keeps it on a descriptor).
+      `exec ${runnerCommand(1, env.options.suiteTimeoutS, [...pytest, ...tests])
+        .map(shQuote)
+        .join(' ')}`,
       '',
     ].join('\n');
     writeFileSync(join(work, 'grade.sh'), script);
@@ -109,9 +104,9 @@ export async function gradeSubmission(task: TaskRecord, submission: string | nul
         return '';
       }
     };
-    const exitText = read('exit').trim();
+    const exitText = read('exit-1').trim();
     const exitCode = exitText ? Number(exitText) : null;
-    const run = foldReport(read('report.jsonl'), exitCode, exitCode === null || exitCode === 124, key);
+    const run = foldReport(read('report-1.jsonl'), exitCode, exitCode === null || exitCode === TIMEOUT_EXIT, key);
     const outcomes = Object.fromEntries(run.tests.map((t) => [t.nodeid, t.outcome])) as Record<string, Outcome>;
     const split = (ids: string[]) => ({ passed: ids.filter((id) => outcomes[id] === 'passed'), failed: ids.filter((id) => outcomes[id] !== 'passed') });
     const fail_to_pass = split(task.FAIL_TO_PASS);

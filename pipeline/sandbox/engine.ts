@@ -51,16 +51,39 @@ export interface BuildResult {
 }
 
 /**
- * Builds from a context folder with host networking (the only network these machines have),
- * streaming the build output to `logFile`. The build is cancelled at `timeoutMs`.
+ * The network package installs run on: a bridge of its own, so a build reaches the package
+ * mirrors through the host's routing but not services on the host's loopback (127.0.0.1 in a
+ * container is the container's own), nor other containers (no inter-container traffic).
+ */
+export const BUILD_NETWORK = 'worldline-build';
+
+export async function ensureBuildNetwork(): Promise<void> {
+  const found = await docker().listNetworks({ filters: { name: [BUILD_NETWORK] } });
+  if (found.some((n) => n.Name === BUILD_NETWORK)) return;
+  await docker()
+    .createNetwork({ Name: BUILD_NETWORK, Driver: 'bridge', CheckDuplicate: true, Options: { 'com.docker.network.bridge.enable_icc': 'false' } })
+    .catch((e: { statusCode?: number }) => {
+      // Another run made it first.
+      if (e.statusCode !== 409) throw e;
+    });
+}
+
+/**
+ * Builds from a context folder on the build network (package installs only: see
+ * pipeline/stages/build.ts), under the memory and CPU limits, streaming the build output to
+ * `logFile`. The build is cancelled at `timeoutMs`.
  */
 export async function buildImage(opts: {
-  context: Readable;
+  /** Made only when the engine is ready to read it: a tar that exits before it is read loses its data. */
+  context: () => Readable;
   tag: string;
   logFile: string;
   timeoutMs: number;
+  memoryBytes: number;
+  cpus: number;
   labels?: Record<string, string>;
 }): Promise<BuildResult> {
+  await ensureBuildNetwork();
   const log = createWriteStream(opts.logFile);
   const controller = new AbortController();
   let timedOut = false;
@@ -70,9 +93,13 @@ export async function buildImage(opts: {
   }, opts.timeoutMs);
   let lastError: string | null = null;
   try {
-    const stream = await docker().buildImage(opts.context, {
+    const stream = await docker().buildImage(opts.context(), {
       t: opts.tag,
-      networkmode: 'host',
+      networkmode: BUILD_NETWORK,
+      memory: opts.memoryBytes,
+      memswap: opts.memoryBytes,
+      cpuperiod: 100_000,
+      cpuquota: Math.round(opts.cpus * 100_000),
       rm: true,
       forcerm: true,
       labels: opts.labels,

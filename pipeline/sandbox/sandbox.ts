@@ -7,9 +7,10 @@
  * tools exec into. `runContainer` is the bare form both build on.
  */
 
-import type { Readable } from 'node:stream';
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, statSync } from 'node:fs';
+import { dirname } from 'node:path';
 import type Docker from 'dockerode';
-import { docker, OWNER_LABEL } from './engine.js';
+import { docker, OWNER_LABEL, tarStream } from './engine.js';
 import { tracersDir } from './tracers.js';
 
 export interface RunLimits {
@@ -27,11 +28,30 @@ export interface RunResult {
 }
 
 /**
- * What every container gets: no network, the limits, and no way to gain privileges: every
- * capability dropped (no mknod, chown of others' files, raw sockets or mounts) and setuid
- * binaries powerless (no-new-privileges).
+ * The unprivileged user every container runs as. Builds give it a name in /etc/passwd and own
+ * the pristine checkout by it; base images run it nameless (nothing there needs a name).
+ */
+export const SANDBOX_UID = 10001;
+/** Where a built environment keeps its checkout; each container copies it to its own /repo. */
+export const PRISTINE_REPO = '/opt/worldline/repo';
+/**
+ * Per-container disk budget: /repo and /tmp (also HOME) are memory-backed file systems of these
+ * sizes, gone with the container; the root file system is read-only, so nothing else is
+ * writable but the work folder, where RLIMIT_FSIZE bounds each file.
+ */
+export const DISK_BUDGET = { repoMb: 2048, tmpMb: 1024, fileBytes: 1 << 30 };
+const OPEN_FILES = 4096;
+
+/**
+ * What every container gets: no network, the limits, and no way to gain privileges: a non-root
+ * user, every capability dropped (no mknod, chown of others' files, raw sockets or mounts),
+ * setuid binaries powerless (no-new-privileges), a read-only root file system (a test cannot
+ * change the interpreter, site-packages or /etc for a later run), size-limited nosuid/nodev
+ * scratch file systems, file-size and open-file limits, an init that reaps and forwards signals,
+ * and no engine log (output a test prints never lands on the host's disk).
  */
 function hostConfig(binds: string[], limits: RunLimits): Docker.ContainerCreateOptions['HostConfig'] {
+  const scratch = (mb: number) => `rw,exec,nosuid,nodev,size=${mb}m,uid=${SANDBOX_UID},gid=${SANDBOX_UID},mode=0755`;
   return {
     NetworkMode: 'none',
     Binds: binds,
@@ -41,7 +61,67 @@ function hostConfig(binds: string[], limits: RunLimits): Docker.ContainerCreateO
     NanoCpus: Math.round(limits.cpus * 1e9),
     CapDrop: ['ALL'],
     SecurityOpt: ['no-new-privileges'],
+    ReadonlyRootfs: true,
+    Tmpfs: { '/tmp': scratch(DISK_BUDGET.tmpMb), '/repo': scratch(DISK_BUDGET.repoMb) },
+    Ulimits: [
+      { Name: 'fsize', Soft: DISK_BUDGET.fileBytes, Hard: DISK_BUDGET.fileBytes },
+      { Name: 'nofile', Soft: OPEN_FILES, Hard: OPEN_FILES },
+      { Name: 'core', Soft: 0, Hard: 0 },
+    ],
+    Init: true,
+    LogConfig: { Type: 'none', Config: {} },
   };
+}
+
+/** The environment every container starts with; HOME is scratch, so nothing a run writes there persists. */
+const BASE_ENV = { HOME: '/tmp', USER: 'worldline' };
+
+/** Copies the environment's pristine checkout into the container's own /repo (absent in base images). */
+const PREPARE_REPO = `if [ -d ${PRISTINE_REPO} ]; then cp -a ${PRISTINE_REPO}/. /repo/; fi`;
+
+/**
+ * A fresh work folder under `base` (a new name each run, so a late container of an earlier run
+ * never writes into this one's), writable by the sandbox user.
+ */
+export function freshWork(base: string): string {
+  mkdirSync(dirname(base), { recursive: true });
+  const work = mkdtempSync(`${base}-`);
+  claimWork(work);
+  return work;
+}
+
+/** Hands a host folder or file to the sandbox user: its owner when we are root, else open to all. */
+export function claimWork(path: string): void {
+  if (process.getuid?.() === 0) chownSync(path, SANDBOX_UID, SANDBOX_UID);
+  else chmodSync(path, statSync(path).isDirectory() ? 0o777 : 0o666);
+}
+
+/**
+ * Starts a created container with its output going to `onOutput`, kills it at `timeoutMs`, and
+ * says how it ended (out of memory only when the engine says so).
+ */
+async function startAndWait(
+  container: Docker.Container,
+  timeoutMs: number,
+  onOutput: (chunk: Buffer) => void,
+): Promise<{ exitCode: number; timedOut: boolean; oomKilled: boolean }> {
+  const stream = await container.attach({ stream: true, stdout: true, stderr: true });
+  const sink = {
+    write: (chunk: Buffer) => {
+      onOutput(chunk);
+      return true;
+    },
+  };
+  docker().modem.demuxStream(stream, sink as unknown as NodeJS.WritableStream, sink as unknown as NodeJS.WritableStream);
+  await container.start();
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    container.kill().catch(() => undefined);
+  }, timeoutMs);
+  const exitCode = ((await container.wait().finally(() => clearTimeout(timer))) as { StatusCode: number }).StatusCode;
+  const oomKilled = (await container.inspect().catch(() => null))?.State?.OOMKilled ?? false;
+  return { exitCode, timedOut, oomKilled };
 }
 
 /**
@@ -62,8 +142,10 @@ export async function runContainer(opts: {
   const cap = opts.outputCap ?? 1 << 20;
   const container = await docker().createContainer({
     Image: opts.image,
-    Cmd: opts.cmd,
-    Env: Object.entries(opts.env ?? {}).map(([k, v]) => `${k}=${v}`),
+    // Every container has its own empty /repo: the checkout goes in before the command runs.
+    Cmd: ['sh', '-c', `${PREPARE_REPO} && exec "$@"`, 'sh', ...opts.cmd],
+    Env: Object.entries({ ...BASE_ENV, ...opts.env }).map(([k, v]) => `${k}=${v}`),
+    User: `${SANDBOX_UID}:${SANDBOX_UID}`,
     WorkingDir: opts.workdir,
     Labels: { 'worldline.role': 'run', ...opts.labels, ...OWNER_LABEL },
     NetworkDisabled: true,
@@ -72,33 +154,14 @@ export async function runContainer(opts: {
   let output = '';
   let dropped = 0;
   try {
-    const stream = await container.attach({ stream: true, stdout: true, stderr: true });
-    const sink = {
-      write(chunk: Buffer) {
-        if (output.length < cap) output += chunk.toString('utf8');
-        else dropped += chunk.length;
-        return true;
-      },
-    };
-    docker().modem.demuxStream(stream, sink as unknown as NodeJS.WritableStream, sink as unknown as NodeJS.WritableStream);
-    await container.start();
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      container.kill().catch(() => undefined);
-    }, opts.timeoutMs);
-    let exitCode: number | null = null;
-    try {
-      const res = (await container.wait()) as { StatusCode: number };
-      exitCode = res.StatusCode;
-    } finally {
-      clearTimeout(timer);
-    }
+    const { exitCode, timedOut, oomKilled } = await startAndWait(container, opts.timeoutMs, (chunk) => {
+      if (output.length < cap) output += chunk.toString('utf8');
+      else dropped += chunk.length;
+    });
     if (dropped) output += `\n[worldline: ${dropped} more bytes of output dropped]\n`;
-    const oomKilled = (await container.inspect().catch(() => null))?.State?.OOMKilled ?? false;
     return { exitCode, timedOut, oomKilled, output };
   } finally {
-    await container.remove({ force: true }).catch(() => undefined);
+    await container.remove({ force: true, v: true }).catch(() => undefined);
   }
 }
 
@@ -122,6 +185,8 @@ function standardEnv(vars: Record<string, string>, srcLayout: boolean, extra: Re
     PYTHONPATH: srcLayout ? '/worldline/lib:/repo/src' : '/worldline/lib',
     PYTHONHASHSEED: '0',
     PYTHONDONTWRITEBYTECODE: '1',
+    // A .pth a test drops in ~/.local would run in every later interpreter of the container.
+    PYTHONNOUSERSITE: '1',
     TZ: 'UTC',
     ...extra,
   };
@@ -144,6 +209,7 @@ export interface SandboxSpec {
 
 /** Runs repository code for a stage, the one standard way (see the top of this file). */
 export function runSandboxed(spec: SandboxSpec): Promise<RunResult> {
+  claimWork(spec.work);
   return runContainer({
     image: spec.image,
     cmd: spec.cmd,
@@ -167,7 +233,8 @@ export class SandboxSession {
     const container = await docker().createContainer({
       Image: opts.image,
       Cmd: ['sleep', 'infinity'],
-      Env: Object.entries(opts.env).map(([k, v]) => `${k}=${v}`),
+      Env: Object.entries({ ...BASE_ENV, ...opts.env }).map(([k, v]) => `${k}=${v}`),
+      User: `${SANDBOX_UID}:${SANDBOX_UID}`,
       WorkingDir: '/repo',
       NetworkDisabled: true,
       Labels: { ...opts.labels, ...OWNER_LABEL },
@@ -176,6 +243,8 @@ export class SandboxSession {
     const session = new SandboxSession(container);
     try {
       await container.start();
+      const prepared = await session.exec(['sh', '-c', PREPARE_REPO], 300, 4096);
+      if (prepared.exitCode !== 0) throw new Error(`cannot copy the checkout into the session's /repo: ${prepared.output}`);
     } catch (e) {
       await session.close();
       throw e;
@@ -183,9 +252,18 @@ export class SandboxSession {
     return session;
   }
 
-  /** Extracts a tar stream into a folder of the container. */
-  async putArchive(tar: Readable, path: string): Promise<void> {
-    await this.container.putArchive(tar, { path });
+  /**
+   * Writes a file into the container. Not through the archive API: the root file system is
+   * read-only and the engine cannot see into the container's tmpfs mounts; so through exec, in
+   * base64 chunks that each fit one argument.
+   */
+  async writeFile(path: string, content: string): Promise<void> {
+    const b64 = Buffer.from(content).toString('base64');
+    const chunk = 96 * 1024; // a multiple of 4: each chunk decodes on its own
+    for (let at = 0; at === 0 || at < b64.length; at += chunk) {
+      const res = await this.exec(['sh', '-c', `printf %s "$1" | base64 -d ${at ? '>>' : '>'} "$2"`, 'sh', b64.slice(at, at + chunk), path], 60, 4096);
+      if (res.exitCode !== 0) throw new Error(`cannot write ${path} in the container: ${res.output}`);
+    }
   }
 
   /** Runs a command in /repo under `timeout`, keeping the first `cap` characters of its output. */
@@ -219,6 +297,58 @@ export class SandboxSession {
   }
 
   async close(): Promise<void> {
-    await this.container.remove({ force: true }).catch(() => undefined);
+    await this.container.remove({ force: true, v: true }).catch(() => undefined);
+  }
+}
+
+/**
+ * The repository-controlled part of a build (the manifest's `setup` steps, installing the
+ * repository itself): run as root in a container of `image` with no network, the run's memory,
+ * pids and CPU limits, no capabilities but those a root install needs on its own files, and no
+ * engine log; committed as `tag` when it exits 0. The host folder `checkout` arrives at /repo.
+ */
+export async function runAndCommit(opts: {
+  image: string;
+  checkout: string;
+  script: string;
+  limits: SandboxLimits;
+  timeoutMs: number;
+  tag: string;
+  changes: string[];
+  onOutput: (chunk: Buffer) => void;
+}): Promise<{ imageId: string | null; exitCode: number | null; timedOut: boolean; oomKilled: boolean }> {
+  const limits = toRunLimits(opts.limits);
+  const container = await docker().createContainer({
+    Image: opts.image,
+    Cmd: ['sh', '-c', opts.script],
+    WorkingDir: '/repo',
+    User: '0:0',
+    NetworkDisabled: true,
+    Labels: { 'worldline.role': 'build', ...OWNER_LABEL },
+    HostConfig: {
+      NetworkMode: 'none',
+      Memory: limits.memoryBytes,
+      MemorySwap: limits.memoryBytes,
+      PidsLimit: limits.pids,
+      NanoCpus: Math.round(limits.cpus * 1e9),
+      CapDrop: ['ALL'],
+      CapAdd: ['CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'FSETID', 'SETUID', 'SETGID'],
+      SecurityOpt: ['no-new-privileges'],
+      Ulimits: [{ Name: 'core', Soft: 0, Hard: 0 }],
+      Init: true,
+      LogConfig: { Type: 'none', Config: {} },
+    },
+  });
+  try {
+    // The tar starts only now: a stream made earlier loses a small checkout (tar exits before the engine reads).
+    await container.putArchive(tarStream(['-C', opts.checkout, '--transform', 's,^\\./,repo/,;s,^\\.$,repo,', '.']), { path: '/' });
+    const { exitCode, timedOut, oomKilled } = await startAndWait(container, opts.timeoutMs, opts.onOutput);
+    if (exitCode !== 0 || timedOut) return { imageId: null, exitCode, timedOut, oomKilled };
+    const [repo, tag] = opts.tag.split(':');
+    // The build container's owner label must not pass to every container of the image.
+    const committed = (await container.commit({ repo, tag, changes: [...opts.changes, 'LABEL worldline.owner=', 'LABEL worldline.role='] })) as { Id: string };
+    return { imageId: committed.Id, exitCode, timedOut, oomKilled };
+  } finally {
+    await container.remove({ force: true, v: true }).catch(() => undefined);
   }
 }

@@ -3,15 +3,15 @@
  * network; memory, pids and CPU limits; a wall timeout per run) with our Python on the import
  * path and an output folder outside /repo. Validate, trace and grading all run suites this way.
  */
+import { randomBytes } from 'node:crypto';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { shQuote } from '../../core/shell.js';
 import { outLayout } from '../runtime/layout.js';
 import type { Unit } from '../runtime/manifest.js';
 import type { PipelineOptions } from '../runtime/options.js';
 import { foldReport, type SuiteRun } from './pytest_report.js';
 import { readLogTail, readResult } from './results.js';
-import { runSandboxed } from './sandbox.js';
+import { claimWork, freshWork, runSandboxed } from './sandbox.js';
 
 /** Exit status `timeout(1)` returns when the time limit hit. */
 export const TIMEOUT_EXIT = 124;
@@ -24,18 +24,45 @@ export function pytestCommand(pytestArgs: string[], testTimeoutS: number, hasTim
   return [...cmd, ...pytestArgs];
 }
 
-function runScript(runs: number, suiteTimeoutS: number, pytest: string[]): string {
-  const cmd = pytest.map(shQuote).join(' ');
+/** A run's output kept on disk: the rest is counted, not written (`worldline_runs.py`). */
+export const OUTPUT_CAP = 16 << 20;
+
+/**
+ * The container's command: our runner (isolated from the repository's site-packages) runs the
+ * suite `runs` times under a timeout each, caps its output, and hands the plugin the report key
+ * where the tests cannot read it.
+ */
+export function runnerCommand(runs: number, suiteTimeoutS: number, pytest: string[]): string[] {
   return [
-    'cd /repo',
-    `i=1; while [ $i -le ${runs} ]; do`,
-    `  WORLDLINE_REPORT=/worldline/out/report-$i.jsonl timeout -k 10 ${suiteTimeoutS} ${cmd} > /worldline/out/output-$i.log 2>&1`,
-    '  code=$?; echo $code > /worldline/out/exit-$i',
-    `  [ $code -eq ${TIMEOUT_EXIT} ] && break`,
-    '  i=$((i+1))',
-    'done',
-    '',
-  ].join('\n');
+    'python3',
+    '-I',
+    '-S',
+    '/worldline/lib/worldline_runs.py',
+    '/worldline/out',
+    String(runs),
+    String(suiteTimeoutS),
+    String(OUTPUT_CAP),
+    '--',
+    ...pytest,
+  ];
+}
+
+/** A fresh report key, written where only the runner reads it (it deletes the file first thing). */
+export function writeReportKey(work: string): string {
+  const key = randomBytes(32).toString('hex');
+  writeFileSync(join(work, 'key'), key, { mode: 0o600 });
+  claimWork(join(work, 'key'));
+  return key;
+}
+
+/** What the runner wrote for run `i`: its exit code (null when it never finished) and the report text. */
+export function readRunFiles(work: string, i: number): { exitCode: number | null; report: string | null; capped: number } {
+  const exitText = readResult(work, `exit-${i}`);
+  return {
+    exitCode: exitText === null ? null : Number(exitText.trim()),
+    report: readResult(work, `report-${i}.jsonl`),
+    capped: Number(readResult(work, `capped-${i}`)?.trim() ?? 0),
+  };
 }
 
 export interface SuiteSpec {
@@ -61,14 +88,12 @@ export interface SuiteOutcome {
 
 export async function runSuite(spec: SuiteSpec): Promise<SuiteOutcome> {
   const { unit, options } = spec;
-  const work = outLayout.work(options.out, spec.stage, unit.id);
-  rmSync(work, { recursive: true, force: true });
-  mkdirSync(work, { recursive: true });
-  writeFileSync(join(work, 'run.sh'), runScript(spec.runs, spec.suiteTimeoutS, spec.pytest));
+  const work = freshWork(outLayout.work(options.out, spec.stage, unit.id));
+  const key = writeReportKey(work);
   const started = Date.now();
   const result = await runSandboxed({
     image: spec.imageId,
-    cmd: ['sh', '/worldline/out/run.sh'],
+    cmd: runnerCommand(spec.runs, spec.suiteTimeoutS, spec.pytest),
     work,
     vars: unit.env.vars,
     srcLayout: spec.srcLayout,
@@ -77,6 +102,9 @@ export async function runSuite(spec: SuiteSpec): Promise<SuiteOutcome> {
     // Each run has its own limit inside; this one catches a container that will not die.
     timeoutMs: (spec.suiteTimeoutS + 30) * spec.runs * 1000,
     labels: { 'worldline.unit': unit.id, 'worldline.stage': spec.stage },
+  }).catch((e) => {
+    rmSync(work, { recursive: true, force: true });
+    throw e;
   });
   const seconds = (Date.now() - started) / 1000;
   const runs: SuiteRun[] = [];
@@ -94,14 +122,16 @@ export async function runSuite(spec: SuiteSpec): Promise<SuiteOutcome> {
 
   function readRuns(): void {
     for (let i = 1; i <= spec.runs; i++) {
-      const exitText = readResult(work, `exit-${i}`);
-      const report = readResult(work, `report-${i}.jsonl`);
+      const { exitCode, report, capped } = readRunFiles(work, i);
       logParts.push(`==== run ${i} ====\n${readLogTail(work, `output-${i}.log`) ?? '(no output)'}`);
-      if (exitText === null && report === null) break;
-      const exitCode = exitText === null ? null : Number(exitText.trim());
+      if (exitCode === null && report === null) break;
       const timedOut = exitCode === null || exitCode === TIMEOUT_EXIT;
-      const run = foldReport(report ?? '', timedOut ? null : exitCode, timedOut);
-      if (timedOut) run.problem = `${run.problem} (suite timeout: ${spec.suiteTimeoutS} s)`;
+      const run = foldReport(report ?? '', timedOut ? null : exitCode, timedOut, key);
+      if (exitCode === null && !result.timedOut) {
+        // No exit file and no timeout of ours: something killed the runner (a test may kill its parent).
+        run.problem = `the runner was killed before the suite finished (container exit ${result.exitCode}${result.oomKilled ? ', out of memory' : ''})`;
+      } else if (timedOut) run.problem = `${run.problem} (suite timeout: ${spec.suiteTimeoutS} s)`;
+      else if (capped) run.problem = `output capped: the suite printed ${capped} bytes past the ${OUTPUT_CAP}-byte cap`;
       else if (exitCode === 137) {
         run.problem = result.oomKilled
           ? `out of memory (killed at the ${options.memoryMb} MB limit)`

@@ -3,7 +3,7 @@
  * `before`) and again with the gold fix applied (phase `after`), in one fresh container per
  * task, written as `traces` rows marked with the task id and phase.
  */
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { writeJsonl } from '../../core/jsonl.js';
 import { shQuote } from '../../core/shell.js';
@@ -12,17 +12,16 @@ import type { TraceRecord } from '../../schemas/traces.js';
 import { outLayout } from '../runtime/layout.js';
 import type { BuildRecord, CloneRecord } from '../runtime/records.js';
 import type { StageContext } from '../runtime/stage.js';
-import { runSandboxed } from '../sandbox/sandbox.js';
+import { freshWork, runSandboxed } from '../sandbox/sandbox.js';
 import { pytestCommand } from '../sandbox/suite_run.js';
 import { traceRows } from '../sandbox/tracer_output.js';
 
 /** Per-test timeout under the tracer, as a multiple of --mutant-test-timeout. */
 const TRACED_MUTANT_FACTOR = 5;
 
-async function* aroundOneTask(ctx: StageContext, task: TaskRecord, clone: CloneRecord, build: BuildRecord, work: string): AsyncGenerator<TraceRecord> {
+async function* aroundOneTask(ctx: StageContext, task: TaskRecord, clone: CloneRecord, build: BuildRecord, workBase: string): AsyncGenerator<TraceRecord> {
   const o = ctx.options;
-  rmSync(work, { recursive: true, force: true });
-  mkdirSync(work, { recursive: true });
+  const work = freshWork(workBase);
   try {
     writeFileSync(join(work, 'bug.patch'), task.bug_patch ?? '');
     writeFileSync(join(work, 'test.patch'), task.test_patch);

@@ -6,7 +6,7 @@
  * only when at least one test goes fail -> pass.
  */
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { git } from '../../core/git.js';
 import { shQuote } from '../../core/shell.js';
@@ -16,7 +16,7 @@ import type { BuildRecord, CloneRecord } from '../runtime/records.js';
 import type { StageContext } from '../runtime/stage.js';
 import { foldReport, type SuiteRun } from '../sandbox/pytest_report.js';
 import { readResult } from '../sandbox/results.js';
-import { runSandboxed } from '../sandbox/sandbox.js';
+import { freshWork, runSandboxed } from '../sandbox/sandbox.js';
 import { pytestCommand, TIMEOUT_EXIT } from '../sandbox/suite_run.js';
 import { type CandidateOptions, candidatePatches, findIssueCandidates } from './issue_candidates.js';
 import { type IssueText, issueProblemStatement, matchIssue } from './issue_export.js';
@@ -129,9 +129,7 @@ export async function mineIssueTasks(ctx: StageContext, clone: CloneRecord, buil
       drop(`the patches take ${bytes} bytes, over the limit of ${opts.maxPatchBytes ?? 1 << 20}`);
       continue;
     }
-    const work = outLayout.work(options.out, 'issues', unit.id, String(i));
-    rmSync(work, { recursive: true, force: true });
-    mkdirSync(work, { recursive: true });
+    const work = freshWork(outLayout.work(options.out, 'issues', unit.id, String(i)));
     let result: CandidateRun;
     try {
       writeFileSync(join(work, 'bug.patch'), patches.bug_patch);

@@ -4,7 +4,7 @@
  * only when at least one goes pass -> fail. The gold fix is the reverse of the bug patch.
  */
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { readLines } from '../../core/jsonl.js';
 import type { TaskRecord } from '../../schemas/tasks.js';
@@ -15,7 +15,7 @@ import type { BuildRecord, CloneRecord } from '../runtime/records.js';
 import type { StageContext } from '../runtime/stage.js';
 import { foldReport } from '../sandbox/pytest_report.js';
 import { readResult } from '../sandbox/results.js';
-import { runSandboxed } from '../sandbox/sandbox.js';
+import { freshWork, runSandboxed } from '../sandbox/sandbox.js';
 import { pytestCommand } from '../sandbox/suite_run.js';
 
 /** Must match the operators of tracers/worldline_mutate. */
@@ -149,9 +149,7 @@ export async function mutationTasks(ctx: StageContext, clone: CloneRecord, build
   const candidates = planCandidates(reachedFunctions(options.out, unit.id), options.forageSeed, options.mutationTries);
   const outcome: MutationOutcome = { tasks: [], tried: candidates.length, applied: 0, noSite: 0, survived: 0, byOperator: {} };
   if (!candidates.length) return outcome;
-  const work = outLayout.work(options.out, 'forage', unit.id);
-  rmSync(work, { recursive: true, force: true });
-  mkdirSync(work, { recursive: true });
+  const work = freshWork(outLayout.work(options.out, 'forage', unit.id));
   try {
     const pytest = pytestCommand(unit.env.pytest_args, options.mutantTestTimeoutS, build.pytest_timeout);
     writeFileSync(

@@ -1,0 +1,171 @@
+/**
+ * The hostile suite (examples/hostile/) through `worldline run`, clone to trace, on real Docker:
+ * each attack is contained with its recorded reason, the benign unit still finishes, and the host
+ * is unchanged (no connection to its loopback, no host file read, no setuid or device file, the
+ * output folder small, no work folder left). Plus the build network on its own: package installs
+ * reach the mirror but not the host's loopback.
+ */
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { cpSync, lstatSync, readdirSync, readFileSync, type Stats, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { packageRoot } from '../core/package.js';
+import { buildImage, removeImage, tarStream } from '../pipeline/sandbox/engine.js';
+import { cli, tempDir } from './helpers.js';
+
+interface RunJson {
+  units: { repo: string; status: string; stage: string | null; reason: string | null; ran: string[] }[];
+}
+
+/** Every path under `dir` (no link followed) with its lstat. */
+function walk(dir: string): { path: string; st: Stats }[] {
+  const found: { path: string; st: Stats }[] = [];
+  for (const name of readdirSync(dir)) {
+    const path = join(dir, name);
+    const st = lstatSync(path);
+    found.push({ path, st });
+    if (st.isDirectory()) found.push(...walk(path));
+  }
+  return found;
+}
+
+/** A listener on the host's loopback that counts who reached it. */
+async function loopbackListener(): Promise<{ server: Server; port: number; hits: () => number }> {
+  let hits = 0;
+  const server = createServer((socket) => {
+    hits += 1;
+    socket.end('HTTP/1.0 200 OK\r\n\r\nreached\n');
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { server, port: (server.address() as { port: number }).port, hits: () => hits };
+}
+
+describe('the hostile suite, through worldline run', () => {
+  let run: RunJson;
+  let out: string;
+  let listener: Awaited<ReturnType<typeof loopbackListener>>;
+  const secret = `host-secret-${randomBytes(12).toString('hex')}`;
+  let peakRssKb = 0;
+  const unit = (name: string) => run.units.find((u) => u.repo.endsWith(`/${name}`))!;
+
+  beforeAll(async () => {
+    listener = await loopbackListener();
+    const dir = tempDir('hostile-suite');
+    out = join(dir, 'out');
+    const repos = join(dir, 'repos');
+    cpSync(join(packageRoot, 'examples', 'hostile', 'repos'), repos, { recursive: true });
+    const secretFile = join(dir, 'secret.txt');
+    writeFileSync(secretFile, `${secret}\n`);
+    // Another repository on the host, holding the secret, that git-file's .git points at.
+    const elsewhere = join(dir, 'elsewhere');
+    execFileSync('sh', [
+      '-c',
+      `mkdir -p ${elsewhere} && cd ${elsewhere} && git init -q && cp ${secretFile} . && git add -A && git -c user.name=x -c user.email=x@x commit -qm secret`,
+    ]);
+    writeFileSync(join(repos, 'git-file', '.git'), `gitdir: ${elsewhere}/.git\n`);
+    const lines = readFileSync(join(packageRoot, 'examples', 'hostile', 'manifest.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => {
+        const o = JSON.parse(l) as { repo: string; env?: { vars?: Record<string, string>; setup?: string[] } };
+        if (o.env?.vars?.HOSTILE_PORT) o.env.vars.HOSTILE_PORT = String(listener.port);
+        if (o.env?.vars?.HOSTILE_SECRET) o.env.vars.HOSTILE_SECRET = secretFile;
+        if (o.env?.setup) o.env.setup = o.env.setup.map((s) => s.replace('127.0.0.1:9/', `127.0.0.1:${listener.port}/`));
+        return JSON.stringify({ ...o, repo: join(repos, o.repo.replace(/^repos\//, '')) });
+      });
+    const manifest = join(dir, 'manifest.jsonl');
+    writeFileSync(manifest, lines.join('\n') + '\n');
+    // Worldline's peak memory while a test prints 2 GB: its own high-water mark, polled.
+    const poll = setInterval(() => {
+      for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+        try {
+          if (!readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(out)) continue;
+          const hwm = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+          if (hwm) peakRssKb = Math.max(peakRssKb, Number(hwm[1]));
+        } catch {
+          // A process that ended between listing and reading.
+        }
+      }
+    }, 500);
+    const stages = 'clone,build,validate,trace';
+    const args = ['run', '--manifest', manifest, '--out', out, '--stages', stages, '--json', '--suite-timeout', '20', '--test-timeout', '0'];
+    const res = await cli([...args, '--memory', '256', '--pids', '64', '--concurrency', '2']).finally(() => clearInterval(poll));
+    expect(res.code, res.stderr).toBe(1);
+    run = JSON.parse(res.stdout) as RunJson;
+  }, 900_000);
+
+  afterAll(() => listener?.server.close());
+
+  it('contains every attack with its recorded reason', () => {
+    const failedAt = (name: string, stage: string, reason: RegExp) =>
+      expect(unit(name), name).toMatchObject({ status: 'failed', stage, reason: expect.stringMatching(reason) });
+    // Contained inside the test: the pids limit refuses the fork, the network and the root file system are not there.
+    for (const name of ['fork-bomb', 'network-test', 'writes-outside']) expect(unit(name), name).toMatchObject({ status: 'ok' });
+    failedAt('memory-hog', 'validate', /^run 1: out of memory \(killed at the 256 MB limit\)$/);
+    failedAt('sigalrm-loop', 'validate', /^run 1: the suite exceeded its wall timeout and was killed; .*\(suite timeout: 20 s\)$/);
+    failedAt('network-build', 'build', /^image build failed: setup returned a non-zero code: 1/);
+    failedAt('stdout-flood', 'validate', /^run 1: output capped: the suite printed \d+ bytes past the 16777216-byte cap$/);
+    failedAt('symlink-result', 'validate', /is a symlink; refused/);
+    failedAt('forged-report', 'validate', /^run 1: the report was tampered with: line 1 of the report is not signed by the reporting plugin$/);
+    failedAt('kill-parent', 'validate', /^run 1: the runner was killed before the suite finished \(container exit 137\)$/);
+    failedAt('git-file', 'clone', /\.git is not a folder \(a pointer to a repository elsewhere\); refused/);
+  });
+
+  it('the benign unit and the contained ones are traced to the end', () => {
+    for (const name of ['benign', 'fork-bomb', 'writes-outside']) expect(unit(name).ran, name).toContain('trace');
+  });
+
+  it('leaves the host unchanged: no loopback connection, no host file read, no setuid or device file, no work folder, a small output folder', () => {
+    expect(listener.hits()).toBe(0);
+    const files = walk(out);
+    for (const { path, st } of files) {
+      expect(st.isFile() || st.isDirectory(), `${path} is neither a file nor a folder`).toBe(true);
+      expect(st.mode & 0o6000, `${path} is setuid or setgid`).toBe(0);
+      if (st.isFile()) expect(readFileSync(path).includes(secret), `${path} holds the host's secret`).toBe(false);
+    }
+    expect(files.filter(({ path, st }) => path.includes(`${join(out, 'work')}/`) && st.isFile())).toEqual([]);
+    // 2 GB printed (twice: two validate runs); what reached the disk is the capped log at most.
+    const bytes = files.reduce((n, { st }) => n + (st.isFile() ? st.size : 0), 0);
+    expect(bytes).toBeLessThan(64 << 20);
+    // Only the log's tail is ever read into memory.
+    expect(peakRssKb).toBeGreaterThan(0);
+    expect(peakRssKb).toBeLessThan(1 << 20);
+  });
+});
+
+describe('the build network', () => {
+  it('gives package installs the mirror but not the host loopback', async () => {
+    const listener = await loopbackListener();
+    const dir = tempDir('build-network');
+    const probe = [
+      'import socket, sys',
+      'socket.create_connection(("deb.debian.org", 80), timeout=10).close()',
+      'try:',
+      `    socket.create_connection(("127.0.0.1", ${listener.port}), timeout=5).close()`,
+      '    sys.exit("reached the host loopback")',
+      'except OSError:',
+      '    pass',
+    ].join('\n');
+    writeFileSync(join(dir, 'probe.py'), probe);
+    writeFileSync(join(dir, 'Dockerfile'), `FROM ${inject('base311')}\nCOPY probe.py /probe.py\nRUN python3 /probe.py\n`);
+    const tag = `worldline/test-build-network:${randomBytes(4).toString('hex')}`;
+    try {
+      const res = await buildImage({
+        context: () => tarStream(['-C', dir, 'Dockerfile', 'probe.py']),
+        tag,
+        logFile: join(dir, 'build.log'),
+        timeoutMs: 120_000,
+        memoryBytes: 256 << 20,
+        cpus: 1,
+      });
+      expect(res.error, readFileSync(join(dir, 'build.log'), 'utf8')).toBeNull();
+      expect(res.ok).toBe(true);
+      expect(listener.hits()).toBe(0);
+    } finally {
+      listener.server.close();
+      await removeImage(tag);
+    }
+  });
+});

@@ -1,0 +1,115 @@
+"""Runs a pytest command N times for Worldline, holding the report key where tests cannot read it.
+
+Started as `python3 -I -S worldline_runs.py OUT RUNS TIMEOUT_S CAP_BYTES -- CMD...` (isolated, no
+site: no .pth or sitecustomize a repository installed runs here). Before any repository code
+runs it reads OUT/key, deletes it, and makes itself non-dumpable, so a test running as the same
+user can open neither /proc/<this>/fd nor /proc/<this>/mem. Each run gets the key through a
+fresh pipe on an inherited descriptor that the reporting plugin drains at import: afterwards
+the pipe is empty, and no process the tests can inspect holds the key (only the plugin's own
+memory, the residual risk worldline_report.py names).
+
+Per run i it writes OUT/exit-i (pytest's status; 124 when the suite timeout killed it, 128+n
+for a signal), OUT/report-i.jsonl (the plugin's), the first CAP_BYTES of the output to
+OUT/output-i.log, and OUT/capped-i with the count of bytes dropped past the cap, so a test
+printing gigabytes costs neither disk nor memory. A timed-out run ends the loop. Runs share the
+container's /tmp and /repo (state a run leaves there is how order-dependent flakiness shows);
+nothing persists beyond the container.
+Standard library only; Python 3.8+.
+"""
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+PR_SET_DUMPABLE = 4
+TIMEOUT_EXIT = 124
+
+
+def _take_key(out):
+    path = os.path.join(out, "key")
+    try:
+        with open(path, "rb") as f:
+            key = f.read().strip()
+    except FileNotFoundError:
+        return None
+    os.unlink(path)
+    return key
+
+
+def _kill_group(proc):
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _run_once(out, i, timeout_s, cap, cmd, key):
+    env = dict(os.environ, WORLDLINE_REPORT=os.path.join(out, "report-%d.jsonl" % i))
+    pass_fds = ()
+    if key is not None:
+        r, w = os.pipe()
+        os.write(w, key)
+        os.close(w)
+        env["WORLDLINE_REPORT_KEY_FD"] = str(r)
+        pass_fds = (r,)
+    # Its own session: a timeout kills the suite and whatever it started, not us.
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, pass_fds=pass_fds, start_new_session=True, cwd="/repo")
+    for fd in pass_fds:
+        os.close(fd)
+    timed_out = []
+
+    def on_timeout():
+        timed_out.append(True)
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        threading.Timer(10, _kill_group, (proc,)).start()
+
+    timer = threading.Timer(timeout_s, on_timeout)
+    timer.daemon = True
+    timer.start()
+    kept = 0
+    dropped = 0
+    with open(os.path.join(out, "output-%d.log" % i), "wb") as log:
+        while True:
+            chunk = proc.stdout.read1(1 << 16) if hasattr(proc.stdout, "read1") else proc.stdout.read(1 << 16)
+            if not chunk:
+                break
+            room = cap - kept
+            if room > 0:
+                log.write(chunk[:room])
+                kept += min(room, len(chunk))
+            dropped += max(0, len(chunk) - max(room, 0))
+    code = proc.wait()
+    timer.cancel()
+    # What the suite left running after its session ended goes too.
+    _kill_group(proc)
+    if timed_out:
+        code = TIMEOUT_EXIT
+    elif code < 0:
+        code = 128 - code
+    with open(os.path.join(out, "exit-%d" % i), "w") as f:
+        f.write("%d\n" % code)
+    if dropped:
+        with open(os.path.join(out, "capped-%d" % i), "w") as f:
+            f.write("%d\n" % dropped)
+    return code
+
+
+def main(argv):
+    sep = argv.index("--")
+    out, runs, timeout_s, cap = argv[1], int(argv[2]), float(argv[3]), int(argv[4])
+    cmd = argv[sep + 1 :]
+    key = _take_key(out)
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        sys.exit("worldline_runs: prctl(PR_SET_DUMPABLE) failed: the key would be readable by tests")
+    for i in range(1, runs + 1):
+        if _run_once(out, i, timeout_s, cap, cmd, key) == TIMEOUT_EXIT:
+            break
+
+
+if __name__ == "__main__":
+    main(sys.argv)
