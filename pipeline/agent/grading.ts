@@ -20,7 +20,7 @@ import type { PipelineOptions } from '../runtime/options.js';
 import { foldReport, type Outcome } from '../sandbox/pytest_report.js';
 import { readResult } from '../sandbox/results.js';
 import { runSandboxed } from '../sandbox/sandbox.js';
-import { pytestCommand } from '../sandbox/suite_run.js';
+import { pytestCommand, withoutTestPaths } from '../sandbox/suite_run.js';
 import { hunksOf } from './policy.js';
 
 export interface Grade {
@@ -67,7 +67,7 @@ export async function gradeSubmission(task: TaskRecord, submission: string | nul
     const key = randomBytes(32).toString('hex');
     writeFileSync(join(work, 'key'), key);
     const tests = [...task.FAIL_TO_PASS, ...task.PASS_TO_PASS];
-    const pytest = pytestCommand(env.pytestArgs, env.options.testTimeoutS, env.hasTimeoutPlugin).map(shQuote).join(' ');
+    const pytest = pytestCommand(withoutTestPaths(env.pytestArgs), env.options.testTimeoutS, env.hasTimeoutPlugin).map(shQuote).join(' ');
     // A random report name the submission cannot know in advance.
     const report = `/worldline/out/report-${Math.random().toString(36).slice(2)}.jsonl`;
     const script = [

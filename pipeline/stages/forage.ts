@@ -11,12 +11,12 @@ import { readRows } from '../../datasets/reader.js';
 import type { TaskRecord } from '../../schemas/tasks.js';
 import type { TrajectoryRecord } from '../../schemas/trajectories.js';
 import { openaiPolicy } from '../agent/policies/openai.js';
-import { oraclePolicy } from '../agent/policies/oracle.js';
+import { oraclePolicy, oracleTurns } from '../agent/policies/oracle.js';
 import { type ReplayPolicy, replayBudgets, replayPolicy } from '../agent/policies/replay.js';
 import type { Policy } from '../agent/policy.js';
 import { type Budgets, rollout } from '../agent/rollout.js';
 import { outLayout } from '../runtime/layout.js';
-import type { BuildRecord, CloneRecord } from '../runtime/records.js';
+import type { BuildRecord, CandidateFate, CloneRecord } from '../runtime/records.js';
 import { ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
 import { TRACER_CODE, tracerCodeHash } from '../sandbox/tracers.js';
 import { traceAroundFixes } from '../tasks/fix_traces.js';
@@ -33,7 +33,7 @@ function issueExport(file: string | undefined): Map<number, IssueText> | undefin
 
 const jsonl = (rows: object[]) => rows.map((r) => JSON.stringify(r)).join('\n') + (rows.length ? '\n' : '');
 
-const FORAGE_REVISION = 3;
+const FORAGE_REVISION = 4;
 
 /** Recordings for the replay policy, by task id, read once per process. */
 const recordings = new Map<string, Promise<Map<string, TrajectoryRecord>>>();
@@ -52,7 +52,8 @@ function recordingsFrom(dir: string): Promise<Map<string, TrajectoryRecord>> {
 
 async function policyFor(ctx: StageContext, task: TaskRecord, budgets: Budgets): Promise<{ policy: Policy; budgets: Budgets; replay?: ReplayPolicy } | null> {
   const o = ctx.options;
-  if (o.policy === 'oracle') return { policy: oraclePolicy(task, o.mutantTestTimeoutS), budgets };
+  // The oracle's plan grows with the gold patch (a view per file, an edit per hunk): its budget does too.
+  if (o.policy === 'oracle') return { policy: oraclePolicy(task, o.mutantTestTimeoutS), budgets: { ...budgets, maxTurns: Math.max(budgets.maxTurns, oracleTurns(task)) } };
   if (o.policy === 'openai')
     return {
       policy: openaiPolicy({
@@ -73,7 +74,8 @@ async function policyFor(ctx: StageContext, task: TaskRecord, budgets: Budgets):
 async function rolloutAll(ctx: StageContext, clone: CloneRecord, build: BuildRecord, tasks: TaskRecord[]): Promise<TrajectoryRecord[]> {
   const o = ctx.options;
   if (o.policy === 'none') return [];
-  const runEnv = { ...ctx.unit.env.vars, PYTHONPATH: clone.src_layout ? '/repo/src' : '', PYTHONDONTWRITEBYTECODE: '1', TZ: 'UTC' };
+  const pythonPath = [clone.src_layout ? '/repo/src' : '', ctx.unit.env.vars.PYTHONPATH].filter(Boolean).join(':');
+  const runEnv = { ...ctx.unit.env.vars, PYTHONPATH: pythonPath, PYTHONDONTWRITEBYTECODE: '1', TZ: 'UTC' };
   const out: TrajectoryRecord[] = [];
   for (const [i, task] of tasks.entries()) {
     const chosen = await policyFor(ctx, task, { maxTurns: o.maxTurns, maxTokens: o.maxTokens, maxWallS: o.maxWallS });
@@ -135,9 +137,28 @@ export const forageStage: Stage<'forage'> = {
       ctx.unit.historyOf || ctx.options.issueCandidates === 0
         ? null
         : await mineIssueTasks(ctx, clone, build, { issues: issueExport(ctx.options.issuesFile), maxCandidates: ctx.options.issueCandidates });
-    for (const d of mined?.dropped ?? []) ctx.log(`forage ${ctx.unit.id}: issue candidate ${d.fix_commit.slice(0, 12)} dropped: ${d.reason}`);
-    const tasks = [...m.tasks, ...(mined?.tasks ?? [])];
-    const trajectories = await rolloutAll(ctx, clone, build, tasks);
+    let tasks = [...m.tasks, ...(mined?.tasks ?? [])];
+    let trajectories = await rolloutAll(ctx, clone, build, tasks);
+    const fates = mined?.fates ?? [];
+    // Only solvable tasks: one the oracle (the gold patch, through the real tools) cannot resolve is dropped, with why.
+    if (ctx.options.policy === 'oracle') {
+      const unresolved = new Map(trajectories.filter((t) => !t.resolved).map((t) => [t.task_id, t]));
+      for (const task of tasks.filter((t) => unresolved.has(t.instance_id))) {
+        const t = unresolved.get(task.instance_id)!;
+        const last = t.steps.at(-1)?.observation.replace(/\s+/g, ' ').slice(0, 200) ?? '';
+        const reason = `the oracle did not resolve it (${t.exit_status} after ${t.turns} of ${t.max_turns} turns; last observation: ${last})`;
+        const fate = fates.find((f: CandidateFate) => f.fate === 'kept' && f.fix_commit === task.fix_commit);
+        if (fate) Object.assign(fate, { fate: 'dropped', reason, seconds: Math.round((fate.seconds + t.wall_seconds) * 100) / 100 });
+        else ctx.log(`forage ${ctx.unit.id}: ${task.kind} task ${task.instance_id} dropped: ${reason}`);
+      }
+      tasks = tasks.filter((t) => !unresolved.has(t.instance_id));
+      trajectories = trajectories.filter((t) => t.resolved);
+    }
+    for (const f of fates) {
+      if (f.fate !== 'kept') ctx.log(`forage ${ctx.unit.id}: issue candidate ${f.fix_commit.slice(0, 12)} ${f.fate}: ${f.reason}`);
+    }
+    const issueTasks = tasks.filter((t) => t.kind === 'issue_fix').length;
+    if (mined) ctx.log(`forage ${ctx.unit.id}: ${mined.candidates} issue candidates tried, ${issueTasks} kept, ${fates.filter((f) => f.fate === 'dropped').length} dropped, ${fates.filter((f) => f.fate === 'skipped').length} commits skipped`);
     const taskTraceRows = await traceAroundFixes(ctx, tasks, clone, build);
     writeFileAtomic(outLayout.part(ctx.options.out, 'trajectories', ctx.unit.id), jsonl(trajectories));
     writeFileAtomic(outLayout.part(ctx.options.out, 'tasks', ctx.unit.id), jsonl(tasks));
@@ -146,8 +167,9 @@ export const forageStage: Stage<'forage'> = {
     if (trajectories.length) ctx.log(`forage ${ctx.unit.id}: ${ctx.options.policy} resolved ${resolved} of ${trajectories.length} tasks`);
     return ok({
       issue_candidates: mined?.candidates ?? 0,
-      issue_tasks: mined?.tasks.length ?? 0,
-      issues_dropped: mined?.dropped.length ?? 0,
+      candidates: fates,
+      issue_tasks: issueTasks,
+      issues_dropped: fates.filter((f) => f.fate === 'dropped').length,
       task_trace_rows: taskTraceRows,
       policy: ctx.options.policy,
       rollouts: trajectories.length,

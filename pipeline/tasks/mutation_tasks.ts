@@ -16,7 +16,7 @@ import type { StageContext } from '../runtime/stage.js';
 import { foldReport } from '../sandbox/pytest_report.js';
 import { readResult } from '../sandbox/results.js';
 import { runSandboxed } from '../sandbox/sandbox.js';
-import { pytestCommand } from '../sandbox/suite_run.js';
+import { pytestCommand, withoutTestPaths } from '../sandbox/suite_run.js';
 
 /** Must match the operators of tracers/worldline_mutate. */
 export const OPERATORS = [
@@ -153,7 +153,7 @@ export async function mutationTasks(ctx: StageContext, clone: CloneRecord, build
   rmSync(work, { recursive: true, force: true });
   mkdirSync(work, { recursive: true });
   try {
-    const pytest = pytestCommand(unit.env.pytest_args, options.mutantTestTimeoutS, build.pytest_timeout);
+    const pytest = pytestCommand(withoutTestPaths(unit.env.pytest_args), options.mutantTestTimeoutS, build.pytest_timeout);
     writeFileSync(
       join(work, 'plan.json'),
       JSON.stringify({ pytest, timeout: options.mutantTestTimeoutS * MAX_TESTS_PER_CANDIDATE + 60, max_failing: options.mutationsPerUnit, candidates }),
@@ -216,6 +216,10 @@ export async function mutationTasks(ctx: StageContext, clone: CloneRecord, build
         issue_number: null,
         image_id: build.image_id,
         python_version: build.python_version,
+        fix_confidence: null,
+        fix_signals: null,
+        statement_source: null,
+        aux_patch: null,
       });
       if (outcome.tasks.length >= options.mutationsPerUnit) break;
     }

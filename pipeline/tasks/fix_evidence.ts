@@ -1,0 +1,97 @@
+/**
+ * Fix or feature: whether a mined candidate fixes behaviour that was wrong, judged first by how its
+ * FAIL_TO_PASS tests fail on the task state, then by what its messages and issue say.
+ *
+ * A test that fails only because a name the gold patch adds does not exist yet (ImportError,
+ * AttributeError, NameError, an unexpected keyword argument, a missing module) tests a feature:
+ * no behaviour was wrong before, something was absent. A test failing for any other reason (an
+ * assertion, a wrong value, an exception from the old code) shows a behaviour the fix changed.
+ * Messages and issues (fix, bug, regression, error, a linked issue, a bug label) only add
+ * confidence; they never turn a feature into a fix.
+ */
+import type { IssueText } from './issue_export.js';
+
+const IDENTIFIER = /[A-Za-z_][A-Za-z0-9_]*/g;
+
+/** Names on the gold patch's added lines that none of its removed lines has, and the modules it creates. */
+export function addedNames(patch: string): Set<string> {
+  const added = new Set<string>();
+  const removed = new Set<string>();
+  const lines = patch.split('\n');
+  for (const [i, line] of lines.entries()) {
+    if (line.startsWith('+++ b/') && lines[i - 1] === '--- /dev/null') {
+      const path = line.slice(6).replace(/\/__init__\.py$/, '').replace(/\.py$/, '');
+      for (const part of path.split('/')) added.add(part);
+    } else if (line.startsWith('+') && !line.startsWith('+++')) for (const m of line.matchAll(IDENTIFIER)) added.add(m[0]);
+    else if (line.startsWith('-') && !line.startsWith('---')) for (const m of line.matchAll(IDENTIFIER)) removed.add(m[0]);
+  }
+  for (const n of removed) added.delete(n);
+  return added;
+}
+
+/** What a missing name looks like in a failure message: the name, or null. */
+const MISSING = [
+  /cannot import name '(\w+)'/,
+  /has no attribute '(\w+)'/,
+  /name '(\w+)' is not defined/,
+  /unexpected keyword argument '(\w+)'/,
+  /No module named '(?:[\w.]+\.)?(\w+)'/,
+];
+
+/** The name a failure message says is missing, when the gold patch adds it; else null (a behavioural failure). */
+export function missingAddedName(message: string | null, added: Set<string>): string | null {
+  if (!message) return null;
+  for (const re of MISSING) {
+    const m = re.exec(message);
+    if (m && added.has(m[1])) return m[1];
+  }
+  return null;
+}
+
+const FIX_WORDS = /\b(fix(es|ed|ing)?|bugs?|bugfix|regressions?|errors?|crash(es|ed)?|wrong|incorrect(ly)?|broken|fails?|failing|failure|exception|hangs?|leaks?|typo)\b/i;
+const BUG_LABEL = /\b(bug|regression|defect|crash)\b/i;
+
+/** Secondary signals: words in the messages, a linked issue, its labels. */
+export function messageSignals(messages: string[], issueNumber: number | null, issue: IssueText | null): string[] {
+  const signals: string[] = [];
+  const word = messages.map((m) => FIX_WORDS.exec(m)?.[0]).find(Boolean);
+  if (word) signals.push(`message:${word.toLowerCase()}`);
+  if (issueNumber !== null) signals.push(`issue:#${issueNumber}`);
+  if (issue) {
+    const label = issue.labels.find((l) => BUG_LABEL.test(l));
+    if (label) signals.push(`label:${label}`);
+    const word = FIX_WORDS.exec(`${issue.title}\n${issue.body}`)?.[0];
+    if (word) signals.push(`issue_text:${word.toLowerCase()}`);
+  }
+  return signals;
+}
+
+export interface FixVerdict {
+  /** Null when it is a fix; else why it is a feature. */
+  feature: string | null;
+  /** 0..1: behavioural failures weigh most, each message or issue signal adds a little. */
+  fix_confidence: number;
+  signals: string[];
+}
+
+/**
+ * Judges a candidate from its FAIL_TO_PASS tests' failures on the task state (each test's message,
+ * or its module's collection error) and its message signals.
+ */
+export function judgeFix(failures: { nodeid: string; message: string | null }[], patch: string, signals: string[]): FixVerdict {
+  const added = addedNames(patch);
+  const missing = failures.map((f) => ({ ...f, name: missingAddedName(f.message, added) }));
+  const behavioural = missing.filter((f) => f.name === null);
+  if (!behavioural.length) {
+    const names = [...new Set(missing.map((f) => f.name))];
+    const example = (missing[0].message ?? '').split('\n')[0].slice(0, 160);
+    return {
+      feature: `a feature, not a fix: every FAIL_TO_PASS test fails only because the gold patch adds ${names.map((n) => `'${n}'`).join(', ')} (${example})`,
+      fix_confidence: 0,
+      signals: ['missing_added_name', ...signals],
+    };
+  }
+  const share = behavioural.length / failures.length;
+  const all = [`behavioural_failures:${behavioural.length}/${failures.length}`, ...signals];
+  return { feature: null, fix_confidence: Math.min(1, Math.round((0.6 * share + 0.1 * signals.length) * 100) / 100), signals: all };
+}
