@@ -23,6 +23,7 @@ import { traceAroundFixes } from '../tasks/fix_traces.js';
 import { type IssueText, readIssueExport } from '../tasks/issue_export.js';
 import { mineIssueTasks } from '../tasks/issue_verification.js';
 import { mutationTasks } from '../tasks/mutation_tasks.js';
+import { modelStatementWriter } from '../tasks/statement_model.js';
 
 const issueExports = new Map<string, Map<number, IssueText>>();
 function issueExport(file: string | undefined): Map<number, IssueText> | undefined {
@@ -122,7 +123,7 @@ export const forageStage: Stage<'forage'> = {
       perUnit: o.mutationsPerUnit,
       testTimeout: o.mutantTestTimeoutS,
       policy: [o.policy, o.openai?.model ?? null, o.openai?.temperature ?? null, o.openai?.topP ?? null, o.openai?.seed ?? null, o.replayFrom ?? null],
-      issues: [o.issueCandidates, o.issuesFile ? sha256(readFileSync(o.issuesFile)) : null],
+      issues: [o.issueCandidates, o.issuesFile ? sha256(readFileSync(o.issuesFile)) : null, o.statementModel ? [o.openai?.baseURL, o.openai?.model] : null],
       budgets: [o.maxTurns, o.maxTokens, o.maxWallS, o.bashTimeoutS],
       revision: FORAGE_REVISION,
     };
@@ -136,7 +137,11 @@ export const forageStage: Stage<'forage'> = {
     const mined =
       ctx.unit.historyOf || ctx.options.issueCandidates === 0
         ? null
-        : await mineIssueTasks(ctx, clone, build, { issues: issueExport(ctx.options.issuesFile), maxCandidates: ctx.options.issueCandidates });
+        : await mineIssueTasks(ctx, clone, build, {
+            issues: issueExport(ctx.options.issuesFile),
+            maxCandidates: ctx.options.issueCandidates,
+            writeStatement: ctx.options.statementModel && ctx.options.openai ? modelStatementWriter(ctx.options.openai) : undefined,
+          });
     let tasks = [...m.tasks, ...(mined?.tasks ?? [])];
     let trajectories = await rolloutAll(ctx, clone, build, tasks);
     const fates = mined?.fates ?? [];

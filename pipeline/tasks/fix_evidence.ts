@@ -38,12 +38,27 @@ const MISSING = [
   /No module named '(?:[\w.]+\.)?(\w+)'/,
 ];
 
+/** A protocol an object lacks, by the TypeError Python raises, and the special methods that would give it. */
+const MISSING_PROTOCOL: [RegExp, string[]][] = [
+  [/is not subscriptable/, ['__getitem__', '__class_getitem__']],
+  [/is not iterable/, ['__iter__']],
+  [/is not callable/, ['__call__']],
+  [/has no len\(\)/, ['__len__']],
+  [/is not reversible/, ['__reversed__']],
+  [/does not support item assignment/, ['__setitem__']],
+  [/does not support the context manager protocol|object does not support the asynchronous context manager/, ['__enter__', '__aenter__']],
+];
+
 /** The name a failure message says is missing, when the gold patch adds it; else null (a behavioural failure). */
 export function missingAddedName(message: string | null, added: Set<string>): string | null {
   if (!message) return null;
   for (const re of MISSING) {
     const m = re.exec(message);
     if (m && added.has(m[1])) return m[1];
+  }
+  for (const [re, methods] of MISSING_PROTOCOL) {
+    const method = re.test(message) ? methods.find((m) => added.has(m)) : undefined;
+    if (method) return method;
   }
   return null;
 }

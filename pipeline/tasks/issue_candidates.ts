@@ -35,7 +35,7 @@ const TEST_MODULE = /(^|\/)(test_[^/]*|[^/]*_test)\.py$/;
  * A fix's tests never depend on them, and a solver should not be asked to reproduce a changelog line.
  */
 const AUX_FILE =
-  /^(docs?\/|\.github\/|\.circleci\/|\.ci\/|ci\/)|(^|\/)(README|CHANGELOG|CHANGES|HISTORY|NEWS|AUTHORS|CONTRIBUTORS|LICENSE|COPYING|NOTICE)[^/]*$|\.(md|rst|adoc)$|^[^/]*\.txt$|(^|\/)requirements[^/]*\.(txt|in)$|^(tox\.ini|setup\.cfg|setup\.py|pyproject\.toml|MANIFEST\.in|noxfile\.py|Makefile|\.coveragerc|\.gitignore|\.gitattributes|\.mailmap|\.pre-commit-config\.yaml|\.readthedocs\.ya?ml|\.travis\.yml|\.gitlab-ci\.yml|appveyor\.yml|azure-pipelines\.yml|codecov\.yml|\.flake8|mypy\.ini|\.pylintrc)$/i;
+  /^(docs?\/|\.github\/|\.circleci\/|\.ci\/|ci\/)|(^|\/)(README|CHANGELOG|CHANGES|HISTORY|NEWS|AUTHORS|CONTRIBUTORS|LICENSE|COPYING|NOTICE)[^/]*$|\.(md|rst|adoc)$|^[^/]*\.txt$|(^|\/)requirements[^/]*\.(txt|in)$|^requirements\/|^(tox\.ini|setup\.cfg|setup\.py|pyproject\.toml|MANIFEST\.in|noxfile\.py|Makefile|\.coveragerc|\.gitignore|\.gitattributes|\.mailmap|\.pre-commit-config\.yaml|\.readthedocs\.ya?ml|\.travis\.yml|\.gitlab-ci\.yml|appveyor\.yml|azure-pipelines\.yml|codecov\.yml|\.flake8|mypy\.ini|\.pylintrc)$/i;
 
 export const isTestFile = (path: string): boolean => TEST_FILE.test(path);
 const isAuxFile = (path: string): boolean => !isTestFile(path) && AUX_FILE.test(path);
@@ -43,6 +43,8 @@ const isCode = (path: string): boolean => path.endsWith('.py') && !isTestFile(pa
 
 /** A release or version bump, by its message: never a fix, however much code it carries. */
 const RELEASE = /^\s*(merge[^\n]*\brelease\b|(release|relase|prepare|bump( version)?( to)?|version|tag(ged)?)\b[^\n]*\bv?\d+\.\d+|v?\d+\.\d+(\.\d+)*\s*$)/i;
+/** A pull request or merged branch named for a release: `version-11.0.1`, `release/2.0`, `v3.1`. */
+const RELEASE_BRANCH = /^\s*Merge (pull request #\d+ from|(remote-tracking )?branch)\s+'?\S*?\b(release|version|v)[-_/]?\d+\.\d+/i;
 /** A merge of one branch into another (keeping a branch up to date), not a pull request. */
 const BRANCH_MERGE = /^\s*Merge (remote-tracking )?branch\s+'[^']+'( of \S+)?\s+into\s+\S+|^\s*Merge (remote-tracking )?branch\s+'(origin\/)?(main|master|develop|dev)'/i;
 const PULL_REQUEST = /^\s*Merge pull request #(\d+)/i;
@@ -131,8 +133,10 @@ interface MainlineCommit {
 
 /** Why a first-parent commit is not worth trying, or null: releases and branch-into-branch merges. */
 export function skipReason(message: string, merge: boolean): string | null {
-  const subject = message.split('\n')[0];
-  if (RELEASE.test(subject)) return `a release or version bump ("${subject.slice(0, 80)}")`;
+  const [subject, ...body] = message.split('\n');
+  // A pull request's merge message holds its title on the first line of the body.
+  const title = merge ? (body.find((l) => l.trim()) ?? '') : '';
+  if (RELEASE.test(subject) || RELEASE.test(title) || (merge && RELEASE_BRANCH.test(subject))) return `a release or version bump ("${subject.slice(0, 80)}")`;
   if (merge && BRANCH_MERGE.test(subject)) return `a merge of one branch into another, not a pull request ("${subject.slice(0, 80)}")`;
   return null;
 }

@@ -4,6 +4,8 @@
  * (assertion messages, exception text). It never holds a commit message, a branch name or a line
  * of the gold patch: those give the fix away.
  */
+import { type IssueText, issueProblemStatement } from './issue_export.js';
+import type { StatementInput } from './statement_model.js';
 
 /** The gold patch's changed lines, trimmed, long enough to mean something: what a statement must not quote. */
 function goldLines(patch: string): string[] {
@@ -54,4 +56,32 @@ export function behaviourStatement(failures: { nodeid: string; message: string |
   if (failures.length > shown.length) parts.push(`- and ${failures.length - shown.length} more in the same module(s)`);
   parts.push('', 'Find the cause in the library code and fix it; the tests themselves are correct.');
   return parts.join('\n') + '\n';
+}
+
+/**
+ * The problem statement: the linked issue's text, else the model's (when asked for), else one
+ * written from the failing tests. A text quoting a line of the gold patch gives the fix away and
+ * is never used.
+ */
+export async function chooseStatement(
+  issue: IssueText | null,
+  failures: { nodeid: string; message: string | null }[],
+  patches: { patch: string; test_patch: string },
+  write: ((input: StatementInput) => Promise<string | null>) | undefined,
+  log: (m: string) => void,
+): Promise<{ statement: string; source: 'issue' | 'model' | 'failing_tests' }> {
+  if (issue) {
+    const text = issueProblemStatement(issue);
+    if (!quotedGoldLine(text, patches.patch)) return { statement: text, source: 'issue' };
+    log(`issue #${issue.number} quotes the gold patch; the statement is written from the failing tests`);
+  } else if (write) {
+    const text = await write({ failures, testPatch: patches.test_patch }).catch((e: Error) => {
+      log(`the statement model failed (${e.message}); the statement is written from the failing tests`);
+      return null;
+    });
+    const quoted = text ? quotedGoldLine(text, patches.patch) : null;
+    if (text && !quoted) return { statement: text, source: 'model' };
+    if (quoted) log(`the model's statement quotes the gold patch ("${quoted.slice(0, 60)}"); rejected`);
+  }
+  return { statement: behaviourStatement(failures, patches.patch), source: 'failing_tests' };
 }

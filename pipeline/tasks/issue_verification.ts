@@ -22,8 +22,9 @@ import { runSandboxed } from '../sandbox/sandbox.js';
 import { pytestCommand, TIMEOUT_EXIT, withoutTestPaths } from '../sandbox/suite_run.js';
 import { judgeFix, messageSignals } from './fix_evidence.js';
 import { type CandidateOptions, candidatePatches, findIssueCandidates } from './issue_candidates.js';
-import { type IssueText, issueProblemStatement, matchIssue } from './issue_export.js';
-import { behaviourStatement, quotedGoldLine } from './issue_statement.js';
+import { type IssueText, matchIssue } from './issue_export.js';
+import { chooseStatement } from './issue_statement.js';
+import type { StatementInput } from './statement_model.js';
 
 interface IssueMiningOptions extends CandidateOptions {
   /** The issue export, by number (see readIssueExport); without it the statement is written from the failing tests. */
@@ -39,6 +40,8 @@ interface IssueMiningOptions extends CandidateOptions {
    * bytes is dropped: an old parent far below the unit's commit; dataset rows have a size cap. Default 8 MB.
    */
   maxBugPatchBytes?: number;
+  /** Writes a statement where no issue is linked (statement_model.ts); null or a failure falls back to the failing tests. */
+  writeStatement?: (input: StatementInput) => Promise<string | null>;
 }
 
 export interface IssueMiningOutcome {
@@ -226,9 +229,7 @@ export async function mineIssueTasks(ctx: StageContext, clone: CloneRecord, buil
       continue;
     }
     seen.add(instanceId);
-    let statement = issue ? issueProblemStatement(issue) : behaviourStatement(failures, patches.patch);
-    const quoted = quotedGoldLine(statement, patches.patch);
-    if (quoted && issue) statement = behaviourStatement(failures, patches.patch);
+    const { statement, source } = await chooseStatement(issue, failures, patches, opts.writeStatement, (m) => ctx.log(`forage ${unit.id}: ${cand.fix_commit.slice(0, 12)}: ${m}`));
     fate('kept', null, verdict.fix_confidence);
     outcome.tasks.push({
       instance_id: instanceId,
@@ -251,7 +252,7 @@ export async function mineIssueTasks(ctx: StageContext, clone: CloneRecord, buil
       python_version: build.python_version,
       fix_confidence: verdict.fix_confidence,
       fix_signals: verdict.signals,
-      statement_source: issue && !quoted ? 'issue' : 'failing_tests',
+      statement_source: source,
       aux_patch: patches.aux_patch || null,
     });
   }
