@@ -218,7 +218,8 @@ const openaiOptions = <T extends { policy: PipelineOptions['policy'] }>(y: Argv<
     .option('max-retries', { type: 'number', default: 6, describe: 'openai: retries on 408/409/429/5xx and connection errors' })
     .check((a) => {
       if (a.policy !== 'openai' && !a['statement-model']) return true;
-      if (!a['base-url'] || !a.model) throw new UsageError(`${a['statement-model'] ? '--statement-model' : '--policy openai'} needs --base-url (or OPENAI_BASE_URL) and --model`);
+      if (!a['base-url'] || !a.model)
+        throw new UsageError(`${a['statement-model'] ? '--statement-model' : '--policy openai'} needs --base-url (or OPENAI_BASE_URL) and --model`);
       atLeast('max-retries', a['max-retries'], 0);
       atLeast('request-timeout', a['request-timeout']);
       return true;

@@ -28,9 +28,15 @@ export const tasksSchema = defineSchema({
     issue_number: nullable(string('issue_fix: the issue number matched in the commit message')),
     image_id: string('Environment image id'),
     python_version: string('Python version inside the image'),
-    fix_confidence: nullable(float64('issue_fix: 0..1, how surely it fixes wrong behaviour (FAIL_TO_PASS tests failing behaviourally, then message and issue signals)')),
+    fix_confidence: nullable(
+      float64('issue_fix: 0..1, how surely it fixes wrong behaviour (FAIL_TO_PASS tests failing behaviourally, then message and issue signals)'),
+    ),
     fix_signals: nullable(list(string(), 'issue_fix: the evidence behind fix_confidence, e.g. behavioural_failures:2/2, message:fix, issue:#12, label:bug')),
-    statement_source: nullable(string('issue_fix: issue (the linked issue text), model (written by --statement-model from the failing tests) or failing_tests (written from the failing tests on the task state)')),
+    statement_source: nullable(
+      string(
+        'issue_fix: issue (the linked issue text), model (written by --statement-model from the failing tests) or failing_tests (written from the failing tests on the task state)',
+      ),
+    ),
     aux_patch: nullable(string('issue_fix: the same change to docs, changelogs, CI and packaging; not graded, not part of patch')),
   },
 });

@@ -110,9 +110,26 @@ describe('forage with issue-fix mining', () => {
     // A test path in pytest_args (a common manifest) must not run the named tests twice.
     writeFileSync(manifest, JSON.stringify({ repo: join(dir, 'toolz'), env: { pytest_args: ['toolz/tests'] } }) + '\n');
     const issues = join(dir, 'issues.jsonl');
-    writeFileSync(issues, JSON.stringify({ number: 7, title: 'count() loses an element of an iterator', body: 'count(iter([1, 2])) is 1.', labels: [{ name: 'bug' }] }) + '\n');
+    writeFileSync(
+      issues,
+      JSON.stringify({ number: 7, title: 'count() loses an element of an iterator', body: 'count(iter([1, 2])) is 1.', labels: [{ name: 'bug' }] }) + '\n',
+    );
     const out = join(dir, 'out');
-    const res = await cli(['run', '--manifest', manifest, '--out', out, '--validate-runs', '1', '--issues', issues, '--mutation-tries', '0', '--mutant-test-timeout', '10']);
+    const res = await cli([
+      'run',
+      '--manifest',
+      manifest,
+      '--out',
+      out,
+      '--validate-runs',
+      '1',
+      '--issues',
+      issues,
+      '--mutation-tries',
+      '0',
+      '--mutant-test-timeout',
+      '10',
+    ]);
     expect(res.code, res.stderr).toBe(0);
     const tasks: TaskRecord[] = [];
     for await (const r of readRows(join(out, 'dataset'), { config: 'tasks' })) tasks.push(r as unknown as TaskRecord);
@@ -127,12 +144,16 @@ describe('forage with issue-fix mining', () => {
     // The pull request is one task from its merge base to its head; its statement is the failing behaviour.
     expect(pr).toMatchObject({ repo: 'toolz', issue_number: null, statement_source: 'failing_tests', base_commit: shas.feature });
     expect(pr.FAIL_TO_PASS).toEqual(
-      expect.arrayContaining(['toolz/tests/test_itertoolz.py::test_frequencies_counts_repeats', 'toolz/tests/test_itertoolz.py::test_interpose_starts_with_an_element']),
+      expect.arrayContaining([
+        'toolz/tests/test_itertoolz.py::test_frequencies_counts_repeats',
+        'toolz/tests/test_itertoolz.py::test_interpose_starts_with_an_element',
+      ]),
     );
     for (const t of tasks) {
       expect(new Set([...t.FAIL_TO_PASS, ...t.PASS_TO_PASS]).size).toBe(t.FAIL_TO_PASS.length + t.PASS_TO_PASS.length);
       expect(t.fix_confidence).toBeGreaterThan(0.5);
-      for (const line of [...GOLD_LINES, 'fix-frequencies-and-interpose', 'Merge pull request', 'Fix count() on iterators']) expect(t.problem_statement).not.toContain(line);
+      for (const line of [...GOLD_LINES, 'fix-frequencies-and-interpose', 'Merge pull request', 'Fix count() on iterators'])
+        expect(t.problem_statement).not.toContain(line);
       for (const line of t.patch.split('\n').filter((l) => /^[+-]\s*\w/.test(l) && !/^(\+\+\+|---) /.test(l) && l.trim().length > 6)) {
         expect(t.problem_statement).not.toContain(line.slice(1).trim());
       }
@@ -142,7 +163,9 @@ describe('forage with issue-fix mining', () => {
     for await (const r of readRows(join(out, 'dataset'), { config: 'trajectories' })) trajectories.push(r as unknown as TrajectoryRecord);
     expect(trajectories.map((t) => [t.task_id, t.resolved]).sort()).toEqual(tasks.map((t) => [t.instance_id, true]).sort());
     // Task traces cover the FAIL_TO_PASS tests only, not the whole suite the manifest names.
-    const traced = await sql<{ node_id: string; task_id: string }>(`select distinct node_id, task_id from '${out}/dataset/traces/data/*.parquet' where task_id is not null`);
+    const traced = await sql<{ node_id: string; task_id: string }>(
+      `select distinct node_id, task_id from '${out}/dataset/traces/data/*.parquet' where task_id is not null`,
+    );
     for (const t of traced) expect(tasks.find((k) => k.instance_id === t.task_id)!.FAIL_TO_PASS).toContain(t.node_id);
     // Every candidate's fate, in the ledger, status (and its candidates view) and audit.
     const status = JSON.parse((await cli(['status', '--out', out, '--json'])).stdout) as {

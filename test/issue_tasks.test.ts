@@ -6,9 +6,9 @@
  * container of the unit's image.
  */
 import { execFileSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { type GradeEnv, gradeSubmission } from '../pipeline/agent/grading.js';
@@ -203,7 +203,13 @@ describe('statements written by a model through the OpenAI-compatible client (sc
         res.end(
           JSON.stringify(
             r.content
-              ? { id: 'x', object: 'chat.completion', created: 0, model: 'scripted', choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: r.content } }] }
+              ? {
+                  id: 'x',
+                  object: 'chat.completion',
+                  created: 0,
+                  model: 'scripted',
+                  choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: r.content } }],
+                }
               : { error: { message: 'down' } },
           ),
         );

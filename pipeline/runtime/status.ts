@@ -67,9 +67,7 @@ export function readStatus(out: string): StatusReport {
     stages[stage] = { ok: entries.filter((e) => e.status === 'ok').length, failed: entries.filter((e) => e.status === 'failed').length };
     for (const e of entries) if (e.status === 'failed') failures.push({ stage, unit_id: e.unit_id, repo: e.unit.repo, reason: e.reason });
   }
-  const candidate_fates = ledger
-    .all('forage')
-    .flatMap((e) => ((e.record as ForageRecord | null)?.candidates ?? []).map((f) => ({ unit_id: e.unit_id, ...f })));
+  const candidate_fates = ledger.all('forage').flatMap((e) => ((e.record as ForageRecord | null)?.candidates ?? []).map((f) => ({ unit_id: e.unit_id, ...f })));
   const manifest_errors = existsSync(errorsPath(out)) ? (JSON.parse(readFileSync(errorsPath(out), 'utf8')) as ManifestError[]) : [];
   const manifestFile = outLayout.datasetManifest(out);
   const dataset = existsSync(manifestFile) ? (JSON.parse(readFileSync(manifestFile, 'utf8')) as StatusReport['dataset']) : null;

@@ -54,7 +54,8 @@ function recordingsFrom(dir: string): Promise<Map<string, TrajectoryRecord>> {
 async function policyFor(ctx: StageContext, task: TaskRecord, budgets: Budgets): Promise<{ policy: Policy; budgets: Budgets; replay?: ReplayPolicy } | null> {
   const o = ctx.options;
   // The oracle's plan grows with the gold patch (a view per file, an edit per hunk): its budget does too.
-  if (o.policy === 'oracle') return { policy: oraclePolicy(task, o.mutantTestTimeoutS), budgets: { ...budgets, maxTurns: Math.max(budgets.maxTurns, oracleTurns(task)) } };
+  if (o.policy === 'oracle')
+    return { policy: oraclePolicy(task, o.mutantTestTimeoutS), budgets: { ...budgets, maxTurns: Math.max(budgets.maxTurns, oracleTurns(task)) } };
   if (o.policy === 'openai')
     return {
       policy: openaiPolicy({
@@ -163,7 +164,10 @@ export const forageStage: Stage<'forage'> = {
       if (f.fate !== 'kept') ctx.log(`forage ${ctx.unit.id}: issue candidate ${f.fix_commit.slice(0, 12)} ${f.fate}: ${f.reason}`);
     }
     const issueTasks = tasks.filter((t) => t.kind === 'issue_fix').length;
-    if (mined) ctx.log(`forage ${ctx.unit.id}: ${mined.candidates} issue candidates tried, ${issueTasks} kept, ${fates.filter((f) => f.fate === 'dropped').length} dropped, ${fates.filter((f) => f.fate === 'skipped').length} commits skipped`);
+    if (mined)
+      ctx.log(
+        `forage ${ctx.unit.id}: ${mined.candidates} issue candidates tried, ${issueTasks} kept, ${fates.filter((f) => f.fate === 'dropped').length} dropped, ${fates.filter((f) => f.fate === 'skipped').length} commits skipped`,
+      );
     const taskTraceRows = await traceAroundFixes(ctx, tasks, clone, build);
     writeFileAtomic(outLayout.part(ctx.options.out, 'trajectories', ctx.unit.id), jsonl(trajectories));
     writeFileAtomic(outLayout.part(ctx.options.out, 'tasks', ctx.unit.id), jsonl(tasks));

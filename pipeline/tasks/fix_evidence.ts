@@ -20,7 +20,10 @@ export function addedNames(patch: string): Set<string> {
   const lines = patch.split('\n');
   for (const [i, line] of lines.entries()) {
     if (line.startsWith('+++ b/') && lines[i - 1] === '--- /dev/null') {
-      const path = line.slice(6).replace(/\/__init__\.py$/, '').replace(/\.py$/, '');
+      const path = line
+        .slice(6)
+        .replace(/\/__init__\.py$/, '')
+        .replace(/\.py$/, '');
       for (const part of path.split('/')) added.add(part);
     } else if (line.startsWith('+') && !line.startsWith('+++')) for (const m of line.matchAll(IDENTIFIER)) added.add(m[0]);
     else if (line.startsWith('-') && !line.startsWith('---')) for (const m of line.matchAll(IDENTIFIER)) removed.add(m[0]);
@@ -63,7 +66,8 @@ export function missingAddedName(message: string | null, added: Set<string>): st
   return null;
 }
 
-const FIX_WORDS = /\b(fix(es|ed|ing)?|bugs?|bugfix|regressions?|errors?|crash(es|ed)?|wrong|incorrect(ly)?|broken|fails?|failing|failure|exception|hangs?|leaks?|typo)\b/i;
+const FIX_WORDS =
+  /\b(fix(es|ed|ing)?|bugs?|bugfix|regressions?|errors?|crash(es|ed)?|wrong|incorrect(ly)?|broken|fails?|failing|failure|exception|hangs?|leaks?|typo)\b/i;
 const BUG_LABEL = /\b(bug|regression|defect|crash)\b/i;
 
 /** Secondary signals: words in the messages, a linked issue, its labels. */

@@ -46,7 +46,8 @@ const RELEASE = /^\s*(merge[^\n]*\brelease\b|(release|relase|prepare|bump( versi
 /** A pull request or merged branch named for a release: `version-11.0.1`, `release/2.0`, `v3.1`. */
 const RELEASE_BRANCH = /^\s*Merge (pull request #\d+ from|(remote-tracking )?branch)\s+'?\S*?\b(release|version|v)[-_/]?\d+\.\d+/i;
 /** A merge of one branch into another (keeping a branch up to date), not a pull request. */
-const BRANCH_MERGE = /^\s*Merge (remote-tracking )?branch\s+'[^']+'( of \S+)?\s+into\s+\S+|^\s*Merge (remote-tracking )?branch\s+'(origin\/)?(main|master|develop|dev)'/i;
+const BRANCH_MERGE =
+  /^\s*Merge (remote-tracking )?branch\s+'[^']+'( of \S+)?\s+into\s+\S+|^\s*Merge (remote-tracking )?branch\s+'(origin\/)?(main|master|develop|dev)'/i;
 const PULL_REQUEST = /^\s*Merge pull request #(\d+)/i;
 
 export interface IssueCandidate {
@@ -202,7 +203,12 @@ export async function findIssueCandidates(
     const messages = [c.message];
     if (merge) {
       const inner = await git(['--git-dir', gitDir, 'log', '--format=%B%x1e', `${range.from}..${range.to}`]).catch(() => '');
-      messages.push(...inner.split('\x1e').map((m) => m.trim()).filter(Boolean));
+      messages.push(
+        ...inner
+          .split('\x1e')
+          .map((m) => m.trim())
+          .filter(Boolean),
+      );
     }
     if (!tests.some((f) => TEST_MODULE.test(f) || f.endsWith('conftest.py'))) {
       if (merge || !pair || tests.length || i === 0) continue;

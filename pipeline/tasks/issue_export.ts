@@ -36,7 +36,9 @@ function issueProblem(raw: string, seen: Map<number, IssueText>): IssueText | st
   if (o.body !== undefined && o.body !== null && typeof o.body !== 'string') return '"body" must be a string or null';
   if (seen.has(number)) return `issue #${number} appears twice`;
   const labels = Array.isArray(o.labels)
-    ? o.labels.map((l) => (typeof l === 'string' ? l : typeof (l as { name?: unknown })?.name === 'string' ? (l as { name: string }).name : null)).filter((l) => l !== null)
+    ? o.labels
+        .map((l) => (typeof l === 'string' ? l : typeof (l as { name?: unknown })?.name === 'string' ? (l as { name: string }).name : null))
+        .filter((l) => l !== null)
     : [];
   return { number, title: o.title, body: (o.body as string | null | undefined) ?? '', labels };
 }

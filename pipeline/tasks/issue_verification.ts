@@ -229,7 +229,9 @@ export async function mineIssueTasks(ctx: StageContext, clone: CloneRecord, buil
       continue;
     }
     seen.add(instanceId);
-    const { statement, source } = await chooseStatement(issue, failures, patches, opts.writeStatement, (m) => ctx.log(`forage ${unit.id}: ${cand.fix_commit.slice(0, 12)}: ${m}`));
+    const { statement, source } = await chooseStatement(issue, failures, patches, opts.writeStatement, (m) =>
+      ctx.log(`forage ${unit.id}: ${cand.fix_commit.slice(0, 12)}: ${m}`),
+    );
     fate('kept', null, verdict.fix_confidence);
     outcome.tasks.push({
       instance_id: instanceId,
