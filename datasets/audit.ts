@@ -38,14 +38,18 @@ export interface RunStatus {
   failures: { stage: string; unit_id: string; reason: string | null }[];
   manifest_errors: unknown[];
   /** Issue-fix candidates tried, kept, dropped and skipped, with the reasons (absent in older ledgers' callers). */
-  candidates?: {
-    tried: number;
-    kept: number;
-    dropped: number;
-    skipped: number;
-    seconds_per_candidate: number | null;
-    reasons: { fate: string; reason: string; count: number }[];
-  };
+  candidates?: CandidateSummary;
+}
+
+/** What became of a run's issue-fix candidates: counts, seconds, and the fates grouped by reason. */
+export interface CandidateSummary {
+  tried: number;
+  kept: number;
+  dropped: number;
+  skipped: number;
+  /** Mean seconds per tried candidate, or null when none was tried. */
+  seconds_per_candidate: number | null;
+  reasons: { fate: string; reason: string; count: number }[];
 }
 
 /** A distribution of non-negative integers: nearest-rank percentiles and equal-width bins [lo, hi]. */

@@ -115,21 +115,8 @@ describe('forage with issue-fix mining', () => {
       JSON.stringify({ number: 7, title: 'count() loses an element of an iterator', body: 'count(iter([1, 2])) is 1.', labels: [{ name: 'bug' }] }) + '\n',
     );
     const out = join(dir, 'out');
-    const res = await cli([
-      'run',
-      '--manifest',
-      manifest,
-      '--out',
-      out,
-      '--validate-runs',
-      '1',
-      '--issues',
-      issues,
-      '--mutation-tries',
-      '0',
-      '--mutant-test-timeout',
-      '10',
-    ]);
+    const flags = '--validate-runs 1 --mutation-tries 0 --mutant-test-timeout 10'.split(' ');
+    const res = await cli(['run', '--manifest', manifest, '--out', out, '--issues', issues, ...flags]);
     expect(res.code, res.stderr).toBe(0);
     const tasks: TaskRecord[] = [];
     for await (const r of readRows(join(out, 'dataset'), { config: 'tasks' })) tasks.push(r as unknown as TaskRecord);

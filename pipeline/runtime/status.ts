@@ -3,6 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import { writeFileAtomic } from '../../core/atomic.js';
 import { table } from '../../core/table.js';
+import type { CandidateSummary } from '../../datasets/audit.js';
 import { outLayout } from './layout.js';
 import { Ledger, STAGES, type StageName } from './ledger.js';
 import type { ManifestError } from './manifest.js';
@@ -18,16 +19,6 @@ export interface StatusReport {
   candidates: CandidateSummary;
   /** Every candidate's fate, by unit (the `candidates` view of `status --json`). */
   candidate_fates: (CandidateFate & { unit_id: string })[];
-}
-
-export interface CandidateSummary {
-  tried: number;
-  kept: number;
-  dropped: number;
-  skipped: number;
-  /** Mean seconds per tried candidate, or null when none was tried. */
-  seconds_per_candidate: number | null;
-  reasons: { fate: string; reason: string; count: number }[];
 }
 
 /** A reason without its particulars (commit, names, byte counts): what groups candidates dropped alike. */
