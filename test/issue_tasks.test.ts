@@ -17,7 +17,7 @@ import { readManifest } from '../pipeline/runtime/manifest.js';
 import { DEFAULTS, type PipelineOptions } from '../pipeline/runtime/options.js';
 import type { BuildRecord, CloneRecord } from '../pipeline/runtime/records.js';
 import type { StageContext } from '../pipeline/runtime/stage.js';
-import { addedNames, judgeFix, messageSignals, missingAddedName } from '../pipeline/tasks/fix_evidence.js';
+import { addedNames, collectionErrorText, judgeFix, messageSignals, missingAddedName } from '../pipeline/tasks/fix_evidence.js';
 import { candidatePatches, findIssueCandidates, isTestFile, packagesOf, skipReason } from '../pipeline/tasks/issue_candidates.js';
 import { issueReferences, matchIssue, parseIssueExport, readIssueExport } from '../pipeline/tasks/issue_export.js';
 import { behaviourStatement, chooseStatement, quotedGoldLine } from '../pipeline/tasks/issue_statement.js';
@@ -151,6 +151,20 @@ describe('issue references, fix evidence and statements (no containers)', () => 
     const dunder = addedNames('--- a/m.py\n+++ b/m.py\n@@ -1 +1,2 @@\n+    def __getitem__(self, i):\n');
     expect(missingAddedName("TypeError: 'seekable' object is not subscriptable", dunder)).toBe('__getitem__');
     expect(missingAddedName("TypeError: 'seekable' object is not iterable", dunder)).toBeNull();
+    // pytest's own output for a module that cannot import a name (Python 3.11, pytest 7): the report has only its first line.
+    const log = [
+      '==================================== ERRORS ====================================',
+      '_______________________ ERROR collecting tests/test_p.py _______________________',
+      "ImportError while importing test module '/tmp/pt/tests/test_p.py'.",
+      'Traceback:',
+      'tests/test_p.py:1: in <module>',
+      '    from pkg import penultimate',
+      "E   ImportError: cannot import name 'penultimate' from 'pkg' (/tmp/pt/pkg/__init__.py)",
+      '!!!!!!!!!!!!!!!!!!!! Interrupted: 1 error during collection !!!!!!!!!!!!!!!!!!!!',
+    ].join('\n');
+    const collected = collectionErrorText(log);
+    expect([...collected.keys()]).toEqual(['tests/test_p.py']);
+    expect(missingAddedName(collected.get('tests/test_p.py')!, added)).toBe('penultimate');
     const feature = judgeFix([{ nodeid: 't.py::a', message: "ImportError: cannot import name 'penultimate'" }], patch, []);
     expect(feature.feature).toMatch(/^a feature, not a fix: .*'penultimate'/);
     const fix = judgeFix(

@@ -66,6 +66,23 @@ export function missingAddedName(message: string | null, added: Set<string>): st
   return null;
 }
 
+/**
+ * The error lines (`E   ...`) of each "ERROR collecting <module>" section of pytest's output, by
+ * module: the report holds only a collection error's first line ("ImportError while importing
+ * test module ..."), while the name that is missing is further down.
+ */
+export function collectionErrorText(log: string): Map<string, string> {
+  const out = new Map<string, string>();
+  let module: string | null = null;
+  for (const line of log.split('\n')) {
+    const header = /^_{2,} ERROR collecting (\S+) _{2,}$/.exec(line);
+    if (header) module = header[1];
+    else if (/^(_{2,} |={2,})/.test(line)) module = null;
+    else if (module && line.startsWith('E ')) out.set(module, `${out.get(module) ?? ''}${line.slice(1).trim()}\n`);
+  }
+  return out;
+}
+
 const FIX_WORDS =
   /\b(fix(es|ed|ing)?|bugs?|bugfix|regressions?|errors?|crash(es|ed)?|wrong|incorrect(ly)?|broken|fails?|failing|failure|exception|hangs?|leaks?|typo)\b/i;
 const BUG_LABEL = /\b(bug|regression|defect|crash)\b/i;

@@ -17,10 +17,10 @@ import { mirrorPath, outLayout } from '../runtime/layout.js';
 import type { BuildRecord, CandidateFate, CloneRecord } from '../runtime/records.js';
 import type { StageContext } from '../runtime/stage.js';
 import { foldReport, type SuiteRun } from '../sandbox/pytest_report.js';
-import { readResult } from '../sandbox/results.js';
+import { readLogTail, readResult } from '../sandbox/results.js';
 import { runSandboxed } from '../sandbox/sandbox.js';
 import { pytestCommand, TIMEOUT_EXIT, withoutTestPaths } from '../sandbox/suite_run.js';
-import { judgeFix, messageSignals } from './fix_evidence.js';
+import { collectionErrorText, judgeFix, messageSignals } from './fix_evidence.js';
 import { type CandidateOptions, candidatePatches, findIssueCandidates } from './issue_candidates.js';
 import { type IssueText, matchIssue } from './issue_export.js';
 import { chooseStatement } from './issue_statement.js';
@@ -58,6 +58,8 @@ interface CandidateRun {
   failed: string | null;
   index: string;
   before: SuiteRun | null;
+  /** The before run's collection errors in full, by module (see collectionErrorText). */
+  beforeCollection: Map<string, string>;
   after: SuiteRun[];
 }
 
@@ -125,7 +127,12 @@ export async function mineIssueTasks(ctx: StageContext, clone: CloneRecord, buil
   const testTimeoutS = opts.testTimeoutS ?? options.mutantTestTimeoutS;
   // An explicit rootdir keeps node ids relative to /repo whatever files are named on the command line.
   // Test paths in pytest_args would run every module a second time beside the ones named here.
-  const pytest = pytestCommand(['--rootdir=/repo', ...withoutTestPaths(unit.env.pytest_args)], testTimeoutS, build.pytest_timeout)
+  // A module that cannot be imported before the fix must not stop pytest from running the others.
+  const pytest = pytestCommand(
+    ['--rootdir=/repo', '--continue-on-collection-errors', ...withoutTestPaths(unit.env.pytest_args)],
+    testTimeoutS,
+    build.pytest_timeout,
+  )
     .map(shQuote)
     .join(' ');
   const suiteTimeoutS = Math.min(options.suiteTimeoutS, 900);
@@ -180,6 +187,7 @@ export async function mineIssueTasks(ctx: StageContext, clone: CloneRecord, buil
         failed: failed === null ? null : failed.trim().split('\n').slice(0, 3).join(' | '),
         index: readResult(work, 'index.z') ?? '',
         before: readRun(work, 'before'),
+        beforeCollection: collectionErrorText(readLogTail(work, 'output-before.log') ?? ''),
         after: Array.from({ length: afterRuns }, (_, k) => readRun(work, `after-${k + 1}`)).filter((r): r is SuiteRun => r !== null),
       };
     } finally {
@@ -214,8 +222,11 @@ export async function mineIssueTasks(ctx: StageContext, clone: CloneRecord, buil
     }
     // How each FAIL_TO_PASS test fails on the task state: its own message, or its module's collection error.
     const beforeMessage = new Map(result.before.tests.map((t) => [t.nodeid, t.message]));
-    const collectError = (id: string) => result.before!.collectErrors.find((e) => e.nodeid === id.split('::')[0] || id.startsWith(`${e.nodeid}::`));
-    const failures = F2P.map((id) => ({ nodeid: id, message: beforeMessage.get(id) ?? collectError(id)?.message ?? null }));
+    const collectError = (id: string) => {
+      const module = id.split('::')[0];
+      return result.beforeCollection.get(module) ?? result.before!.collectErrors.find((e) => e.nodeid === module)?.message ?? null;
+    };
+    const failures = F2P.map((id) => ({ nodeid: id, message: beforeMessage.get(id) ?? collectError(id) }));
     const { number, issue } = matchIssue(cand.messages, opts.issues);
     const verdict = judgeFix(failures, patches.patch, messageSignals(cand.messages, number, issue));
     if (verdict.feature) {
