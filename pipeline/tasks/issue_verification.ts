@@ -91,6 +91,16 @@ function readRun(work: string, name: string): SuiteRun | null {
   return foldReport(report, timedOut ? null : exitCode, timedOut);
 }
 
+/** The test function names (`def test_x`) a test patch adds or changes lines in, by hunk header or added definition. */
+function testsTouched(testPatch: string): Set<string> {
+  const names = new Set<string>();
+  for (const m of testPatch.matchAll(/^(?:\+\s*def |@@ .*@@.*\bdef )(test\w*)/gm)) names.add(m[1]);
+  return names;
+}
+
+/** A node id's test function: `tests/t.py::C::test_x[1]` -> test_x. */
+const testName = (nodeid: string) => nodeid.split('::').at(-1)!.replace(/\[.*$/, '');
+
 /**
  * Checks, from the container's index after the bug patch, that every path the patch touched now
  * has the parent's exact mode and blob (or is gone where the parent has no such path).
@@ -214,19 +224,23 @@ export async function mineIssueTasks(ctx: StageContext, clone: CloneRecord, buil
     const before = new Map(result.before.tests.map((t) => [t.nodeid, t.outcome]));
     const afterIds = [...new Set(result.after.flatMap((r) => r.tests.map((t) => t.nodeid)))].filter(inModules).sort();
     const passAfter = afterIds.filter((id) => result.after.every((r) => r.tests.find((t) => t.nodeid === id)?.outcome === 'passed'));
-    const F2P = passAfter.filter((id) => before.get(id) !== 'passed');
+    // A test that only timed out before, and that the test patch does not touch, says more about the
+    // machine's load than about the fix: it is neither FAIL_TO_PASS nor PASS_TO_PASS.
+    const touched = testsTouched(patches.test_patch);
+    const beforeMessages = new Map(result.before.tests.map((t) => [t.nodeid, t.message]));
+    const loadTimeout = (id: string) => /^Failed: Timeout/.test(beforeMessages.get(id) ?? '') && !touched.has(testName(id));
+    const F2P = passAfter.filter((id) => before.get(id) !== 'passed' && !loadTimeout(id));
     const P2P = passAfter.filter((id) => before.get(id) === 'passed');
     if (!F2P.length) {
       drop('no test fails before the fix and passes after it');
       continue;
     }
     // How each FAIL_TO_PASS test fails on the task state: its own message, or its module's collection error.
-    const beforeMessage = new Map(result.before.tests.map((t) => [t.nodeid, t.message]));
     const collectError = (id: string) => {
       const module = id.split('::')[0];
       return result.beforeCollection.get(module) ?? result.before!.collectErrors.find((e) => e.nodeid === module)?.message ?? null;
     };
-    const failures = F2P.map((id) => ({ nodeid: id, message: beforeMessage.get(id) ?? collectError(id) }));
+    const failures = F2P.map((id) => ({ nodeid: id, message: beforeMessages.get(id) ?? collectError(id) }));
     const { number, issue } = matchIssue(cand.messages, opts.issues);
     const verdict = judgeFix(failures, patches.patch, messageSignals(cand.messages, number, issue));
     if (verdict.feature) {
