@@ -17,7 +17,7 @@ import { readManifest } from '../pipeline/runtime/manifest.js';
 import { DEFAULTS, type PipelineOptions } from '../pipeline/runtime/options.js';
 import type { BuildRecord, CloneRecord } from '../pipeline/runtime/records.js';
 import type { StageContext } from '../pipeline/runtime/stage.js';
-import { addedNames, collectionErrorText, judgeFix, messageSignals, missingAddedName } from '../pipeline/tasks/fix_evidence.js';
+import { addedNames, collectionErrorText, judgeFix, loadTimeouts, messageSignals, missingAddedName } from '../pipeline/tasks/fix_evidence.js';
 import { candidatePatches, findIssueCandidates, isTestFile, packagesOf, skipReason } from '../pipeline/tasks/issue_candidates.js';
 import { issueReferences, matchIssue, parseIssueExport, readIssueExport } from '../pipeline/tasks/issue_export.js';
 import { behaviourStatement, chooseStatement, quotedGoldLine } from '../pipeline/tasks/issue_statement.js';
@@ -165,6 +165,12 @@ describe('issue references, fix evidence and statements (no containers)', () => 
     const collected = collectionErrorText(log);
     expect([...collected.keys()]).toEqual(['tests/test_p.py']);
     expect(missingAddedName(collected.get('tests/test_p.py')!, added)).toBe('penultimate');
+    // A timeout before the fix counts only in a test the test patch touches.
+    const timedOut = loadTimeouts('@@ -70,6 +70,9 @@ def test_old(self):\n+    def test_negative(self):\n+        pass\n');
+    expect(timedOut('tests/t.py::C::test_slow', 'Failed: Timeout >20.0s')).toBe(true);
+    expect(timedOut('tests/t.py::C::test_negative', 'Failed: Timeout >20.0s')).toBe(false);
+    expect(timedOut('tests/t.py::test_old[1]', 'Failed: Timeout >20.0s')).toBe(false);
+    expect(timedOut('tests/t.py::C::test_slow', 'AssertionError')).toBe(false);
     const feature = judgeFix([{ nodeid: 't.py::a', message: "ImportError: cannot import name 'penultimate'" }], patch, []);
     expect(feature.feature).toMatch(/^a feature, not a fix: .*'penultimate'/);
     const fix = judgeFix(

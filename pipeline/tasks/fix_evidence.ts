@@ -83,6 +83,16 @@ export function collectionErrorText(log: string): Map<string, string> {
   return out;
 }
 
+/**
+ * A judge of before-fix failures that are only a timeout in a test the test patch leaves alone:
+ * on a loaded machine a slow test times out on either side of a fix, which says nothing about it.
+ */
+export function loadTimeouts(testPatch: string): (nodeid: string, message: string | null) => boolean {
+  // Test functions the patch adds, or changes lines in (a hunk header names the enclosing def).
+  const touched = new Set([...testPatch.matchAll(/^(?:\+\s*def |@@ .*@@.*\bdef )(test\w*)/gm)].map((m) => m[1]));
+  return (nodeid, message) => /^Failed: Timeout/.test(message ?? '') && !touched.has(nodeid.split('::').at(-1)!.replace(/\[.*$/, ''));
+}
+
 const FIX_WORDS =
   /\b(fix(es|ed|ing)?|bugs?|bugfix|regressions?|errors?|crash(es|ed)?|wrong|incorrect(ly)?|broken|fails?|failing|failure|exception|hangs?|leaks?|typo)\b/i;
 const BUG_LABEL = /\b(bug|regression|defect|crash)\b/i;

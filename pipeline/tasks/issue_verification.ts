@@ -20,7 +20,7 @@ import { foldReport, type SuiteRun } from '../sandbox/pytest_report.js';
 import { readLogTail, readResult } from '../sandbox/results.js';
 import { runSandboxed } from '../sandbox/sandbox.js';
 import { pytestCommand, TIMEOUT_EXIT, withoutTestPaths } from '../sandbox/suite_run.js';
-import { collectionErrorText, judgeFix, messageSignals } from './fix_evidence.js';
+import { collectionErrorText, judgeFix, loadTimeouts, messageSignals } from './fix_evidence.js';
 import { type CandidateOptions, candidatePatches, findIssueCandidates } from './issue_candidates.js';
 import { type IssueText, matchIssue } from './issue_export.js';
 import { chooseStatement } from './issue_statement.js';
@@ -90,16 +90,6 @@ function readRun(work: string, name: string): SuiteRun | null {
   const timedOut = exitCode === TIMEOUT_EXIT || exitCode === 137;
   return foldReport(report, timedOut ? null : exitCode, timedOut);
 }
-
-/** The test function names (`def test_x`) a test patch adds or changes lines in, by hunk header or added definition. */
-function testsTouched(testPatch: string): Set<string> {
-  const names = new Set<string>();
-  for (const m of testPatch.matchAll(/^(?:\+\s*def |@@ .*@@.*\bdef )(test\w*)/gm)) names.add(m[1]);
-  return names;
-}
-
-/** A node id's test function: `tests/t.py::C::test_x[1]` -> test_x. */
-const testName = (nodeid: string) => nodeid.split('::').at(-1)!.replace(/\[.*$/, '');
 
 /**
  * Checks, from the container's index after the bug patch, that every path the patch touched now
@@ -226,10 +216,9 @@ export async function mineIssueTasks(ctx: StageContext, clone: CloneRecord, buil
     const passAfter = afterIds.filter((id) => result.after.every((r) => r.tests.find((t) => t.nodeid === id)?.outcome === 'passed'));
     // A test that only timed out before, and that the test patch does not touch, says more about the
     // machine's load than about the fix: it is neither FAIL_TO_PASS nor PASS_TO_PASS.
-    const touched = testsTouched(patches.test_patch);
     const beforeMessages = new Map(result.before.tests.map((t) => [t.nodeid, t.message]));
-    const loadTimeout = (id: string) => /^Failed: Timeout/.test(beforeMessages.get(id) ?? '') && !touched.has(testName(id));
-    const F2P = passAfter.filter((id) => before.get(id) !== 'passed' && !loadTimeout(id));
+    const loadTimeout = loadTimeouts(patches.test_patch);
+    const F2P = passAfter.filter((id) => before.get(id) !== 'passed' && !loadTimeout(id, beforeMessages.get(id) ?? null));
     const P2P = passAfter.filter((id) => before.get(id) === 'passed');
     if (!F2P.length) {
       drop('no test fails before the fix and passes after it');
