@@ -13,23 +13,28 @@ import type { IssueText } from './issue_export.js';
 
 const IDENTIFIER = /[A-Za-z_][A-Za-z0-9_]*/g;
 
-/** Names on the gold patch's added lines that none of its removed lines has, and the modules it creates. */
+/**
+ * Names the gold patch adds: more often on its added lines than on its removed ones (a new
+ * parameter, function or attribute; a name only moved around is not new), and the modules it creates.
+ */
 export function addedNames(patch: string): Set<string> {
-  const added = new Set<string>();
-  const removed = new Set<string>();
+  const balance = new Map<string, number>();
+  const modules = new Set<string>();
   const lines = patch.split('\n');
+  const count = (line: string, by: number) => {
+    for (const m of line.matchAll(IDENTIFIER)) balance.set(m[0], (balance.get(m[0]) ?? 0) + by);
+  };
   for (const [i, line] of lines.entries()) {
     if (line.startsWith('+++ b/') && lines[i - 1] === '--- /dev/null') {
       const path = line
         .slice(6)
         .replace(/\/__init__\.py$/, '')
         .replace(/\.py$/, '');
-      for (const part of path.split('/')) added.add(part);
-    } else if (line.startsWith('+') && !line.startsWith('+++')) for (const m of line.matchAll(IDENTIFIER)) added.add(m[0]);
-    else if (line.startsWith('-') && !line.startsWith('---')) for (const m of line.matchAll(IDENTIFIER)) removed.add(m[0]);
+      for (const part of path.split('/')) modules.add(part);
+    } else if (line.startsWith('+') && !line.startsWith('+++')) count(line, 1);
+    else if (line.startsWith('-') && !line.startsWith('---')) count(line, -1);
   }
-  for (const n of removed) added.delete(n);
-  return added;
+  return new Set([...modules, ...[...balance].filter(([, n]) => n > 0).map(([name]) => name)]);
 }
 
 /** What a missing name looks like in a failure message: the name, or null. */
