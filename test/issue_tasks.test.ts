@@ -173,19 +173,20 @@ describe('issue references, fix evidence and statements (no containers)', () => 
     expect(timedOut('tests/t.py::C::test_slow', 'AssertionError')).toBe(false);
     const feature = judgeFix([{ nodeid: 't.py::a', message: "ImportError: cannot import name 'penultimate'" }], patch, []);
     expect(feature.feature).toMatch(/^a feature, not a fix: .*'penultimate'/);
-    const fix = judgeFix(
-      [
-        { nodeid: 't.py::a', message: 'AssertionError: assert 3 == 4' },
-        { nodeid: 't.py::b', message: "ImportError: cannot import name 'penultimate'" },
-      ],
-      patch,
-      messageSignals(['Fix slugify on long text'], 7, { number: 7, title: 'slugify crashes', body: '', labels: ['type: bug'] }),
-    );
-    expect(fix).toEqual({
+    const assertion = { nodeid: 't.py::a', message: 'AssertionError: assert 3 == 4' };
+    const missing = { nodeid: 't.py::b', message: "ImportError: cannot import name 'penultimate'" };
+    const signals = messageSignals(['Fix slugify on long text'], 7, { number: 7, title: 'slugify crashes', body: '', labels: ['type: bug'] });
+    expect(judgeFix([assertion, { ...assertion, nodeid: 't.py::c' }, missing], patch, signals)).toEqual({
       feature: null,
-      fix_confidence: 0.7,
-      signals: ['behavioural_failures:1/2', 'message:fix', 'issue:#7', 'label:type: bug', 'issue_text:crashes'],
+      fix_confidence: 0.8,
+      signals: ['behavioural_failures:2/3', 'message:fix', 'issue:#7', 'label:type: bug', 'issue_text:crashes'],
     });
+    // Half or more failing on added names is a feature; behaviour alone, with no sign of a fix, is not enough.
+    expect(judgeFix([assertion, missing], patch, signals).feature).toMatch(/^a feature, not a fix: 1 of 2 FAIL_TO_PASS tests/);
+    expect(judgeFix([assertion], patch, []).feature).toMatch(/^not shown to be a fix: confidence 0.6 below 0.7/);
+    const featureTitle = messageSignals(['Merge pull request #9 from a/fix-x\n\nAdd a cache_info() to fix #8'], 8, null);
+    expect(featureTitle).toEqual(['message:fix', 'issue:#8', '-feature_word:add']);
+    expect(judgeFix([assertion], patch, featureTitle)).toMatchObject({ fix_confidence: 0.6, feature: expect.stringMatching(/^not shown to be a fix/) });
   });
 
   it('writes the statement from the failing tests, without any line of the gold patch', () => {

@@ -100,9 +100,21 @@ export function loadTimeouts(testPatch: string): (nodeid: string, message: strin
 
 const FIX_WORDS =
   /\b(fix(es|ed|ing)?|bugs?|bugfix|regressions?|errors?|crash(es|ed)?|wrong|incorrect(ly)?|broken|fails?|failing|failure|exception|hangs?|leaks?|typo)\b/i;
+/** What a feature, a deprecation or a refactor says in its title, even under "Fix #N:". */
+const FEATURE_WORDS =
+  /\b(add(s|ed|ing)?|new|deprecat(e|es|ed|ion)|drop(s|ped)?|convert(s|ed)?|refactor(s|ed|ing)?|speed( up)?|faster|performance|optimi[sz](e|es|ed|ation))\b/i;
 const BUG_LABEL = /\b(bug|regression|defect|crash)\b/i;
 
-/** Secondary signals: words in the messages, a linked issue, its labels. */
+/** The title of a change: a pull request's title (the merge message's first body line), else the subject. */
+function titleOf(message: string): string {
+  const [subject, ...body] = message.split('\n');
+  return /^Merge (pull request|branch)/i.test(subject) ? (body.find((l) => l.trim()) ?? subject) : subject;
+}
+
+/**
+ * Secondary signals: fix words in the messages, a linked issue, its labels and text (each one
+ * `+`); a feature word in the title (`-`).
+ */
 export function messageSignals(messages: string[], issueNumber: number | null, issue: IssueText | null): string[] {
   const signals: string[] = [];
   const word = messages.map((m) => FIX_WORDS.exec(m)?.[0]).find(Boolean);
@@ -114,35 +126,51 @@ export function messageSignals(messages: string[], issueNumber: number | null, i
     const word = FIX_WORDS.exec(`${issue.title}\n${issue.body}`)?.[0];
     if (word) signals.push(`issue_text:${word.toLowerCase()}`);
   }
+  const feature = messages.length ? FEATURE_WORDS.exec(titleOf(messages[0]))?.[0] : undefined;
+  if (feature) signals.push(`-feature_word:${feature.toLowerCase()}`);
   return signals;
 }
 
 export interface FixVerdict {
-  /** Null when it is a fix; else why it is a feature. */
+  /** Null when it is a fix; else why it is not. */
   feature: string | null;
-  /** 0..1: behavioural failures weigh most, each message or issue signal adds a little. */
+  /** 0..1: 0.6 x the share of behavioural failures, +0.1 per fix signal, -0.2 per feature signal. */
   fix_confidence: number;
   signals: string[];
 }
 
+/** The confidence below which a candidate is not kept as a fix: behavioural failures and at least one fix signal. */
+export const MIN_FIX_CONFIDENCE = 0.7;
+
 /**
  * Judges a candidate from its FAIL_TO_PASS tests' failures on the task state (each test's message,
- * or its module's collection error) and its message signals.
+ * or its module's collection error) and its message signals. It is a fix when most of its
+ * FAIL_TO_PASS tests fail behaviourally and the confidence reaches `minConfidence`.
  */
-export function judgeFix(failures: { nodeid: string; message: string | null }[], patch: string, signals: string[]): FixVerdict {
+export function judgeFix(
+  failures: { nodeid: string; message: string | null }[],
+  patch: string,
+  signals: string[],
+  minConfidence = MIN_FIX_CONFIDENCE,
+): FixVerdict {
   const added = addedNames(patch);
   const missing = failures.map((f) => ({ ...f, name: missingAddedName(f.message, added) }));
   const behavioural = missing.filter((f) => f.name === null);
-  if (!behavioural.length) {
-    const names = [...new Set(missing.map((f) => f.name))];
-    const example = (missing[0].message ?? '').split('\n')[0].slice(0, 160);
+  const all = [`behavioural_failures:${behavioural.length}/${failures.length}`, ...signals];
+  const score = 0.6 * (behavioural.length / failures.length) + signals.reduce((s, x) => s + (x.startsWith('-') ? -0.2 : 0.1), 0);
+  const fix_confidence = Math.max(0, Math.min(1, Math.round(score * 100) / 100));
+  if (behavioural.length * 2 <= failures.length) {
+    const names = [...new Set(missing.map((f) => f.name).filter((n) => n !== null))];
+    const example = (missing.find((f) => f.name)!.message ?? '').split('\n')[0].slice(0, 160);
+    const how = behavioural.length ? `${failures.length - behavioural.length} of ${failures.length}` : 'every one of the';
     return {
-      feature: `a feature, not a fix: every FAIL_TO_PASS test fails only because the gold patch adds ${names.map((n) => `'${n}'`).join(', ')} (${example})`,
-      fix_confidence: 0,
-      signals: ['missing_added_name', ...signals],
+      feature: `a feature, not a fix: ${how} FAIL_TO_PASS tests fail only because the gold patch adds ${names.map((n) => `'${n}'`).join(', ')} (${example})`,
+      fix_confidence,
+      signals: all,
     };
   }
-  const share = behavioural.length / failures.length;
-  const all = [`behavioural_failures:${behavioural.length}/${failures.length}`, ...signals];
-  return { feature: null, fix_confidence: Math.min(1, Math.round((0.6 * share + 0.1 * signals.length) * 100) / 100), signals: all };
+  if (fix_confidence < minConfidence) {
+    return { feature: `not shown to be a fix: confidence ${fix_confidence} below ${minConfidence} (${all.join(', ')})`, fix_confidence, signals: all };
+  }
+  return { feature: null, fix_confidence, signals: all };
 }
