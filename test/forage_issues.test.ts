@@ -101,7 +101,7 @@ describe('forage with issue-fix mining', () => {
     const traced = await ids(`select distinct task_id as id from '${out}/dataset/traces/data/*.parquet' where task_id is not null`);
     expect(traced.filter((id) => !kept.includes(id))).toEqual([]);
     expect((await cli(['shard', '--out', out, '--issue-fix-share', '1.5'])).code).toBe(2);
-  }, 600_000);
+  }, 900_000);
 
   it('on real toolz code with every commit shape: keeps the fix and the pull request, drops the feature, skips the release and the branch merge, and says so in status and audit', async () => {
     const dir = tempDir('forage-corpus-history');
