@@ -200,6 +200,10 @@ function taskRow(i: number): TaskRecord {
     issue_number: issue ? String(i) : null,
     image_id: `sha256:${repo}`,
     python_version: '3.11.2',
+    fix_confidence: issue ? 0.7 : null,
+    fix_signals: issue ? ['behavioural_failures:1/1'] : null,
+    statement_source: issue ? 'failing_tests' : null,
+    aux_patch: null,
   };
 }
 

@@ -314,6 +314,11 @@ const forageOptions = <T>(y: Argv<T>) =>
 /** The OpenAI-compatible server of `--policy openai`; checked only under that policy. */
 const openaiOptions = <T extends { policy: PipelineOptions['policy'] }>(y: Argv<T>) =>
   y
+    .option('statement-model', {
+      type: 'boolean',
+      default: false,
+      describe: 'forage: the openai server (--base-url, --model) writes issue-fix statements where no issue is linked',
+    })
     .option('base-url', {
       type: 'string',
       default: process.env.OPENAI_BASE_URL,
@@ -327,8 +332,9 @@ const openaiOptions = <T extends { policy: PipelineOptions['policy'] }>(y: Argv<
     .option('request-timeout', { type: 'number', default: 600, describe: 'openai: seconds per request' })
     .option('max-retries', { type: 'number', default: 6, describe: 'openai: retries on 408/409/429/5xx and connection errors' })
     .check((a) => {
-      if (a.policy !== 'openai') return true;
-      if (!a['base-url'] || !a.model) throw new UsageError('--policy openai needs --base-url (or OPENAI_BASE_URL) and --model');
+      if (a.policy !== 'openai' && !a['statement-model']) return true;
+      if (!a['base-url'] || !a.model)
+        throw new UsageError(`${a['statement-model'] ? '--statement-model' : '--policy openai'} needs --base-url (or OPENAI_BASE_URL) and --model`);
       atLeast('max-retries', a['max-retries'], 0);
       atLeast('request-timeout', a['request-timeout']);
       return true;
@@ -433,8 +439,9 @@ export function toPipelineOptions(a: PipelineArgs): PipelineOptions {
     mutantTestTimeoutS: a['mutant-test-timeout'],
     policy: a.policy,
     // The checks made sure that an openai policy has its server and model, and a replay policy its recordings.
+    statementModel: a['statement-model'],
     openai:
-      a.policy === 'openai'
+      a.policy === 'openai' || a['statement-model']
         ? {
             baseURL: a['base-url']!,
             model: a.model!,

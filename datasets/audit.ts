@@ -39,6 +39,19 @@ export interface RunStatus {
   stages: Record<string, { ok: number; failed: number }>;
   failures: { stage: string; unit_id: string; reason: string | null }[];
   manifest_errors: unknown[];
+  /** Issue-fix candidates tried, kept, dropped and skipped, with the reasons (absent in older ledgers' callers). */
+  candidates?: CandidateSummary;
+}
+
+/** What became of a run's issue-fix candidates: counts, seconds, and the fates grouped by reason. */
+export interface CandidateSummary {
+  tried: number;
+  kept: number;
+  dropped: number;
+  skipped: number;
+  /** Mean seconds per tried candidate, or null when none was tried. */
+  seconds_per_candidate: number | null;
+  reasons: { fate: string; reason: string; count: number }[];
 }
 
 /** A distribution of non-negative integers: nearest-rank percentiles and equal-width bins [lo, hi]. */
@@ -172,6 +185,7 @@ export interface AuditReport {
     stages: Record<string, { ok: number; failed: number }>;
     failures: { stage: string; reason: string; units: number; unit_ids: string[] }[];
     manifest_errors: number;
+    candidates: RunStatus['candidates'] | null;
   } | null;
 }
 
@@ -282,6 +296,7 @@ function runHealth(status: RunStatus): AuditReport['run'] {
     stages: status.stages,
     failures: [...groups.values()].sort((a, b) => b.units - a.units || a.stage.localeCompare(b.stage) || a.reason.localeCompare(b.reason)),
     manifest_errors: status.manifest_errors.length,
+    candidates: status.candidates ?? null,
   };
 }
 

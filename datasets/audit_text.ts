@@ -260,6 +260,13 @@ export function formatAudit(r: AuditReport): string {
         ? [
             `ledger: ${r.run.out}${r.run.manifest_errors ? ` (${r.run.manifest_errors} manifest line(s) rejected)` : ''}`,
             table([['stage', 'ok', 'failed'], ...Object.entries(r.run.stages).map(([st, n]) => [st, n.ok, n.failed])]),
+            ...(r.run.candidates && (r.run.candidates.tried || r.run.candidates.skipped)
+              ? [
+                  '',
+                  `issue candidates: ${r.run.candidates.tried} tried, ${r.run.candidates.kept} kept, ${r.run.candidates.dropped} dropped, ${r.run.candidates.skipped} commits skipped; ${r.run.candidates.seconds_per_candidate ?? 0} s per candidate`,
+                  table([['fate', 'candidates', 'reason'], ...r.run.candidates.reasons.map((x) => [x.fate, x.count, x.reason.slice(0, 120)])]),
+                ]
+              : []),
             ...(r.run.failures.length
               ? ['', table([['stage', 'units', 'reason'], ...r.run.failures.map((f) => [f.stage, f.units, f.reason.slice(0, 120)])])]
               : []),

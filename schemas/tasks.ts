@@ -1,4 +1,4 @@
-import { defineSchema, type Infer, list, nullable, string } from './schema.js';
+import { defineSchema, float64, type Infer, list, nullable, string } from './schema.js';
 
 /**
  * One row per software-engineering task, SWE-bench compatible (instance_id, repo, base_commit,
@@ -7,13 +7,13 @@ import { defineSchema, type Infer, list, nullable, string } from './schema.js';
  */
 export const tasksSchema = defineSchema({
   name: 'tasks',
-  version: 1,
+  version: 2,
   doc: 'Software-engineering tasks in the repository environments, SWE-bench compatible: issue fixes mined from history and injected-mutation fixes.',
   text: ['problem_statement', 'patch', 'test_patch'],
   fields: {
     instance_id: string('<repo>.<commit8>.<operator>__<hash> for mutations; <repo>.<commit8>.issue__<hash> for issue fixes'),
     kind: string('issue_fix or mutation_fix'),
-    repo: string('The repository as the manifest names it'),
+    repo: string('The repository: its URL, or the folder name of a local path'),
     unit_id: string('The unit whose environment image the task runs in'),
     base_commit: string('The commit the task starts from'),
     patch: string('The gold fix, a unified diff against the task state'),
@@ -29,6 +29,16 @@ export const tasksSchema = defineSchema({
     issue_number: nullable(string('issue_fix: the issue number matched in the commit message')),
     image_id: string('Environment image id'),
     python_version: string('Python version inside the image'),
+    fix_confidence: nullable(
+      float64('issue_fix: 0..1, how surely it fixes wrong behaviour (FAIL_TO_PASS tests failing behaviourally, then message and issue signals)'),
+    ),
+    fix_signals: nullable(list(string(), 'issue_fix: the evidence behind fix_confidence, e.g. behavioural_failures:2/2, message:fix, issue:#12, label:bug')),
+    statement_source: nullable(
+      string(
+        'issue_fix: issue (the linked issue text), model (written by --statement-model from the failing tests) or failing_tests (written from the failing tests on the task state)',
+      ),
+    ),
+    aux_patch: nullable(string('issue_fix: the same change to docs, changelogs, CI and packaging; not graded, not part of patch')),
   },
 });
 

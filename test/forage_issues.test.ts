@@ -1,10 +1,11 @@
 /** forage through the CLI on a repository with real history: issue-fix tasks beside mutations, worked by the oracle. */
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import { readRows } from '../datasets/reader.js';
 import type { TaskRecord } from '../schemas/tasks.js';
 import type { TrajectoryRecord } from '../schemas/trajectories.js';
+import { buildCorpusHistory, GOLD_LINES } from './fixtures/corpus_history.js';
 import { buildHistoryRepo } from './fixtures/history_repo.js';
 import { cli, sql, tempDir } from './helpers.js';
 
@@ -100,5 +101,74 @@ describe('forage with issue-fix mining', () => {
     const traced = await ids(`select distinct task_id as id from '${out}/dataset/traces/data/*.parquet' where task_id is not null`);
     expect(traced.filter((id) => !kept.includes(id))).toEqual([]);
     expect((await cli(['shard', '--out', out, '--issue-fix-share', '1.5'])).code).toBe(2);
-  }, 600_000);
+  }, 900_000);
+
+  it('on real toolz code with every commit shape: keeps the fix and the pull request, drops the feature, skips the release and the branch merge, and says so in status and audit', async () => {
+    const dir = tempDir('forage-corpus-history');
+    const shas = buildCorpusHistory(join(inject('corpusRoot'), 'toolz'), join(dir, 'toolz'));
+    const manifest = join(dir, 'manifest.jsonl');
+    // A test path in pytest_args (a common manifest) must not run the named tests twice.
+    writeFileSync(manifest, JSON.stringify({ repo: join(dir, 'toolz'), env: { pytest_args: ['toolz/tests'] } }) + '\n');
+    const issues = join(dir, 'issues.jsonl');
+    writeFileSync(
+      issues,
+      JSON.stringify({ number: 7, title: 'count() loses an element of an iterator', body: 'count(iter([1, 2])) is 1.', labels: [{ name: 'bug' }] }) + '\n',
+    );
+    const out = join(dir, 'out');
+    const flags = '--validate-runs 1 --mutation-tries 0 --mutant-test-timeout 10'.split(' ');
+    const res = await cli(['run', '--manifest', manifest, '--out', out, '--issues', issues, ...flags]);
+    expect(res.code, res.stderr).toBe(0);
+    const tasks: TaskRecord[] = [];
+    for await (const r of readRows(join(out, 'dataset'), { config: 'tasks' })) tasks.push(r as unknown as TaskRecord);
+    expect(tasks.map((t) => t.fix_commit).sort()).toEqual([shas.fix1, shas.prHead].sort());
+    const fix = tasks.find((t) => t.fix_commit === shas.fix1)!;
+    const pr = tasks.find((t) => t.fix_commit === shas.prHead)!;
+    expect(fix).toMatchObject({ repo: 'toolz', kind: 'issue_fix', issue_number: '7', statement_source: 'issue', base_commit: shas.bugs23 });
+    expect(fix.FAIL_TO_PASS).toContain('toolz/tests/test_itertoolz.py::test_count_keeps_the_first_element_of_an_iterator');
+    expect(fix.fix_signals).toEqual(expect.arrayContaining(['message:fix', 'issue:#7', 'label:bug']));
+    expect(fix.patch).not.toContain('CHANGELOG');
+    expect(fix.aux_patch).toContain('CHANGELOG.md');
+    // The pull request is one task from its merge base to its head; its statement is the failing behaviour.
+    expect(pr).toMatchObject({ repo: 'toolz', issue_number: null, statement_source: 'failing_tests', base_commit: shas.feature });
+    expect(pr.FAIL_TO_PASS).toEqual(
+      expect.arrayContaining([
+        'toolz/tests/test_itertoolz.py::test_frequencies_counts_repeats',
+        'toolz/tests/test_itertoolz.py::test_interpose_starts_with_an_element',
+      ]),
+    );
+    for (const t of tasks) {
+      expect(new Set([...t.FAIL_TO_PASS, ...t.PASS_TO_PASS]).size).toBe(t.FAIL_TO_PASS.length + t.PASS_TO_PASS.length);
+      expect(t.fix_confidence).toBeGreaterThan(0.5);
+      for (const line of [...GOLD_LINES, 'fix-frequencies-and-interpose', 'Merge pull request', 'Fix count() on iterators'])
+        expect(t.problem_statement).not.toContain(line);
+      for (const line of t.patch.split('\n').filter((l) => /^[+-]\s*\w/.test(l) && !/^(\+\+\+|---) /.test(l) && l.trim().length > 6)) {
+        expect(t.problem_statement).not.toContain(line.slice(1).trim());
+      }
+    }
+    expect(pr.problem_statement).toContain('test_interpose_starts_with_an_element');
+    const trajectories: TrajectoryRecord[] = [];
+    for await (const r of readRows(join(out, 'dataset'), { config: 'trajectories' })) trajectories.push(r as unknown as TrajectoryRecord);
+    expect(trajectories.map((t) => [t.task_id, t.resolved]).sort()).toEqual(tasks.map((t) => [t.instance_id, true]).sort());
+    // Task traces cover the FAIL_TO_PASS tests only, not the whole suite the manifest names.
+    const traced = await sql<{ node_id: string; task_id: string }>(
+      `select distinct node_id, task_id from '${out}/dataset/traces/data/*.parquet' where task_id is not null`,
+    );
+    for (const t of traced) expect(tasks.find((k) => k.instance_id === t.task_id)!.FAIL_TO_PASS).toContain(t.node_id);
+    // Every candidate's fate, in the ledger, status (and its candidates view) and audit.
+    const status = JSON.parse((await cli(['status', '--out', out, '--json'])).stdout) as {
+      candidates: { tried: number; kept: number; dropped: number; skipped: number; seconds_per_candidate: number };
+      candidate_fates: { fix_commit: string; fate: string; reason: string | null; seconds: number }[];
+    };
+    expect(status.candidates).toMatchObject({ tried: 3, kept: 2, dropped: 1, skipped: 2 });
+    expect(status.candidates.seconds_per_candidate).toBeGreaterThan(0);
+    const fate = (sha: string) => status.candidate_fates.find((f) => f.fix_commit === sha)!;
+    expect(fate(shas.feature)).toMatchObject({ fate: 'dropped', reason: expect.stringMatching(/^a feature, not a fix: .*'penultimate'/) });
+    expect(fate(shas.release)).toMatchObject({ fate: 'skipped', reason: expect.stringMatching(/^a release/) });
+    expect(fate(shas.branch)).toMatchObject({ fate: 'skipped', reason: expect.stringMatching(/^a merge of one branch into another/) });
+    expect(fate(shas.prHead).fate).toBe('kept');
+    expect((await cli(['status', '--out', out])).stdout).toContain('issue candidates: 3 tried, 2 kept, 1 dropped, 2 commits skipped');
+    const audit = await cli(['audit', join(out, 'dataset')]);
+    expect(audit.stdout).toContain('issue candidates: 3 tried, 2 kept, 1 dropped, 2 commits skipped');
+    expect(audit.stdout).toMatch(/dropped\s+1\s+a feature, not a fix/);
+  }, 900_000);
 });

@@ -7,6 +7,8 @@
  */
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { type GradeEnv, gradeSubmission } from '../pipeline/agent/grading.js';
@@ -15,10 +17,14 @@ import { readManifest } from '../pipeline/runtime/manifest.js';
 import { DEFAULTS, type PipelineOptions } from '../pipeline/runtime/options.js';
 import type { BuildRecord, CloneRecord } from '../pipeline/runtime/records.js';
 import type { StageContext } from '../pipeline/runtime/stage.js';
-import { candidatePatches, findIssueCandidates, isTestFile, packagesOf } from '../pipeline/tasks/issue_candidates.js';
+import { addedNames, collectionErrorText, judgeFix, loadTimeouts, messageSignals, missingAddedName } from '../pipeline/tasks/fix_evidence.js';
+import { candidatePatches, findIssueCandidates, isTestFile, packagesOf, skipReason } from '../pipeline/tasks/issue_candidates.js';
 import { issueReferences, matchIssue, parseIssueExport, readIssueExport } from '../pipeline/tasks/issue_export.js';
+import { behaviourStatement, chooseStatement, quotedGoldLine } from '../pipeline/tasks/issue_statement.js';
 import { type IssueMiningOutcome, mineIssueTasks } from '../pipeline/tasks/issue_verification.js';
+import { modelStatementWriter } from '../pipeline/tasks/statement_model.js';
 import type { TaskRecord } from '../schemas/tasks.js';
+import { buildCorpusHistory, GOLD_LINES } from './fixtures/corpus_history.js';
 import { buildHistoryRepo } from './fixtures/history_repo.js';
 import { cli, tempDir } from './helpers.js';
 
@@ -41,7 +47,8 @@ describe('issue export and history scan (no containers)', () => {
     ].join('\n');
     const { issues, errors } = parseIssueExport(text, 'issues.jsonl');
     expect([...issues.keys()]).toEqual([3, 7]);
-    expect(issues.get(7)).toEqual({ number: 7, title: 'Seven', body: '' });
+    expect(issues.get(7)).toEqual({ number: 7, title: 'Seven', body: '', labels: [] });
+    expect(issues.get(3)!.labels).toEqual(['bug']);
     expect(errors.map((e) => [e.line, e.message.split(':')[0]])).toEqual([
       [4, 'not valid JSON'],
       [5, '"number" must be a positive integer'],
@@ -68,17 +75,17 @@ describe('issue export and history scan (no containers)', () => {
     const dir = tempDir('issue-scan');
     const shas = buildHistoryRepo(join(dir, 'slugs'));
     const gitDir = join(dir, 'slugs', '.git');
-    const cands = await findIssueCandidates(gitDir, shas[4]);
+    const { candidates: cands } = await findIssueCandidates(gitDir, shas[4]);
     expect(cands.map((c) => [c.fix_commit, c.parent, c.tests_commit, c.shape, c.test_modules])).toEqual([
       [shas[3], shas[2], shas[4], 'paired', ['tests/test_unique.py']],
       [shas[2], shas[1], shas[2], 'together', ['tests/test_unique.py']],
       [shas[1], shas[0], shas[1], 'together', ['tests/test_slugify.py']],
     ]);
     expect(cands[0].messages[0]).toBe('Fix unique_slug looping forever when several suffixes are taken (#3)');
-    expect(await findIssueCandidates(gitDir, shas[4], { pairFollowUpTests: false })).toHaveLength(2);
-    expect(await findIssueCandidates(gitDir, shas[4], { maxCandidates: 1 })).toHaveLength(1);
+    expect((await findIssueCandidates(gitDir, shas[4], { pairFollowUpTests: false })).candidates).toHaveLength(2);
+    expect((await findIssueCandidates(gitDir, shas[4], { maxCandidates: 1 })).candidates).toHaveLength(1);
     // At the fix commit itself, the test commit after it is not history yet: nothing to pair.
-    expect((await findIssueCandidates(gitDir, shas[3])).map((c) => c.fix_commit)).toEqual([shas[2], shas[1]]);
+    expect((await findIssueCandidates(gitDir, shas[3])).candidates.map((c) => c.fix_commit)).toEqual([shas[2], shas[1]]);
 
     // base + bug_patch is the parent's tree, test files included; test_patch and patch apply on top.
     const { bug_patch, test_patch, patch } = await candidatePatches(gitDir, shas[4], cands[0]);
@@ -97,6 +104,214 @@ describe('issue export and history scan (no containers)', () => {
     expect(patch).not.toContain('tests/');
     expect(test_patch).toContain('+def test_several_taken_suffixes():');
     expect(test_patch).not.toContain('slugs/__init__.py');
+  });
+});
+
+describe('issue references, fix evidence and statements (no containers)', () => {
+  it('recognises closing keywords, gh-N, owner/repo#N and "Issue N", never the pull request number', () => {
+    expect(issueReferences('Fix sliced() for negative n\n\nFixes gh-21')).toEqual([21]);
+    expect(issueReferences('Closes owner/repo#5; see #9')).toEqual([5, 9]);
+    expect(issueReferences('Make repeat() lazy (#1250)\n\nIssue 1214 asked for it.')).toEqual([1214, 1250]);
+    expect(issueReferences('Merge pull request #40 from someone/fix-thing\n\nFix thing')).toEqual([]);
+    expect(issueReferences('Merge pull request #40 from someone/issue-3\n\nresolves #3')).toEqual([3]);
+    expect(matchIssue(['Merge pull request #40 from a/b', 'Fix x\n\nIssue 1214'])).toEqual({ number: 1214, issue: null });
+    expect(matchIssue(['Fix y (#3)'], new Map([[3, { number: 3, title: 't', body: '', labels: ['bug'] }]])).number).toBe(3);
+  });
+
+  it('skips releases and branch-into-branch merges, not pull requests', () => {
+    expect(skipReason('Release v7.0.6.', false)).toMatch(/^a release or version bump/);
+    expect(skipReason('Version 11.0.0', false)).toMatch(/^a release/);
+    expect(skipReason('Merge pull request #1142 from more-itertools/version-11.0.1\n\nVersion 11.0.1', true)).toMatch(/^a release/);
+    expect(skipReason("Merge branch 'master' into feature-x", true)).toMatch(/^a merge of one branch into another/);
+    expect(skipReason('Merge pull request #1200 from Sanjays2402/fix/sliced-negative-n', true)).toBeNull();
+    expect(skipReason('Fix the 2.0 regression in parse()', false)).toBeNull();
+  });
+
+  it('calls a failure on a name the gold patch adds a feature, any other failure behavioural', () => {
+    const patch = [
+      '--- a/pkg/m.py',
+      '+++ b/pkg/m.py',
+      '@@ -1,2 +1,5 @@',
+      '-def slugify(text):',
+      '+def slugify(text, max_len=None):',
+      '+    return text[:max_len]',
+      '+def penultimate(seq):',
+      '--- /dev/null',
+      '+++ b/pkg/extra.py',
+      '',
+    ].join('\n');
+    const added = addedNames(patch);
+    expect(['max_len', 'penultimate', 'extra'].every((n) => added.has(n))).toBe(true);
+    expect(added.has('slugify')).toBe(false);
+    expect(missingAddedName("ImportError: cannot import name 'penultimate' from 'pkg.m'", added)).toBe('penultimate');
+    expect(missingAddedName("TypeError: slugify() got an unexpected keyword argument 'max_len'", added)).toBe('max_len');
+    expect(missingAddedName("ModuleNotFoundError: No module named 'pkg.extra'", added)).toBe('extra');
+    expect(missingAddedName("AttributeError: 'NoneType' object has no attribute 'group'", added)).toBeNull();
+    expect(missingAddedName('assert 3 == 4', added)).toBeNull();
+    const dunder = addedNames('--- a/m.py\n+++ b/m.py\n@@ -1 +1,2 @@\n+    def __getitem__(self, i):\n');
+    expect(missingAddedName("TypeError: 'seekable' object is not subscriptable", dunder)).toBe('__getitem__');
+    expect(missingAddedName("TypeError: 'seekable' object is not iterable", dunder)).toBeNull();
+    // pytest's own output for a module that cannot import a name (Python 3.11, pytest 7): the report has only its first line.
+    const log = [
+      '==================================== ERRORS ====================================',
+      '_______________________ ERROR collecting tests/test_p.py _______________________',
+      "ImportError while importing test module '/tmp/pt/tests/test_p.py'.",
+      'Traceback:',
+      'tests/test_p.py:1: in <module>',
+      '    from pkg import penultimate',
+      "E   ImportError: cannot import name 'penultimate' from 'pkg' (/tmp/pt/pkg/__init__.py)",
+      '!!!!!!!!!!!!!!!!!!!! Interrupted: 1 error during collection !!!!!!!!!!!!!!!!!!!!',
+    ].join('\n');
+    const collected = collectionErrorText(log);
+    expect([...collected.keys()]).toEqual(['tests/test_p.py']);
+    expect(missingAddedName(collected.get('tests/test_p.py')!, added)).toBe('penultimate');
+    // A timeout before the fix counts only in a test the test patch touches.
+    const timedOut = loadTimeouts('@@ -70,6 +70,9 @@ def test_old(self):\n+    def test_negative(self):\n+        pass\n');
+    expect(timedOut('tests/t.py::C::test_slow', 'Failed: Timeout >20.0s')).toBe(true);
+    expect(timedOut('tests/t.py::C::test_negative', 'Failed: Timeout >20.0s')).toBe(false);
+    expect(timedOut('tests/t.py::test_old[1]', 'Failed: Timeout >20.0s')).toBe(false);
+    expect(timedOut('tests/t.py::C::test_slow', 'AssertionError')).toBe(false);
+    const feature = judgeFix([{ nodeid: 't.py::a', message: "ImportError: cannot import name 'penultimate'" }], patch, []);
+    expect(feature.feature).toMatch(/^a feature, not a fix: .*'penultimate'/);
+    const assertion = { nodeid: 't.py::a', message: 'AssertionError: assert 3 == 4' };
+    const missing = { nodeid: 't.py::b', message: "ImportError: cannot import name 'penultimate'" };
+    const signals = messageSignals(['Fix slugify on long text'], 7, { number: 7, title: 'slugify crashes', body: '', labels: ['type: bug'] });
+    expect(judgeFix([assertion, { ...assertion, nodeid: 't.py::c' }, missing], patch, signals)).toEqual({
+      feature: null,
+      fix_confidence: 0.8,
+      signals: ['behavioural_failures:2/3', 'message:fix', 'issue:#7', 'label:type: bug', 'issue_text:crashes'],
+    });
+    // Half or more failing on added names is a feature; behaviour alone, with no sign of a fix, is not enough.
+    expect(judgeFix([assertion, missing], patch, signals).feature).toMatch(/^a feature, not a fix: 1 of 2 FAIL_TO_PASS tests/);
+    expect(judgeFix([assertion], patch, []).feature).toMatch(/^not shown to be a fix: confidence 0.6 below 0.7/);
+    const featureTitle = messageSignals(['Merge pull request #9 from a/fix-x\n\nAdd a cache_info() to fix #8'], 8, null);
+    expect(featureTitle).toEqual(['message:fix', 'issue:#8', '-feature_word:add']);
+    expect(judgeFix([assertion], patch, featureTitle)).toMatchObject({ fix_confidence: 0.6, feature: expect.stringMatching(/^not shown to be a fix/) });
+  });
+
+  it('writes the statement from the failing tests, without any line of the gold patch', () => {
+    const patch = '--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-    return total - 1\n+    return total\n';
+    const text = behaviourStatement(
+      [
+        { nodeid: 'tests/test_m.py::test_total', message: 'AssertionError: assert 2 == 3\n    return total - 1' },
+        { nodeid: 'tests/test_m.py::TestX::test_y', message: null },
+      ],
+      patch,
+    );
+    expect(text).toContain('`test_total` (tests/test_m.py):');
+    expect(text).toContain('AssertionError: assert 2 == 3');
+    expect(text).toContain('`TestX::test_y` (tests/test_m.py)');
+    expect(quotedGoldLine(text, patch)).toBeNull();
+    expect(quotedGoldLine('see: return total - 1', patch)).toBe('return total - 1');
+  });
+});
+
+describe('statements written by a model through the OpenAI-compatible client (scripted loopback server)', () => {
+  it('uses a statement that does not quote the gold patch, rejects one that does, and falls back when the server fails', async () => {
+    const replies: { status: number; content?: string }[] = [
+      { status: 200, content: 'total() is off by one\n\nCalling total([1, 2]) gives 2; I expected 3.' },
+      { status: 200, content: 'total() is off by one\n\nThe code says `return total - 1`.' },
+      { status: 500 },
+    ];
+    const seen: { messages: { role: string; content: string }[] }[] = [];
+    const server = createServer((req, res) => {
+      let raw = '';
+      req.on('data', (d) => (raw += d));
+      req.on('end', () => {
+        seen.push(JSON.parse(raw));
+        const r = replies.shift()!;
+        res.writeHead(r.status, { 'content-type': 'application/json' });
+        res.end(
+          JSON.stringify(
+            r.content
+              ? {
+                  id: 'x',
+                  object: 'chat.completion',
+                  created: 0,
+                  model: 'scripted',
+                  choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: r.content } }],
+                }
+              : { error: { message: 'down' } },
+          ),
+        );
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const write = modelStatementWriter({ baseURL: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`, model: 'scripted', maxRetries: 0 });
+      const patch = '--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-    return total - 1\n+    return total\n';
+      const failures = [{ nodeid: 'tests/test_m.py::test_total', message: 'AssertionError: assert 2 == 3' }];
+      const patches = { patch, test_patch: '--- a/tests/test_m.py\n+++ b/tests/test_m.py\n@@ -1 +1,2 @@\n+def test_total(): assert total([1, 2]) == 3\n' };
+      const logs: string[] = [];
+      const log = (m: string) => logs.push(m);
+      expect(await chooseStatement(null, failures, patches, write, log)).toEqual({
+        statement: 'total() is off by one\n\nCalling total([1, 2]) gives 2; I expected 3.\n',
+        source: 'model',
+      });
+      const rejected = await chooseStatement(null, failures, patches, write, log);
+      expect(rejected.source).toBe('failing_tests');
+      expect(rejected.statement).toContain('`test_total` (tests/test_m.py)');
+      const down = await chooseStatement(null, failures, patches, write, log);
+      expect(down.source).toBe('failing_tests');
+      expect(logs).toEqual([expect.stringMatching(/quotes the gold patch/), expect.stringMatching(/^the statement model failed/)]);
+      // The model saw the failures and the tests, never the gold patch.
+      expect(seen).toHaveLength(3);
+      expect(seen[0].messages[1].content).toContain('tests/test_m.py::test_total: AssertionError: assert 2 == 3');
+      expect(seen[0].messages[1].content).toContain('def test_total()');
+      expect(JSON.stringify(seen)).not.toContain('return total - 1');
+      // A linked issue wins; one that quotes the gold patch does not.
+      const issue = { number: 4, title: 'total is wrong', body: 'It returns one less.', labels: [] };
+      expect((await chooseStatement(issue, failures, patches, write, log)).source).toBe('issue');
+      expect((await chooseStatement({ ...issue, body: 'See `return total - 1`' }, failures, patches, write, log)).source).toBe('failing_tests');
+      expect(seen).toHaveLength(3);
+    } finally {
+      server.close();
+    }
+  });
+});
+
+describe('a history of every shape on real corpus code (toolz), scanned without containers', () => {
+  it('finds the fix, the feature and the pull request; skips the release and the branch merge; ignores docs, submodule and rename', async () => {
+    const dir = tempDir('corpus-history');
+    const shas = buildCorpusHistory(join(inject('corpusRoot'), 'toolz'), join(dir, 'toolz'));
+    const gitDir = join(dir, 'toolz', '.git');
+    const { candidates, skipped } = await findIssueCandidates(gitDir, shas.rename);
+    expect(candidates.map((c) => [c.mainline_commit, c.fix_commit, c.shape])).toEqual([
+      [shas.pr, shas.prHead, 'pull_request'],
+      [shas.feature, shas.feature, 'together'],
+      [shas.fix1, shas.fix1, 'together'],
+    ]);
+    expect(skipped).toEqual([
+      { fix_commit: shas.branch, reason: expect.stringMatching(/^a merge of one branch into another/) },
+      { fix_commit: shas.release, reason: expect.stringMatching(/^a release or version bump/) },
+    ]);
+    const [pr, , fix] = candidates;
+    expect(pr.parent).toBe(shas.feature);
+    expect(pr.pull_request).toBe(12);
+    expect(pr.messages).toHaveLength(3);
+    // The gold patch is code; the changelog line goes apart; renames and the gitlink stay small.
+    const patches = await candidatePatches(gitDir, shas.rename, fix);
+    expect(fix.code_files).toEqual(['toolz/itertoolz.py']);
+    expect(patches.patch).toContain('+    return sum(1 for i in seq)');
+    expect(patches.patch).not.toContain('CHANGELOG');
+    expect(patches.aux_patch).toContain('+- count() no longer drops the first element of an iterator');
+    expect(patches.bug_patch).toContain('rename from toolz/resources/records/r000.json');
+    expect(patches.bug_patch).not.toContain('Subproject commit');
+    expect(Buffer.byteLength(patches.bug_patch)).toBeLessThan(64 * 1024);
+    expect(patches.changed).not.toContain('vendor/helpers');
+    // base + bug_patch is the fix parent's tree (gitlink aside); test and gold patches apply on it.
+    const work = join(dir, 'work');
+    execFileSync('git', ['clone', '-q', join(dir, 'toolz'), work]);
+    const g = (...args: string[]) => execFileSync('git', args, { cwd: work, encoding: 'utf8' });
+    writeFileSync(join(dir, 'bug.diff'), patches.bug_patch);
+    writeFileSync(join(dir, 'test.diff'), patches.test_patch);
+    writeFileSync(join(dir, 'fix.diff'), patches.patch);
+    g('apply', join(dir, 'bug.diff'));
+    g('add', '-A');
+    expect(g('diff', '--cached', '--name-only', '--ignore-submodules=all', fix.parent).trim()).toBe('');
+    g('apply', join(dir, 'test.diff'));
+    g('apply', join(dir, 'fix.diff'));
+    for (const line of GOLD_LINES.slice(1)) expect(patches.patch).not.toContain(line);
   });
 });
 
@@ -129,7 +344,17 @@ describe('issue-fix tasks from the fixture repository, run in its image', () => 
 
   it('turns the real bug fix into a task: the new test fails before and passes after, the issue text is the statement', () => {
     expect(mined.candidates).toBe(3);
-    expect(mined.dropped).toEqual([]);
+    // The two features (a new function, a new parameter) fail only on the names they add.
+    expect(mined.dropped).toEqual([
+      { fix_commit: shas[2], reason: expect.stringMatching(/^a feature, not a fix: .*'unique_slug'/) },
+      { fix_commit: shas[1], reason: expect.stringMatching(/^a feature, not a fix: .*'max_len'.*unexpected keyword argument/) },
+    ]);
+    expect(mined.fates.map((f) => [f.fix_commit, f.fate])).toEqual([
+      [shas[3], 'kept'],
+      [shas[2], 'dropped'],
+      [shas[1], 'dropped'],
+    ]);
+    expect(mined.fates.every((f) => f.seconds > 0)).toBe(true);
     expect(task, JSON.stringify(mined.tasks.map((t) => t.fix_commit))).toBeDefined();
     expect(task).toMatchObject({
       kind: 'issue_fix',
@@ -140,21 +365,17 @@ describe('issue-fix tasks from the fixture repository, run in its image', () => 
       FAIL_TO_PASS: ['tests/test_unique.py::test_several_taken_suffixes'],
       PASS_TO_PASS: ['tests/test_unique.py::test_free_slug_is_kept', 'tests/test_unique.py::test_taken_slug_gets_a_suffix'],
       problem_statement: `${ISSUE_3.title}\n\n${ISSUE_3.body}\n`,
+      statement_source: 'issue',
+      aux_patch: null,
     });
+    expect(task.fix_signals).toEqual(['behavioural_failures:1/1', 'message:fix', 'issue:#3', 'issue_text:hangs']);
+    expect(task.fix_confidence).toBeCloseTo(0.9);
     expect(task.instance_id).toMatch(new RegExp(`^slugs\\.${shas[4].slice(0, 8)}\\.issue__[0-9a-f]{8}$`));
     expect(task.patch).toContain('+        n += 1');
     expect(task.test_patch).toContain('+def test_several_taken_suffixes():');
     // The task state never holds the fix: the bug patch takes the unit's commit back to the parent.
     expect(task.bug_patch).toContain('-        n += 1');
-    // The other candidates are features landed with their tests; without #N their statement is the commit message.
-    const maxLen = mined.tasks.find((t) => t.fix_commit === shas[1])!;
-    expect(maxLen).toMatchObject({
-      issue_number: null,
-      problem_statement: 'slugify: optional max_len\n',
-      FAIL_TO_PASS: ['tests/test_slugify.py::test_truncates_at_a_word_boundary'],
-    });
-    expect(maxLen.PASS_TO_PASS).toEqual(['tests/test_slugify.py::test_drops_punctuation', 'tests/test_slugify.py::test_lowercases_and_joins']);
-    expect(new Set(mined.tasks.map((t) => t.instance_id)).size).toBe(mined.tasks.length);
+    expect(mined.tasks).toHaveLength(1);
   });
 
   it('grades unresolved with no submission and resolved with the gold patch, each in a fresh container', async () => {

@@ -23,6 +23,10 @@ const issueTask: TaskRecord = {
   issue_number: '3',
   image_id: 'sha256:' + 'c'.repeat(64),
   python_version: '3.11.2',
+  fix_confidence: 0.8,
+  fix_signals: ['behavioural_failures:1/1', 'issue:#3'],
+  statement_source: 'issue',
+  aux_patch: '--- a/CHANGES.rst\n+++ b/CHANGES.rst\n',
 };
 
 const mutationTask: TaskRecord = {

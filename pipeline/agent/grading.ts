@@ -20,7 +20,7 @@ import type { PipelineOptions } from '../runtime/options.js';
 import { foldReport, type Outcome } from '../sandbox/pytest_report.js';
 import { readResult } from '../sandbox/results.js';
 import { freshWork, runSandboxed } from '../sandbox/sandbox.js';
-import { pytestCommand, runnerCommand, TIMEOUT_EXIT, writeReportKey } from '../sandbox/suite_run.js';
+import { pytestCommand, runnerCommand, TIMEOUT_EXIT, withoutTestPaths, writeReportKey } from '../sandbox/suite_run.js';
 import { hunksOf } from './policy.js';
 
 export interface Grade {
@@ -64,7 +64,7 @@ export async function gradeSubmission(task: TaskRecord, submission: string | nul
     writeFileSync(join(work, 'gold-paths'), [...new Set(hunksOf(task.patch).map((h) => `${h.path}\n`))].join(''));
     const key = writeReportKey(work);
     const tests = [...task.FAIL_TO_PASS, ...task.PASS_TO_PASS];
-    const pytest = pytestCommand(env.pytestArgs, env.options.testTimeoutS, env.hasTimeoutPlugin);
+    const pytest = pytestCommand(withoutTestPaths(env.pytestArgs), env.options.testTimeoutS, env.hasTimeoutPlugin);
     const script = [
       'cd /repo',
       'set -e',

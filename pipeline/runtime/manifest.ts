@@ -25,7 +25,7 @@ export interface Unit {
   slug: string;
   /** 1-based line of the manifest it came from. */
   line: number;
-  /** As written in the manifest. */
+  /** A stable name for rows: the URL as written, or a local path's folder name (never "../cachetools"). */
   repo: string;
   /** Where git fetches from: a URL, or an absolute local path. */
   location: string;
@@ -140,7 +140,7 @@ function parseLine(text: string, line: number, baseDir: string): Unit {
     id: `${slug}-${hashOf({ location, commit: commit ?? null, python }, 8)}`,
     slug,
     line,
-    repo,
+    repo: sourceKind === 'local' ? basename(location.replace(/\/+$/, '')) : repo,
     location,
     sourceKind,
     commit,

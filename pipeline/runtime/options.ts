@@ -62,6 +62,8 @@ export interface PipelineOptions {
   issuesFile?: string;
   /** Issue-fix candidates mined per repository at most (0: no mining). */
   issueCandidates: number;
+  /** Issue-fix statements without a linked issue are written by the model in `openai` (else from the failing tests). */
+  statementModel: boolean;
   maxTurns: number;
   maxTokens: number;
   maxWallS: number;
@@ -103,6 +105,7 @@ export const DEFAULTS: Omit<PipelineOptions, 'out'> = {
   mutantTestTimeoutS: 20,
   policy: 'oracle',
   issueCandidates: 20,
+  statementModel: false,
   maxTurns: 30,
   maxTokens: 131_072,
   maxWallS: 600,

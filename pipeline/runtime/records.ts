@@ -74,8 +74,22 @@ export interface TraceStageRecord {
   python_version: string;
 }
 
+/** What became of one issue-fix candidate (or a code-changing commit that was no candidate). */
+export interface CandidateFate {
+  fix_commit: string;
+  /** 'together', 'paired' or 'pull_request'; null for a skipped commit. */
+  shape: string | null;
+  fate: 'kept' | 'dropped' | 'skipped';
+  reason: string | null;
+  /** Seconds spent on it (patches, the container run, the oracle's rollout when it drops it). */
+  seconds: number;
+  fix_confidence: number | null;
+}
+
 export interface ForageRecord {
   issue_candidates: number;
+  /** Every candidate's fate, newest first; skipped commits too. */
+  candidates: CandidateFate[];
   issue_tasks: number;
   issues_dropped: number;
   task_trace_rows: number;

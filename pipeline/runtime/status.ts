@@ -4,9 +4,11 @@ import { basename, dirname } from 'node:path';
 import { writeFileAtomic } from '../../core/atomic.js';
 import { dirBytes, gb } from '../../core/disk.js';
 import { table } from '../../core/table.js';
+import type { CandidateSummary } from '../../datasets/audit.js';
 import { mirrorsDir, outLayout } from './layout.js';
 import { Ledger, STAGES, type StageName } from './ledger.js';
 import type { ManifestError } from './manifest.js';
+import type { CandidateFate, ForageRecord } from './records.js';
 
 export interface StatusReport {
   out: string;
@@ -16,6 +18,32 @@ export interface StatusReport {
   dataset: { configs: Record<string, { rows: number; shards: number }> } | null;
   /** The machine's mirrors cache (`status` only: measuring it walks the cache). */
   mirrors?: { path: string; bytes: number };
+  /** Issue-fix candidates over every unit: counts, seconds, and the fates grouped by reason. */
+  candidates: CandidateSummary;
+  /** Every candidate's fate, by unit (the `candidates` view of `status --json`). */
+  candidate_fates: (CandidateFate & { unit_id: string })[];
+}
+
+/** A reason without its particulars (commit, names, byte counts): what groups candidates dropped alike. */
+const reasonKind = (reason: string) => reason.split(/[(:]/)[0].trim();
+
+function summarize(fates: CandidateFate[]): CandidateSummary {
+  const tried = fates.filter((f) => f.fate !== 'skipped');
+  const groups = new Map<string, { fate: string; reason: string; count: number }>();
+  for (const f of fates.filter((f) => f.reason)) {
+    const key = `${f.fate}\0${reasonKind(f.reason!)}`;
+    const g = groups.get(key) ?? { fate: f.fate, reason: reasonKind(f.reason!), count: 0 };
+    g.count++;
+    groups.set(key, g);
+  }
+  return {
+    tried: tried.length,
+    kept: fates.filter((f) => f.fate === 'kept').length,
+    dropped: fates.filter((f) => f.fate === 'dropped').length,
+    skipped: fates.length - tried.length,
+    seconds_per_candidate: tried.length ? Math.round((tried.reduce((s, f) => s + f.seconds, 0) / tried.length) * 100) / 100 : null,
+    reasons: [...groups.values()].sort((a, b) => b.count - a.count || a.reason.localeCompare(b.reason)),
+  };
 }
 
 const errorsPath = outLayout.manifestErrors;
@@ -33,11 +61,12 @@ export function readStatus(out: string, opts: { disk?: boolean } = {}): StatusRe
     stages[stage] = { ok: entries.filter((e) => e.status === 'ok').length, failed: entries.filter((e) => e.status === 'failed').length };
     for (const e of entries) if (e.status === 'failed') failures.push({ stage, unit_id: e.unit_id, repo: e.unit.repo, reason: e.reason });
   }
+  const candidate_fates = ledger.all('forage').flatMap((e) => ((e.record as ForageRecord | null)?.candidates ?? []).map((f) => ({ unit_id: e.unit_id, ...f })));
   const manifest_errors = existsSync(errorsPath(out)) ? (JSON.parse(readFileSync(errorsPath(out), 'utf8')) as ManifestError[]) : [];
   const manifestFile = outLayout.datasetManifest(out);
   const dataset = existsSync(manifestFile) ? (JSON.parse(readFileSync(manifestFile, 'utf8')) as StatusReport['dataset']) : null;
   const mirrors = opts.disk ? { path: mirrorsDir(), bytes: dirBytes(mirrorsDir()) } : undefined;
-  return { out, stages, failures, manifest_errors, dataset, mirrors };
+  return { out, stages, failures, manifest_errors, dataset, mirrors, candidates: summarize(candidate_fates), candidate_fates };
 }
 
 export function formatStatus(s: StatusReport): string {
@@ -51,6 +80,14 @@ export function formatStatus(s: StatusReport): string {
   }
   if (s.failures.length) {
     parts.push('', 'failures:', ...s.failures.map((f) => `  ${f.stage}  ${f.unit_id}  ${f.reason}`));
+  }
+  const c = s.candidates;
+  if (c.tried || c.skipped) {
+    parts.push(
+      '',
+      `issue candidates: ${c.tried} tried, ${c.kept} kept, ${c.dropped} dropped, ${c.skipped} commits skipped; ${c.seconds_per_candidate ?? 0} s per candidate`,
+      ...c.reasons.map((r) => `  ${r.fate}  ${r.count}  ${r.reason}`),
+    );
   }
   return parts.join('\n');
 }

@@ -182,7 +182,7 @@ const toRunLimits = (l: SandboxLimits): RunLimits => ({ memoryBytes: l.memoryMb 
 function standardEnv(vars: Record<string, string>, srcLayout: boolean, extra: Record<string, string> = {}): Record<string, string> {
   return {
     ...vars,
-    PYTHONPATH: srcLayout ? '/worldline/lib:/repo/src' : '/worldline/lib',
+    PYTHONPATH: [srcLayout ? '/worldline/lib:/repo/src' : '/worldline/lib', vars.PYTHONPATH].filter(Boolean).join(':'),
     PYTHONHASHSEED: '0',
     PYTHONDONTWRITEBYTECODE: '1',
     // A .pth a test drops in ~/.local would run in every later interpreter of the container.

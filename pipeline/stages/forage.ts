@@ -11,18 +11,19 @@ import { readRows } from '../../datasets/reader.js';
 import type { TaskRecord } from '../../schemas/tasks.js';
 import type { TrajectoryRecord } from '../../schemas/trajectories.js';
 import { openaiPolicy } from '../agent/policies/openai.js';
-import { oraclePolicy } from '../agent/policies/oracle.js';
+import { oraclePolicy, oracleTurns } from '../agent/policies/oracle.js';
 import { type ReplayPolicy, replayBudgets, replayOutcome, replayPolicy } from '../agent/policies/replay.js';
 import type { Policy } from '../agent/policy.js';
 import { type Budgets, rollout } from '../agent/rollout.js';
 import { outLayout } from '../runtime/layout.js';
-import type { BuildRecord, CloneRecord } from '../runtime/records.js';
+import type { BuildRecord, CandidateFate, CloneRecord } from '../runtime/records.js';
 import { ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
 import { TRACER_CODE, tracerCodeHash } from '../sandbox/tracers.js';
 import { traceAroundFixes } from '../tasks/fix_traces.js';
 import { type IssueText, readIssueExport } from '../tasks/issue_export.js';
 import { mineIssueTasks } from '../tasks/issue_verification.js';
 import { mutationTasks } from '../tasks/mutation_tasks.js';
+import { modelStatementWriter } from '../tasks/statement_model.js';
 
 const issueExports = new Map<string, Map<number, IssueText>>();
 function issueExport(file: string | undefined): Map<number, IssueText> | undefined {
@@ -56,7 +57,9 @@ async function policyFor(
   budgets: Budgets,
 ): Promise<{ policy: Policy; budgets: Budgets; replay?: ReplayPolicy; recorded?: TrajectoryRecord } | null> {
   const o = ctx.options;
-  if (o.policy === 'oracle') return { policy: oraclePolicy(task, o.mutantTestTimeoutS), budgets };
+  // The oracle's plan grows with the gold patch (a view per file, an edit per hunk): its budget does too.
+  if (o.policy === 'oracle')
+    return { policy: oraclePolicy(task, o.mutantTestTimeoutS), budgets: { ...budgets, maxTurns: Math.max(budgets.maxTurns, oracleTurns(task)) } };
   if (o.policy === 'openai')
     return {
       policy: openaiPolicy({
@@ -77,7 +80,8 @@ async function policyFor(
 async function rolloutAll(ctx: StageContext, clone: CloneRecord, build: BuildRecord, tasks: TaskRecord[]): Promise<TrajectoryRecord[]> {
   const o = ctx.options;
   if (o.policy === 'none') return [];
-  const runEnv = { ...ctx.unit.env.vars, PYTHONPATH: clone.src_layout ? '/repo/src' : '', PYTHONDONTWRITEBYTECODE: '1', TZ: 'UTC' };
+  const pythonPath = [clone.src_layout ? '/repo/src' : '', ctx.unit.env.vars.PYTHONPATH].filter(Boolean).join(':');
+  const runEnv = { ...ctx.unit.env.vars, PYTHONPATH: pythonPath, PYTHONDONTWRITEBYTECODE: '1', TZ: 'UTC' };
   const out: TrajectoryRecord[] = [];
   for (const [i, task] of tasks.entries()) {
     const chosen = await policyFor(ctx, task, { maxTurns: o.maxTurns, maxTokens: o.maxTokens, maxWallS: o.maxWallS });
@@ -125,7 +129,7 @@ export const forageStage: Stage<'forage'> = {
       perUnit: o.mutationsPerUnit,
       testTimeout: o.mutantTestTimeoutS,
       policy: [o.policy, o.openai?.model ?? null, o.openai?.temperature ?? null, o.openai?.topP ?? null, o.openai?.seed ?? null, o.replayFrom ?? null],
-      issues: [o.issueCandidates, o.issuesFile ? sha256(readFileSync(o.issuesFile)) : null],
+      issues: [o.issueCandidates, o.issuesFile ? sha256(readFileSync(o.issuesFile)) : null, o.statementModel ? [o.openai?.baseURL, o.openai?.model] : null],
       budgets: [o.maxTurns, o.maxTokens, o.maxWallS, o.bashTimeoutS],
       revision: FORAGE_REVISION,
     };
@@ -139,10 +143,36 @@ export const forageStage: Stage<'forage'> = {
     const mined =
       ctx.unit.historyOf || ctx.options.issueCandidates === 0
         ? null
-        : await mineIssueTasks(ctx, clone, build, { issues: issueExport(ctx.options.issuesFile), maxCandidates: ctx.options.issueCandidates });
-    for (const d of mined?.dropped ?? []) ctx.log(`forage ${ctx.unit.id}: issue candidate ${d.fix_commit.slice(0, 12)} dropped: ${d.reason}`);
-    const tasks = [...m.tasks, ...(mined?.tasks ?? [])];
-    const trajectories = await rolloutAll(ctx, clone, build, tasks);
+        : await mineIssueTasks(ctx, clone, build, {
+            issues: issueExport(ctx.options.issuesFile),
+            maxCandidates: ctx.options.issueCandidates,
+            writeStatement: ctx.options.statementModel && ctx.options.openai ? modelStatementWriter(ctx.options.openai) : undefined,
+          });
+    let tasks = [...m.tasks, ...(mined?.tasks ?? [])];
+    let trajectories = await rolloutAll(ctx, clone, build, tasks);
+    const fates = mined?.fates ?? [];
+    // Only solvable tasks: one the oracle (the gold patch, through the real tools) cannot resolve is dropped, with why.
+    if (ctx.options.policy === 'oracle') {
+      const unresolved = new Map(trajectories.filter((t) => !t.resolved).map((t) => [t.task_id, t]));
+      for (const task of tasks.filter((t) => unresolved.has(t.instance_id))) {
+        const t = unresolved.get(task.instance_id)!;
+        const last = t.steps.at(-1)?.observation.replace(/\s+/g, ' ').slice(0, 200) ?? '';
+        const reason = `the oracle did not resolve it (${t.exit_status} after ${t.turns} of ${t.max_turns} turns; last observation: ${last})`;
+        const fate = fates.find((f: CandidateFate) => f.fate === 'kept' && f.fix_commit === task.fix_commit);
+        if (fate) Object.assign(fate, { fate: 'dropped', reason, seconds: Math.round((fate.seconds + t.wall_seconds) * 100) / 100 });
+        else ctx.log(`forage ${ctx.unit.id}: ${task.kind} task ${task.instance_id} dropped: ${reason}`);
+      }
+      tasks = tasks.filter((t) => !unresolved.has(t.instance_id));
+      trajectories = trajectories.filter((t) => t.resolved);
+    }
+    for (const f of fates) {
+      if (f.fate !== 'kept') ctx.log(`forage ${ctx.unit.id}: issue candidate ${f.fix_commit.slice(0, 12)} ${f.fate}: ${f.reason}`);
+    }
+    const issueTasks = tasks.filter((t) => t.kind === 'issue_fix').length;
+    if (mined)
+      ctx.log(
+        `forage ${ctx.unit.id}: ${mined.candidates} issue candidates tried, ${issueTasks} kept, ${fates.filter((f) => f.fate === 'dropped').length} dropped, ${fates.filter((f) => f.fate === 'skipped').length} commits skipped`,
+      );
     const taskTraceRows = await traceAroundFixes(ctx, tasks, clone, build);
     writeFileAtomic(outLayout.part(ctx.options.out, 'trajectories', ctx.unit.id), jsonl(trajectories));
     writeFileAtomic(outLayout.part(ctx.options.out, 'tasks', ctx.unit.id), jsonl(tasks));
@@ -151,8 +181,9 @@ export const forageStage: Stage<'forage'> = {
     if (trajectories.length) ctx.log(`forage ${ctx.unit.id}: ${ctx.options.policy} resolved ${resolved} of ${trajectories.length} tasks`);
     return ok({
       issue_candidates: mined?.candidates ?? 0,
-      issue_tasks: mined?.tasks.length ?? 0,
-      issues_dropped: mined?.dropped.length ?? 0,
+      candidates: fates,
+      issue_tasks: issueTasks,
+      issues_dropped: fates.filter((f) => f.fate === 'dropped').length,
       task_trace_rows: taskTraceRows,
       policy: ctx.options.policy,
       rollouts: trajectories.length,

@@ -13,7 +13,7 @@ import { outLayout } from '../runtime/layout.js';
 import type { BuildRecord, CloneRecord } from '../runtime/records.js';
 import type { StageContext } from '../runtime/stage.js';
 import { freshWork, runSandboxed } from '../sandbox/sandbox.js';
-import { pytestCommand } from '../sandbox/suite_run.js';
+import { pytestCommand, withoutTestPaths } from '../sandbox/suite_run.js';
 import { traceRows } from '../sandbox/tracer_output.js';
 
 /** Per-test timeout under the tracer, as a multiple of --mutant-test-timeout. */
@@ -29,7 +29,7 @@ async function* aroundOneTask(ctx: StageContext, task: TaskRecord, clone: CloneR
     // On the task state a FAIL_TO_PASS test may hang (the bug can be an endless loop): bound each
     // test like a mutant's, with room for the tracer's slowdown.
     const perTest = o.mutantTestTimeoutS * TRACED_MUTANT_FACTOR;
-    const pytest = pytestCommand(ctx.unit.env.pytest_args, perTest, build.pytest_timeout, ['worldline_tracer.plugin']).map(shQuote).join(' ');
+    const pytest = pytestCommand(withoutTestPaths(ctx.unit.env.pytest_args), perTest, build.pytest_timeout, ['worldline_tracer.plugin']).map(shQuote).join(' ');
     const tests = task.FAIL_TO_PASS.map(shQuote).join(' ');
     const run = (phase: string) =>
       `WORLDLINE_TRACE_OUT=/worldline/out/${phase}.jsonl WORLDLINE_REPORT=/worldline/out/report-${phase}.jsonl timeout -k 10 ${Math.min(o.suiteTimeoutS * o.traceSlowdown, perTest * (task.FAIL_TO_PASS.length + 2))} ${pytest} ${tests} > /worldline/out/${phase}.log 2>&1`;

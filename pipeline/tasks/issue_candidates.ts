@@ -5,6 +5,13 @@
  * its non-test changes. Running a candidate in the unit's image decides whether it becomes a task
  * (issue_verification.ts).
  *
+ * A first-parent merge of a pull request is one candidate for the whole pull request (SWE-bench's
+ * unit): base = the merge base of its two parents, fix_commit = the pull request's head. Releases
+ * and merges of one branch into another ("Merge branch 'main' into dev") are skipped with the
+ * reason. Submodule gitlinks are left out of every diff (the image holds no submodule checkouts);
+ * renames are detected, so a moved data folder is a few lines, not its whole content twice.
+ * Changes to docs, changelogs, CI and packaging are kept apart from the gold patch (`aux_files`).
+ *
  * Extension: a code-only fix commit immediately followed (first parent) by a tests-only commit
  * whose test modules import the fixed package is paired into one candidate (fix from the first,
  * tests from the second), the shape of a fix landed before its regression test.
@@ -23,26 +30,55 @@ import { git } from '../../core/git.js';
 const TEST_FILE = /(^|\/)(tests?\/|test_[^/]*\.py$|[^/]*_test\.py$|conftest\.py$)/;
 /** Test modules pytest is pointed at: test_*.py and *_test.py. */
 const TEST_MODULE = /(^|\/)(test_[^/]*|[^/]*_test)\.py$/;
+/**
+ * Not graded: documentation, changelogs and other prose, CI configuration and packaging metadata.
+ * A fix's tests never depend on them, and a solver should not be asked to reproduce a changelog line.
+ */
+const AUX_FILE =
+  /^(docs?\/|\.github\/|\.circleci\/|\.ci\/|ci\/)|(^|\/)(README|CHANGELOG|CHANGES|HISTORY|NEWS|AUTHORS|CONTRIBUTORS|LICENSE|COPYING|NOTICE)[^/]*$|\.(md|rst|adoc)$|^[^/]*\.txt$|(^|\/)requirements[^/]*\.(txt|in)$|^requirements\/|^(tox\.ini|setup\.cfg|setup\.py|pyproject\.toml|MANIFEST\.in|noxfile\.py|Makefile|\.coveragerc|\.gitignore|\.gitattributes|\.mailmap|\.pre-commit-config\.yaml|\.readthedocs\.ya?ml|\.travis\.yml|\.gitlab-ci\.yml|appveyor\.yml|azure-pipelines\.yml|codecov\.yml|\.flake8|mypy\.ini|\.pylintrc)$/i;
 
 export const isTestFile = (path: string): boolean => TEST_FILE.test(path);
-const isCode = (path: string): boolean => path.endsWith('.py') && !isTestFile(path);
+const isAuxFile = (path: string): boolean => !isTestFile(path) && AUX_FILE.test(path);
+const isCode = (path: string): boolean => path.endsWith('.py') && !isTestFile(path) && !isAuxFile(path);
 
-interface IssueCandidate {
-  /** The commit that fixes the code. */
+/** A release or version bump, by its message: never a fix, however much code it carries. */
+const RELEASE = /^\s*(merge[^\n]*\brelease\b|(release|relase|prepare|bump( version)?( to)?|version|tag(ged)?)\b[^\n]*\bv?\d+\.\d+|v?\d+\.\d+(\.\d+)*\s*$)/i;
+/** A pull request or merged branch named for a release: `version-11.0.1`, `release/2.0`, `v3.1`. */
+const RELEASE_BRANCH = /^\s*Merge (pull request #\d+ from|(remote-tracking )?branch)\s+'?\S*?\b(release|version|v)[-_/]?\d+\.\d+/i;
+/** A merge of one branch into another (keeping a branch up to date), not a pull request. */
+const BRANCH_MERGE =
+  /^\s*Merge (remote-tracking )?branch\s+'[^']+'( of \S+)?\s+into\s+\S+|^\s*Merge (remote-tracking )?branch\s+'(origin\/)?(main|master|develop|dev)'/i;
+const PULL_REQUEST = /^\s*Merge pull request #(\d+)/i;
+
+export interface IssueCandidate {
+  /** The commit that fixes the code: for a pull request, its head. */
   fix_commit: string;
-  /** Its first parent: the task's base_commit. */
+  /** The task's base_commit: the fix's first parent, or a pull request's merge base. */
   parent: string;
   /** The commit whose test changes make the test patch (the fix commit itself, or the one after it). */
   tests_commit: string;
-  /** 'together': one commit changes code and tests; 'paired': a code-only fix then a tests-only commit. */
-  shape: 'together' | 'paired';
-  /** Non-test files the fix changes (the gold patch). */
+  /** 'together': one commit changes code and tests; 'paired': a code-only fix then a tests-only commit; 'pull_request': a merged pull request. */
+  shape: 'together' | 'paired' | 'pull_request';
+  /** The first-parent commit the candidate was found at (the merge commit for a pull request). */
+  mainline_commit: string;
+  /** Non-test code files the fix changes (the gold patch). */
   code_files: string[];
+  /** Docs, changelog, CI and packaging files the fix changes: kept apart, not graded. */
+  aux_files: string[];
   /** Test files the tests commit changes (the test patch). */
   test_files: string[];
   /** Test modules (test_*.py, *_test.py) among them that exist after the tests commit: what is run. */
   test_modules: string[];
+  /** Commit messages, the mainline one first (a pull request's merge message, then its commits'). */
   messages: string[];
+  /** The pull request number a merge names, or null. */
+  pull_request: number | null;
+}
+
+/** A first-parent commit that changes code but is no candidate, and why. */
+export interface SkippedCommit {
+  fix_commit: string;
+  reason: string;
 }
 
 export interface CandidateOptions {
@@ -56,10 +92,11 @@ export interface CandidateOptions {
 
 const DEFAULT_MAX_CANDIDATES = 20;
 const DEFAULT_MAX_SCAN = 1000;
-const DIFF_FLAGS = ['--no-color', '--no-ext-diff', '--no-textconv', '--no-renames', '--src-prefix=a/', '--dst-prefix=b/'];
+const DIFF_FLAGS = ['--no-color', '--no-ext-diff', '--no-textconv', '--ignore-submodules=all', '--src-prefix=a/', '--dst-prefix=b/'];
 
+/** Paths that differ between two commits, both sides of a rename, submodule gitlinks left out. */
 async function changedFiles(gitDir: string, from: string, to: string): Promise<string[]> {
-  const out = await git(['--git-dir', gitDir, 'diff-tree', '-r', '-z', '--no-renames', '--name-only', from, to]);
+  const out = await git(['--git-dir', gitDir, 'diff-tree', '-r', '-z', '--no-renames', '--ignore-submodules=all', '--name-only', from, to]);
   return out.split('\0').filter(Boolean);
 }
 
@@ -89,52 +126,96 @@ async function importsAny(gitDir: string, commit: string, modules: string[], pac
   return false;
 }
 
+interface MainlineCommit {
+  sha: string;
+  parents: string[];
+  message: string;
+}
+
+/** Why a first-parent commit is not worth trying, or null: releases and branch-into-branch merges. */
+export function skipReason(message: string, merge: boolean): string | null {
+  const [subject, ...body] = message.split('\n');
+  // A pull request's merge message holds its title on the first line of the body.
+  const title = merge ? (body.find((l) => l.trim()) ?? '') : '';
+  if (RELEASE.test(subject) || RELEASE.test(title) || (merge && RELEASE_BRANCH.test(subject))) return `a release or version bump ("${subject.slice(0, 80)}")`;
+  if (merge && BRANCH_MERGE.test(subject)) return `a merge of one branch into another, not a pull request ("${subject.slice(0, 80)}")`;
+  return null;
+}
+
 /**
  * Walks the first-parent history of `head` (newest first) and returns the candidates: commits
- * changing non-test Python code and test modules together, and (the extension) code-only fixes
- * followed by a tests-only commit whose test modules import the fixed package.
+ * and merged pull requests changing non-test Python code and test modules together, and (the
+ * extension) code-only fixes followed by a tests-only commit whose test modules import the fixed
+ * package; and the code-changing commits skipped, with the reason.
  */
-export async function findIssueCandidates(gitDir: string, head: string, opts: CandidateOptions = {}): Promise<IssueCandidate[]> {
+export async function findIssueCandidates(
+  gitDir: string,
+  head: string,
+  opts: CandidateOptions = {},
+): Promise<{ candidates: IssueCandidate[]; skipped: SkippedCommit[] }> {
   const maxCandidates = opts.maxCandidates ?? DEFAULT_MAX_CANDIDATES;
   const maxScan = opts.maxScan ?? DEFAULT_MAX_SCAN;
   const pair = opts.pairFollowUpTests ?? true;
   const log = await git(['--git-dir', gitDir, 'log', '--first-parent', `-n${maxScan}`, '--format=%H%x1f%P%x1f%B%x1e', head]);
-  const commits = log
+  const commits: MainlineCommit[] = log
     .split('\x1e')
     .map((c) => c.replace(/^\n/, ''))
     .filter((c) => c.includes('\x1f'))
     .map((c) => {
       const [sha, parents, message] = c.split('\x1f');
-      return { sha, parent: parents.split(' ').filter(Boolean)[0] ?? null, message: message.trim() };
+      return { sha, parents: parents.split(' ').filter(Boolean), message: message.trim() };
     });
   const files = new Map<string, string[]>();
-  const filesOf = async (i: number) => {
-    const c = commits[i];
-    if (!c.parent) return [];
-    let f = files.get(c.sha);
+  const filesBetween = async (from: string, to: string) => {
+    const key = `${from}..${to}`;
+    let f = files.get(key);
     if (!f) {
-      f = await changedFiles(gitDir, c.parent, c.sha);
-      files.set(c.sha, f);
+      f = await changedFiles(gitDir, from, to);
+      files.set(key, f);
     }
     return f;
   };
+  // A pull request's own range: from the merge base of the mainline and its head, to its head.
+  const rangeOf = async (c: MainlineCommit) => {
+    if (c.parents.length < 2) return { from: c.parents[0], to: c.sha };
+    const base = (await git(['--git-dir', gitDir, 'merge-base', c.parents[0], c.parents[1]]).catch(() => '')).trim();
+    return { from: base || c.parents[0], to: base ? c.parents[1] : c.sha };
+  };
   const out: IssueCandidate[] = [];
+  const skipped: SkippedCommit[] = [];
   for (let i = 0; i < commits.length && out.length < maxCandidates; i++) {
     const c = commits[i];
-    if (!c.parent) continue;
-    const changed = await filesOf(i);
-    const code = changed.filter((f) => !isTestFile(f));
+    if (!c.parents.length) continue;
+    const merge = c.parents.length > 1;
+    const range = await rangeOf(c);
+    const changed = await filesBetween(range.from, range.to);
+    const code = changed.filter(isCode);
+    if (!code.length) continue;
+    const why = skipReason(c.message, merge);
+    if (why) {
+      skipped.push({ fix_commit: c.sha, reason: why });
+      continue;
+    }
     const tests = changed.filter(isTestFile);
-    if (!code.some(isCode)) continue;
-    let tests_commit = c.sha;
+    let tests_commit = range.to;
     let test_files = tests;
-    let shape: IssueCandidate['shape'] = 'together';
+    let shape: IssueCandidate['shape'] = merge ? 'pull_request' : 'together';
     const messages = [c.message];
+    if (merge) {
+      const inner = await git(['--git-dir', gitDir, 'log', '--format=%B%x1e', `${range.from}..${range.to}`]).catch(() => '');
+      messages.push(
+        ...inner
+          .split('\x1e')
+          .map((m) => m.trim())
+          .filter(Boolean),
+      );
+    }
     if (!tests.some((f) => TEST_MODULE.test(f) || f.endsWith('conftest.py'))) {
-      if (!pair || tests.length || i === 0) continue;
+      if (merge || !pair || tests.length || i === 0) continue;
       // The commit after this one on the first-parent line (newer, so one index up).
       const next = commits[i - 1];
-      const nextChanged = await filesOf(i - 1);
+      if (next.parents.length !== 1) continue;
+      const nextChanged = await filesBetween(next.parents[0], next.sha);
       if (nextChanged.some(isCode) || !nextChanged.some((f) => TEST_MODULE.test(f))) continue;
       const nextModules = [
         ...(await existingFiles(
@@ -143,7 +224,7 @@ export async function findIssueCandidates(gitDir: string, head: string, opts: Ca
           nextChanged.filter((f) => TEST_MODULE.test(f)),
         )),
       ];
-      if (!(await importsAny(gitDir, next.sha, nextModules, packagesOf(code.filter(isCode))))) continue;
+      if (!(await importsAny(gitDir, next.sha, nextModules, packagesOf(code)))) continue;
       tests_commit = next.sha;
       test_files = nextChanged.filter(isTestFile);
       shape = 'paired';
@@ -157,24 +238,43 @@ export async function findIssueCandidates(gitDir: string, head: string, opts: Ca
       )),
     ].sort();
     if (!test_modules.length) continue;
-    out.push({ fix_commit: c.sha, parent: c.parent, tests_commit, shape, code_files: code, test_files, test_modules, messages });
+    out.push({
+      fix_commit: range.to,
+      parent: range.from,
+      tests_commit,
+      shape,
+      mainline_commit: c.sha,
+      code_files: changed.filter((f) => !isTestFile(f) && !isAuxFile(f)),
+      aux_files: changed.filter(isAuxFile),
+      test_files,
+      test_modules,
+      messages,
+      pull_request: merge ? Number(PULL_REQUEST.exec(c.message)?.[1] ?? 0) || null : null,
+    });
   }
-  return out;
+  return { candidates: out, skipped };
 }
 
-/** The three patches of a candidate, relative to the unit's commit `unitCommit` (see the header). */
+/**
+ * The patches of a candidate, relative to the unit's commit `unitCommit` (see the header), renames
+ * detected and gitlinks left out: the gold `patch` is code only, `aux_patch` the docs, changelog,
+ * CI and packaging changes beside it.
+ */
 export async function candidatePatches(
   gitDir: string,
   unitCommit: string,
   cand: IssueCandidate,
-): Promise<{ bug_patch: string; test_patch: string; patch: string; changed: string[] }> {
+): Promise<{ bug_patch: string; test_patch: string; patch: string; aux_patch: string; changed: string[] }> {
   const diff = (from: string, to: string, paths?: string[]) =>
-    git(['--literal-pathspecs', '--git-dir', gitDir, 'diff', '--binary', ...DIFF_FLAGS, from, to, ...(paths ? ['--', ...paths] : [])]);
-  const [bug_patch, test_patch, patch, changed] = await Promise.all([
+    paths?.length === 0
+      ? Promise.resolve('')
+      : git(['--literal-pathspecs', '--git-dir', gitDir, 'diff', '--binary', '-M', ...DIFF_FLAGS, from, to, ...(paths ? ['--', ...paths] : [])]);
+  const [bug_patch, test_patch, patch, aux_patch, changed] = await Promise.all([
     unitCommit === cand.parent ? Promise.resolve('') : diff(unitCommit, cand.parent),
     diff(cand.parent, cand.tests_commit, cand.test_files),
     diff(cand.parent, cand.fix_commit, cand.code_files),
+    diff(cand.parent, cand.fix_commit, cand.aux_files),
     unitCommit === cand.parent ? Promise.resolve([]) : changedFiles(gitDir, unitCommit, cand.parent),
   ]);
-  return { bug_patch, test_patch, patch, changed };
+  return { bug_patch, test_patch, patch, aux_patch, changed };
 }

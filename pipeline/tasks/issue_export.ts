@@ -10,6 +10,8 @@ export interface IssueText {
   number: number;
   title: string;
   body: string;
+  /** Label names, when the export has them (a GitHub API dump does): a secondary signal of a bug. */
+  labels: string[];
 }
 
 interface IssueExportError {
@@ -33,7 +35,12 @@ function issueProblem(raw: string, seen: Map<number, IssueText>): IssueText | st
   if (typeof o.title !== 'string') return '"title" must be a string';
   if (o.body !== undefined && o.body !== null && typeof o.body !== 'string') return '"body" must be a string or null';
   if (seen.has(number)) return `issue #${number} appears twice`;
-  return { number, title: o.title, body: (o.body as string | null | undefined) ?? '' };
+  const labels = Array.isArray(o.labels)
+    ? o.labels
+        .map((l) => (typeof l === 'string' ? l : typeof (l as { name?: unknown })?.name === 'string' ? (l as { name: string }).name : null))
+        .filter((l) => l !== null)
+    : [];
+  return { number, title: o.title, body: (o.body as string | null | undefined) ?? '', labels };
 }
 
 /**
@@ -64,19 +71,28 @@ export function readIssueExport(file: string): Map<number, IssueText> {
   return issues;
 }
 
-/** `#N` references in a commit message, in order, without duplicates (not HTML entities like `&#39;`). */
+/**
+ * Issue references in a commit message, most explicit first, without duplicates: closing keywords
+ * ("Fixes #12", "closes owner/repo#12"), "gh-12", "issue 12" / "bug #12", then any other `#N`.
+ * Never the pull request's own number ("Merge pull request #40", "PR #40"), nor HTML entities like `&#39;`.
+ */
 export function issueReferences(message: string): number[] {
   const out: number[] = [];
-  for (const m of message.matchAll(/(?<![\w&])#(\d{1,9})\b/g)) {
-    const n = Number(m[1]);
+  const add = (m: string) => {
+    const n = Number(m);
     if (n > 0 && !out.includes(n)) out.push(n);
-  }
+  };
+  const text = message.replace(/\b(merge pull request|pull request|PR)\s*#\d+/gi, '');
+  const explicit =
+    /\b(?:(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\b:?\s+(?:[\w.-]+\/[\w.-]+)?#(\d{1,9})|gh-(\d{1,9})|(?:issue|bug)s?\s*#?(\d{1,9})|[\w.-]+\/[\w.-]+#(\d{1,9}))\b/gi;
+  for (const m of text.matchAll(explicit)) add(m[1] ?? m[2] ?? m[3] ?? m[4]);
+  for (const m of text.matchAll(/(?<![\w&/])#(\d{1,9})\b/g)) add(m[1]);
   return out;
 }
 
-/** The issue a commit message refers to: the first `#N` the export holds, else the first `#N` at all. */
+/** The issue a commit message refers to: the first reference the export holds, else the first reference at all. */
 export function matchIssue(messages: string[], issues?: Map<number, IssueText>): { number: number | null; issue: IssueText | null } {
-  const refs = messages.flatMap(issueReferences);
+  const refs = [...new Set(messages.flatMap(issueReferences))];
   const known = issues ? refs.find((n) => issues.has(n)) : undefined;
   if (known !== undefined) return { number: known, issue: issues!.get(known)! };
   return { number: refs[0] ?? null, issue: null };

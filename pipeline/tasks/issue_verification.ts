@@ -2,8 +2,10 @@
  * Issue-fix tasks mined from a repository's own git history (SWE-bench's recipe, on our images):
  * the candidates of issue_candidates.ts, each run in a fresh container of the unit's image.
  * FAIL_TO_PASS and PASS_TO_PASS come from running the touched test modules before the
- * fix (task state) and after it (task state + gold patch) in the unit's image; a candidate is kept
- * only when at least one test goes fail -> pass.
+ * fix (task state) and after it (task state + gold patch) in the unit's image, each touched module
+ * once per state; a candidate is kept only when at least one test goes fail -> pass for a
+ * behavioural reason (fix_evidence.ts: a test failing only on a name the fix adds is a feature).
+ * Every candidate's fate (kept, dropped or skipped, why, and its seconds) is in the outcome.
  */
 import { createHash } from 'node:crypto';
 import { existsSync, rmSync, writeFileSync } from 'node:fs';
@@ -12,27 +14,34 @@ import { git } from '../../core/git.js';
 import { shQuote } from '../../core/shell.js';
 import type { TaskRecord } from '../../schemas/tasks.js';
 import { mirrorPath, outLayout } from '../runtime/layout.js';
-import type { BuildRecord, CloneRecord } from '../runtime/records.js';
+import type { BuildRecord, CandidateFate, CloneRecord } from '../runtime/records.js';
 import type { StageContext } from '../runtime/stage.js';
 import { foldReport, type SuiteRun } from '../sandbox/pytest_report.js';
-import { readResult } from '../sandbox/results.js';
+import { readLogTail, readResult } from '../sandbox/results.js';
 import { freshWork, runSandboxed } from '../sandbox/sandbox.js';
-import { pytestCommand, TIMEOUT_EXIT } from '../sandbox/suite_run.js';
+import { pytestCommand, TIMEOUT_EXIT, withoutTestPaths } from '../sandbox/suite_run.js';
+import { collectionErrorText, judgeFix, loadTimeouts, messageSignals } from './fix_evidence.js';
 import { type CandidateOptions, candidatePatches, findIssueCandidates } from './issue_candidates.js';
-import { type IssueText, issueProblemStatement, matchIssue } from './issue_export.js';
+import { type IssueText, matchIssue } from './issue_export.js';
+import { chooseStatement } from './issue_statement.js';
+import type { StatementInput } from './statement_model.js';
 
 interface IssueMiningOptions extends CandidateOptions {
-  /** The issue export, by number (see readIssueExport); without it the commit message is the problem statement. */
+  /** The issue export, by number (see readIssueExport); without it the statement is written from the failing tests. */
   issues?: Map<number, IssueText>;
   /** Per-test timeout (pytest-timeout) while running; the code before a fix may hang. Default: options.mutantTestTimeoutS. */
   testTimeoutS?: number;
-  /** Runs after the fix; a test must pass in every one to count (flaky ones drop out). Default 2. */
+  /** Runs after the fix; a test must pass in every one to count (flaky ones drop out). Default 1: grading reruns them. */
   afterRuns?: number;
-  /**
-   * A candidate whose three patches together exceed this many bytes is dropped (an old parent far
-   * below the unit's commit makes a huge bug patch; dataset rows have a size cap). Default 1 MB.
-   */
+  /** A candidate whose gold and test patches (the code) exceed this many bytes is dropped. Default 1 MB. */
   maxPatchBytes?: number;
+  /**
+   * A candidate whose bug patch (the unit's commit back to the fix's parent) exceeds this many
+   * bytes is dropped: an old parent far below the unit's commit; dataset rows have a size cap. Default 8 MB.
+   */
+  maxBugPatchBytes?: number;
+  /** Writes a statement where no issue is linked (statement_model.ts); null or a failure falls back to the failing tests. */
+  writeStatement?: (input: StatementInput) => Promise<string | null>;
 }
 
 export interface IssueMiningOutcome {
@@ -41,12 +50,16 @@ export interface IssueMiningOutcome {
   candidates: number;
   /** Candidates dropped, each with why. */
   dropped: { fix_commit: string; reason: string }[];
+  /** Every candidate and skipped commit: kept, dropped or skipped, why, and the seconds it took. */
+  fates: CandidateFate[];
 }
 
 interface CandidateRun {
   failed: string | null;
   index: string;
   before: SuiteRun | null;
+  /** The before run's collection errors in full, by module (see collectionErrorText). */
+  beforeCollection: Map<string, string>;
   after: SuiteRun[];
 }
 
@@ -105,28 +118,48 @@ async function checkParentTree(gitDir: string, parent: string, changed: string[]
 export async function mineIssueTasks(ctx: StageContext, clone: CloneRecord, build: BuildRecord, opts: IssueMiningOptions = {}): Promise<IssueMiningOutcome> {
   const { unit, options } = ctx;
   const gitDir = mirrorPath(unit);
-  const outcome: IssueMiningOutcome = { tasks: [], candidates: 0, dropped: [] };
+  const outcome: IssueMiningOutcome = { tasks: [], candidates: 0, dropped: [], fates: [] };
   if (!existsSync(join(gitDir, 'HEAD'))) return outcome;
-  const candidates = await findIssueCandidates(gitDir, clone.commit, opts);
+  const { candidates, skipped } = await findIssueCandidates(gitDir, clone.commit, opts);
   outcome.candidates = candidates.length;
-  const afterRuns = Math.max(1, opts.afterRuns ?? 2);
+  for (const s of skipped) outcome.fates.push({ fix_commit: s.fix_commit, shape: null, fate: 'skipped', reason: s.reason, seconds: 0, fix_confidence: null });
+  const afterRuns = Math.max(1, opts.afterRuns ?? 1);
   const testTimeoutS = opts.testTimeoutS ?? options.mutantTestTimeoutS;
   // An explicit rootdir keeps node ids relative to /repo whatever files are named on the command line.
-  const pytest = pytestCommand(['--rootdir=/repo', ...unit.env.pytest_args], testTimeoutS, build.pytest_timeout)
+  // Test paths in pytest_args would run every module a second time beside the ones named here.
+  // A module that cannot be imported before the fix must not stop pytest from running the others.
+  const pytest = pytestCommand(
+    ['--rootdir=/repo', '--continue-on-collection-errors', ...withoutTestPaths(unit.env.pytest_args)],
+    testTimeoutS,
+    build.pytest_timeout,
+  )
     .map(shQuote)
     .join(' ');
   const suiteTimeoutS = Math.min(options.suiteTimeoutS, 900);
   const seen = new Set<string>();
   for (const [i, cand] of candidates.entries()) {
-    const drop = (reason: string) => outcome.dropped.push({ fix_commit: cand.fix_commit, reason });
+    const started = performance.now();
+    const seconds = () => Math.round((performance.now() - started) / 10) / 100;
+    const fate = (f: CandidateFate['fate'], reason: string | null, fix_confidence: number | null = null) =>
+      outcome.fates.push({ fix_commit: cand.fix_commit, shape: cand.shape, fate: f, reason, seconds: seconds(), fix_confidence });
+    const drop = (reason: string) => {
+      outcome.dropped.push({ fix_commit: cand.fix_commit, reason });
+      fate('dropped', reason);
+    };
     const patches = await candidatePatches(gitDir, clone.commit, cand);
     if (!patches.patch.trim() || !patches.test_patch.trim()) {
       drop('empty gold or test patch');
       continue;
     }
-    const bytes = Buffer.byteLength(patches.bug_patch) + Buffer.byteLength(patches.test_patch) + Buffer.byteLength(patches.patch);
-    if (bytes > (opts.maxPatchBytes ?? 1 << 20)) {
-      drop(`the patches take ${bytes} bytes, over the limit of ${opts.maxPatchBytes ?? 1 << 20}`);
+    const codeBytes = Buffer.byteLength(patches.test_patch) + Buffer.byteLength(patches.patch);
+    const maxCode = opts.maxPatchBytes ?? 1 << 20;
+    if (codeBytes > maxCode) {
+      drop(`the gold and test patches take ${codeBytes} bytes, over the limit of ${maxCode}`);
+      continue;
+    }
+    const maxBug = opts.maxBugPatchBytes ?? 8 << 20;
+    if (Buffer.byteLength(patches.bug_patch) > maxBug) {
+      drop(`the bug patch (unit commit back to the fix's parent) takes ${Buffer.byteLength(patches.bug_patch)} bytes, over the limit of ${maxBug}`);
       continue;
     }
     const work = freshWork(outLayout.work(options.out, 'issues', unit.id, String(i)));
@@ -152,6 +185,7 @@ export async function mineIssueTasks(ctx: StageContext, clone: CloneRecord, buil
         failed: failed === null ? null : failed.trim().split('\n').slice(0, 3).join(' | '),
         index: readResult(work, 'index.z') ?? '',
         before: readRun(work, 'before'),
+        beforeCollection: collectionErrorText(readLogTail(work, 'output-before.log') ?? ''),
         after: Array.from({ length: afterRuns }, (_, k) => readRun(work, `after-${k + 1}`)).filter((r): r is SuiteRun => r !== null),
       };
     } finally {
@@ -178,17 +212,39 @@ export async function mineIssueTasks(ctx: StageContext, clone: CloneRecord, buil
     const before = new Map(result.before.tests.map((t) => [t.nodeid, t.outcome]));
     const afterIds = [...new Set(result.after.flatMap((r) => r.tests.map((t) => t.nodeid)))].filter(inModules).sort();
     const passAfter = afterIds.filter((id) => result.after.every((r) => r.tests.find((t) => t.nodeid === id)?.outcome === 'passed'));
-    const F2P = passAfter.filter((id) => before.get(id) !== 'passed');
+    // A test that only timed out before, and that the test patch does not touch, says more about the
+    // machine's load than about the fix: it is neither FAIL_TO_PASS nor PASS_TO_PASS.
+    const beforeMessages = new Map(result.before.tests.map((t) => [t.nodeid, t.message]));
+    const loadTimeout = loadTimeouts(patches.test_patch);
+    const F2P = passAfter.filter((id) => before.get(id) !== 'passed' && !loadTimeout(id, beforeMessages.get(id) ?? null));
     const P2P = passAfter.filter((id) => before.get(id) === 'passed');
     if (!F2P.length) {
       drop('no test fails before the fix and passes after it');
       continue;
     }
+    // How each FAIL_TO_PASS test fails on the task state: its own message, or its module's collection error.
+    const collectError = (id: string) => {
+      const module = id.split('::')[0];
+      return result.beforeCollection.get(module) ?? result.before!.collectErrors.find((e) => e.nodeid === module)?.message ?? null;
+    };
+    const failures = F2P.map((id) => ({ nodeid: id, message: beforeMessages.get(id) ?? collectError(id) }));
+    const { number, issue } = matchIssue(cand.messages, opts.issues);
+    const verdict = judgeFix(failures, patches.patch, messageSignals(cand.messages, number, issue));
+    if (verdict.feature) {
+      drop(verdict.feature);
+      continue;
+    }
     const hash = createHash('sha256').update(`${cand.fix_commit}\0${cand.tests_commit}`).digest('hex').slice(0, 8);
     const instanceId = `${unit.slug}.${clone.commit.slice(0, 8)}.issue__${hash}`;
-    if (seen.has(instanceId)) continue;
+    if (seen.has(instanceId)) {
+      drop(`the same task as another candidate (${instanceId})`);
+      continue;
+    }
     seen.add(instanceId);
-    const { number, issue } = matchIssue(cand.messages, opts.issues);
+    const { statement, source } = await chooseStatement(issue, failures, patches, opts.writeStatement, (m) =>
+      ctx.log(`forage ${unit.id}: ${cand.fix_commit.slice(0, 12)}: ${m}`),
+    );
+    fate('kept', null, verdict.fix_confidence);
     outcome.tasks.push({
       instance_id: instanceId,
       kind: 'issue_fix',
@@ -198,7 +254,7 @@ export async function mineIssueTasks(ctx: StageContext, clone: CloneRecord, buil
       patch: patches.patch,
       test_patch: patches.test_patch,
       bug_patch: patches.bug_patch,
-      problem_statement: issue ? issueProblemStatement(issue) : cand.messages[0] + '\n',
+      problem_statement: statement,
       hints_text: null,
       FAIL_TO_PASS: F2P,
       PASS_TO_PASS: P2P,
@@ -208,6 +264,10 @@ export async function mineIssueTasks(ctx: StageContext, clone: CloneRecord, buil
       issue_number: number === null ? null : String(number),
       image_id: build.image_id,
       python_version: build.python_version,
+      fix_confidence: verdict.fix_confidence,
+      fix_signals: verdict.signals,
+      statement_source: source,
+      aux_patch: patches.aux_patch || null,
     });
   }
   return outcome;

@@ -16,7 +16,7 @@ import type { StageContext } from '../runtime/stage.js';
 import { foldReport } from '../sandbox/pytest_report.js';
 import { readResult } from '../sandbox/results.js';
 import { freshWork, runSandboxed } from '../sandbox/sandbox.js';
-import { pytestCommand } from '../sandbox/suite_run.js';
+import { pytestCommand, withoutTestPaths } from '../sandbox/suite_run.js';
 
 /** Must match the operators of tracers/worldline_mutate. */
 export const OPERATORS = [
@@ -151,7 +151,7 @@ export async function mutationTasks(ctx: StageContext, clone: CloneRecord, build
   if (!candidates.length) return outcome;
   const work = freshWork(outLayout.work(options.out, 'forage', unit.id));
   try {
-    const pytest = pytestCommand(unit.env.pytest_args, options.mutantTestTimeoutS, build.pytest_timeout);
+    const pytest = pytestCommand(withoutTestPaths(unit.env.pytest_args), options.mutantTestTimeoutS, build.pytest_timeout);
     writeFileSync(
       join(work, 'plan.json'),
       JSON.stringify({ pytest, timeout: options.mutantTestTimeoutS * MAX_TESTS_PER_CANDIDATE + 60, max_failing: options.mutationsPerUnit, candidates }),
@@ -214,6 +214,10 @@ export async function mutationTasks(ctx: StageContext, clone: CloneRecord, build
         issue_number: null,
         image_id: build.image_id,
         python_version: build.python_version,
+        fix_confidence: null,
+        fix_signals: null,
+        statement_source: null,
+        aux_patch: null,
       });
       if (outcome.tasks.length >= options.mutationsPerUnit) break;
     }

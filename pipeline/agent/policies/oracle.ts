@@ -5,6 +5,12 @@
 import type { TaskRecord } from '../../../schemas/tasks.js';
 import { hunksOf, type Policy } from '../policy.js';
 
+/** Turns the oracle's plan takes: a run, a view per file, an edit per hunk, a rerun, a submit, and a spare. */
+export function oracleTurns(task: TaskRecord): number {
+  const hunks = hunksOf(task.patch);
+  return 4 + new Set(hunks.map((h) => h.path)).size + hunks.length;
+}
+
 /** `testTimeoutS` bounds each test the oracle runs: on the task state one may loop forever. */
 export function oraclePolicy(task: TaskRecord, testTimeoutS = 20): Policy {
   const tests = task.FAIL_TO_PASS.slice(0, 5);

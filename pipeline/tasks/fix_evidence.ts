@@ -1,0 +1,176 @@
+/**
+ * Fix or feature: whether a mined candidate fixes behaviour that was wrong, judged first by how its
+ * FAIL_TO_PASS tests fail on the task state, then by what its messages and issue say.
+ *
+ * A test that fails only because a name the gold patch adds does not exist yet (ImportError,
+ * AttributeError, NameError, an unexpected keyword argument, a missing module) tests a feature:
+ * no behaviour was wrong before, something was absent. A test failing for any other reason (an
+ * assertion, a wrong value, an exception from the old code) shows a behaviour the fix changed.
+ * Messages and issues (fix, bug, regression, error, a linked issue, a bug label) only add
+ * confidence; they never turn a feature into a fix.
+ */
+import type { IssueText } from './issue_export.js';
+
+const IDENTIFIER = /[A-Za-z_][A-Za-z0-9_]*/g;
+
+/**
+ * Names the gold patch adds: more often on its added lines than on its removed ones (a new
+ * parameter, function or attribute; a name only moved around is not new), and the modules it creates.
+ */
+export function addedNames(patch: string): Set<string> {
+  const balance = new Map<string, number>();
+  const modules = new Set<string>();
+  const lines = patch.split('\n');
+  const count = (line: string, by: number) => {
+    for (const m of line.matchAll(IDENTIFIER)) balance.set(m[0], (balance.get(m[0]) ?? 0) + by);
+  };
+  for (const [i, line] of lines.entries()) {
+    if (line.startsWith('+++ b/') && lines[i - 1] === '--- /dev/null') {
+      const path = line
+        .slice(6)
+        .replace(/\/__init__\.py$/, '')
+        .replace(/\.py$/, '');
+      for (const part of path.split('/')) modules.add(part);
+    } else if (line.startsWith('+') && !line.startsWith('+++')) count(line, 1);
+    else if (line.startsWith('-') && !line.startsWith('---')) count(line, -1);
+  }
+  return new Set([...modules, ...[...balance].filter(([, n]) => n > 0).map(([name]) => name)]);
+}
+
+/** What a missing name looks like in a failure message: the name, or null. */
+const MISSING = [
+  /cannot import name '(\w+)'/,
+  /has no attribute '(\w+)'/,
+  /name '(\w+)' is not defined/,
+  /unexpected keyword argument '(\w+)'/,
+  /No module named '(?:[\w.]+\.)?(\w+)'/,
+];
+
+/** A protocol an object lacks, by the TypeError Python raises, and the special methods that would give it. */
+const MISSING_PROTOCOL: [RegExp, string[]][] = [
+  [/is not subscriptable/, ['__getitem__', '__class_getitem__']],
+  [/is not iterable/, ['__iter__']],
+  [/is not callable/, ['__call__']],
+  [/has no len\(\)/, ['__len__']],
+  [/is not reversible/, ['__reversed__']],
+  [/does not support item assignment/, ['__setitem__']],
+  [/does not support the context manager protocol|object does not support the asynchronous context manager/, ['__enter__', '__aenter__']],
+];
+
+/** The name a failure message says is missing, when the gold patch adds it; else null (a behavioural failure). */
+export function missingAddedName(message: string | null, added: Set<string>): string | null {
+  if (!message) return null;
+  for (const re of MISSING) {
+    const m = re.exec(message);
+    if (m && added.has(m[1])) return m[1];
+  }
+  for (const [re, methods] of MISSING_PROTOCOL) {
+    const method = re.test(message) ? methods.find((m) => added.has(m)) : undefined;
+    if (method) return method;
+  }
+  return null;
+}
+
+/**
+ * The error lines (`E   ...`) of each "ERROR collecting <module>" section of pytest's output, by
+ * module: the report holds only a collection error's first line ("ImportError while importing
+ * test module ..."), while the name that is missing is further down.
+ */
+export function collectionErrorText(log: string): Map<string, string> {
+  const out = new Map<string, string>();
+  let module: string | null = null;
+  for (const line of log.split('\n')) {
+    const header = /^_{2,} ERROR collecting (\S+) _{2,}$/.exec(line);
+    if (header) module = header[1];
+    else if (/^(_{2,} |={2,})/.test(line)) module = null;
+    else if (module && line.startsWith('E ')) out.set(module, `${out.get(module) ?? ''}${line.slice(1).trim()}\n`);
+  }
+  return out;
+}
+
+/**
+ * A judge of before-fix failures that are only a timeout in a test the test patch leaves alone:
+ * on a loaded machine a slow test times out on either side of a fix, which says nothing about it.
+ */
+export function loadTimeouts(testPatch: string): (nodeid: string, message: string | null) => boolean {
+  // Test functions the patch adds, or changes lines in (a hunk header names the enclosing def).
+  const touched = new Set([...testPatch.matchAll(/^(?:\+\s*def |@@ .*@@.*\bdef )(test\w*)/gm)].map((m) => m[1]));
+  return (nodeid, message) => /^Failed: Timeout/.test(message ?? '') && !touched.has(nodeid.split('::').at(-1)!.replace(/\[.*$/, ''));
+}
+
+const FIX_WORDS =
+  /\b(fix(es|ed|ing)?|bugs?|bugfix|regressions?|errors?|crash(es|ed)?|wrong|incorrect(ly)?|broken|fails?|failing|failure|exception|hangs?|leaks?|typo)\b/i;
+/** What a feature, a deprecation or a refactor says in its title, even under "Fix #N:". */
+const FEATURE_WORDS =
+  /\b(add(s|ed|ing)?|new|deprecat(e|es|ed|ion)|drop(s|ped)?|convert(s|ed)?|refactor(s|ed|ing)?|speed( up)?|faster|performance|optimi[sz](e|es|ed|ation))\b/i;
+const BUG_LABEL = /\b(bug|regression|defect|crash)\b/i;
+
+/** The title of a change: a pull request's title (the merge message's first body line), else the subject. */
+function titleOf(message: string): string {
+  const [subject, ...body] = message.split('\n');
+  return /^Merge (pull request|branch)/i.test(subject) ? (body.find((l) => l.trim()) ?? subject) : subject;
+}
+
+/**
+ * Secondary signals: fix words in the messages, a linked issue, its labels and text (each one
+ * `+`); a feature word in the title (`-`).
+ */
+export function messageSignals(messages: string[], issueNumber: number | null, issue: IssueText | null): string[] {
+  const signals: string[] = [];
+  const word = messages.map((m) => FIX_WORDS.exec(m)?.[0]).find(Boolean);
+  if (word) signals.push(`message:${word.toLowerCase()}`);
+  if (issueNumber !== null) signals.push(`issue:#${issueNumber}`);
+  if (issue) {
+    const label = issue.labels.find((l) => BUG_LABEL.test(l));
+    if (label) signals.push(`label:${label}`);
+    const word = FIX_WORDS.exec(`${issue.title}\n${issue.body}`)?.[0];
+    if (word) signals.push(`issue_text:${word.toLowerCase()}`);
+  }
+  const feature = messages.length ? FEATURE_WORDS.exec(titleOf(messages[0]))?.[0] : undefined;
+  if (feature) signals.push(`-feature_word:${feature.toLowerCase()}`);
+  return signals;
+}
+
+export interface FixVerdict {
+  /** Null when it is a fix; else why it is not. */
+  feature: string | null;
+  /** 0..1: 0.6 x the share of behavioural failures, +0.1 per fix signal, -0.2 per feature signal. */
+  fix_confidence: number;
+  signals: string[];
+}
+
+/** The confidence below which a candidate is not kept as a fix: behavioural failures and at least one fix signal. */
+export const MIN_FIX_CONFIDENCE = 0.7;
+
+/**
+ * Judges a candidate from its FAIL_TO_PASS tests' failures on the task state (each test's message,
+ * or its module's collection error) and its message signals. It is a fix when most of its
+ * FAIL_TO_PASS tests fail behaviourally and the confidence reaches `minConfidence`.
+ */
+export function judgeFix(
+  failures: { nodeid: string; message: string | null }[],
+  patch: string,
+  signals: string[],
+  minConfidence = MIN_FIX_CONFIDENCE,
+): FixVerdict {
+  const added = addedNames(patch);
+  const missing = failures.map((f) => ({ ...f, name: missingAddedName(f.message, added) }));
+  const behavioural = missing.filter((f) => f.name === null);
+  const all = [`behavioural_failures:${behavioural.length}/${failures.length}`, ...signals];
+  const score = 0.6 * (behavioural.length / failures.length) + signals.reduce((s, x) => s + (x.startsWith('-') ? -0.2 : 0.1), 0);
+  const fix_confidence = Math.max(0, Math.min(1, Math.round(score * 100) / 100));
+  if (behavioural.length * 2 <= failures.length) {
+    const names = [...new Set(missing.map((f) => f.name).filter((n) => n !== null))];
+    const example = (missing.find((f) => f.name)!.message ?? '').split('\n')[0].slice(0, 160);
+    const how = behavioural.length ? `${failures.length - behavioural.length} of ${failures.length}` : 'every one of the';
+    return {
+      feature: `a feature, not a fix: ${how} FAIL_TO_PASS tests fail only because the gold patch adds ${names.map((n) => `'${n}'`).join(', ')} (${example})`,
+      fix_confidence,
+      signals: all,
+    };
+  }
+  if (fix_confidence < minConfidence) {
+    return { feature: `not shown to be a fix: confidence ${fix_confidence} below ${minConfidence} (${all.join(', ')})`, fix_confidence, signals: all };
+  }
+  return { feature: null, fix_confidence, signals: all };
+}
