@@ -43,6 +43,10 @@ export interface GradeEnv {
   hasTimeoutPlugin: boolean;
   /** Where the work folder goes (unique per grading). */
   work: string;
+  /** Wall seconds the graded tests earned from their measured durations (else --suite-timeout). */
+  suiteBudgetS?: number;
+  /** Filled in with the grading container's wall seconds, for the task's cost by phase. */
+  timing?: { gradingS: number };
 }
 
 /** Test files: the submission may never change or add them. */
@@ -67,6 +71,7 @@ export async function gradeSubmission(task: TaskRecord, submission: string | nul
     const key = randomBytes(32).toString('hex');
     writeFileSync(join(work, 'key'), key);
     const tests = [...task.FAIL_TO_PASS, ...task.PASS_TO_PASS];
+    const suiteS = env.suiteBudgetS ?? env.options.suiteTimeoutS;
     const pytest = pytestCommand(env.pytestArgs, env.options.testTimeoutS, env.hasTimeoutPlugin).map(shQuote).join(' ');
     // A random report name the submission cannot know in advance.
     const report = `/worldline/out/report-${Math.random().toString(36).slice(2)}.jsonl`;
@@ -85,12 +90,13 @@ export async function gradeSubmission(task: TaskRecord, submission: string | nul
       `{ git ls-files --others | grep -E '${TEST_FILES}'; git ls-files --others | grep -E '${STARTUP_FILES}' | grep -vxF -f /worldline/out/gold-paths; } | xargs -r rm -rf`,
       // The key leaves the file system before any submitted code runs.
       'exec 3< /worldline/out/key; rm -f /worldline/out/key',
-      `WORLDLINE_REPORT=${report} WORLDLINE_REPORT_KEY_FD=3 timeout -k 10 ${env.options.suiteTimeoutS} ${pytest} ${tests.map(shQuote).join(' ')} > /worldline/out/output.log 2>&1`,
+      `WORLDLINE_REPORT=${report} WORLDLINE_REPORT_KEY_FD=3 timeout -k 10 ${suiteS} ${pytest} ${tests.map(shQuote).join(' ')} > /worldline/out/output.log 2>&1`,
       'echo $? > /worldline/out/exit',
       `cp ${report} /worldline/out/report.jsonl 2>/dev/null || true`,
       '',
     ].join('\n');
     writeFileSync(join(work, 'grade.sh'), script);
+    const started = Date.now();
     await runSandboxed({
       image: task.image_id,
       cmd: ['sh', '/worldline/out/grade.sh'],
@@ -98,9 +104,10 @@ export async function gradeSubmission(task: TaskRecord, submission: string | nul
       vars: env.vars,
       srcLayout: env.srcLayout,
       limits: env.options,
-      timeoutMs: (env.options.suiteTimeoutS + 60) * 1000,
+      timeoutMs: (suiteS + 60) * 1000,
       labels: { 'worldline.stage': 'grade', 'worldline.task': task.instance_id },
     });
+    if (env.timing) env.timing.gradingS = (Date.now() - started) / 1000;
     const read = (f: string) => {
       try {
         // A refused file (a symlink, say) reads as empty: the submission is then not resolved.

@@ -5,6 +5,7 @@
  * `rank`/`worldSize` pick this process's share of the units, for Slurm arrays and the like.
  */
 import { hashOf } from '../../core/hashing.js';
+import { BudgetSpent, checkBudget } from './budgets.js';
 import { Ledger, type StageName } from './ledger.js';
 import type { Unit } from './manifest.js';
 import type { PipelineOptions } from './options.js';
@@ -43,7 +44,8 @@ export async function mapLimit<T, R>(items: T[], limit: number, fn: (item: T) =>
 
 async function runUnit(unit: Unit, stages: Stage[], options: PipelineOptions, ledger: Ledger, log: (m: string) => void): Promise<UnitSummary> {
   const summary: UnitSummary = { unit, status: 'ok', stage: null, reason: null, ran: [] };
-  const ctx: StageContext = { unit, options, ledger, log };
+  const deadline = options.unitBudgetS ? Date.now() + options.unitBudgetS * 1000 : null;
+  const ctx: StageContext = { unit, options, ledger, log, deadline };
   const ref = { repo: unit.repo, url: unit.location, ref: unit.commit ?? null, python: unit.python, history_of: unit.historyOf ?? null };
   for (const stage of stages) {
     summary.stage = stage.name;
@@ -68,15 +70,18 @@ async function runUnit(unit: Unit, stages: Stage[], options: PipelineOptions, le
       return { ...summary, status: 'failed', reason };
     }
     const done = ledger.get(stage.name, unit.id);
-    if (done && done.key === key && (done.status === 'ok' || !options.retryFailed)) {
+    if (done && done.key === key && (done.status === 'ok' || (!options.retryFailed && !done.budget_cut))) {
       if (done.status === 'failed') return { ...summary, status: 'failed', reason: done.reason };
       continue;
     }
     const started = Date.now();
     let result: StageResult<unknown>;
+    let budgetCut = false;
     try {
+      checkBudget(ctx, `${stage.name} and the stages after it`);
       result = await stage.run(ctx);
     } catch (e) {
+      budgetCut = e instanceof BudgetSpent;
       if (e instanceof UnitFailure) result = { status: 'failed', reason: e.message, record: null };
       else
         result = { status: 'failed', reason: `internal error in ${stage.name}: ${(e as Error).stack?.split('\n').slice(0, 3).join(' ') ?? e}`, record: null };
@@ -89,6 +94,7 @@ async function runUnit(unit: Unit, stages: Stage[], options: PipelineOptions, le
       key,
       status: result.status,
       reason: result.reason,
+      ...(budgetCut ? { budget_cut: true } : {}),
       record: result.record,
       seconds: Math.round((Date.now() - started) / 10) / 100,
       finished_at: new Date().toISOString(),

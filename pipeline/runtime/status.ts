@@ -6,6 +6,7 @@ import { table } from '../../core/table.js';
 import { outLayout } from './layout.js';
 import { Ledger, STAGES, type StageName } from './ledger.js';
 import type { ManifestError } from './manifest.js';
+import type { ForageRecord } from './records.js';
 
 export interface StatusReport {
   out: string;
@@ -13,6 +14,8 @@ export interface StatusReport {
   failures: { stage: StageName; unit_id: string; repo: string; reason: string | null }[];
   manifest_errors: ManifestError[];
   dataset: { configs: Record<string, { rows: number; shards: number }> } | null;
+  /** Forage's wall seconds by phase over every unit done, and the tasks they made. */
+  forage_cost: { tasks: number; seconds_by_phase: Record<string, number> };
 }
 
 const errorsPath = outLayout.manifestErrors;
@@ -33,13 +36,29 @@ export function readStatus(out: string): StatusReport {
   const manifest_errors = existsSync(errorsPath(out)) ? (JSON.parse(readFileSync(errorsPath(out), 'utf8')) as ManifestError[]) : [];
   const manifestFile = outLayout.datasetManifest(out);
   const dataset = existsSync(manifestFile) ? (JSON.parse(readFileSync(manifestFile, 'utf8')) as StatusReport['dataset']) : null;
-  return { out, stages, failures, manifest_errors, dataset };
+  const forage_cost: StatusReport['forage_cost'] = { tasks: 0, seconds_by_phase: {} };
+  for (const e of ledger.all<ForageRecord>('forage')) {
+    if (e.status !== 'ok' || !e.record?.seconds_by_phase) continue;
+    forage_cost.tasks += e.record.task_seconds?.length ?? 0;
+    for (const [phase, s] of Object.entries(e.record.seconds_by_phase)) forage_cost.seconds_by_phase[phase] = (forage_cost.seconds_by_phase[phase] ?? 0) + s;
+  }
+  return { out, stages, failures, manifest_errors, dataset, forage_cost };
 }
 
 export function formatStatus(s: StatusReport): string {
   const parts = [table([['stage', 'ok', 'failed'], ...STAGES.map((st) => [st, s.stages[st].ok, s.stages[st].failed])])];
   if (s.dataset) {
     parts.push('', table([['config', 'rows', 'shards'], ...Object.entries(s.dataset.configs).map(([c, v]) => [c, v.rows, v.shards])]));
+  }
+  const phases = Object.entries(s.forage_cost.seconds_by_phase);
+  if (phases.length) {
+    const total = phases.reduce((t, [, v]) => t + v, 0);
+    const perTask = (v: number) => (s.forage_cost.tasks ? (v / s.forage_cost.tasks).toFixed(2) : 'n/a');
+    parts.push(
+      '',
+      `forage cost (${s.forage_cost.tasks} tasks):`,
+      table([['phase', 'seconds', 'per task'], ...phases.map(([p, v]) => [p, v.toFixed(1), perTask(v)]), ['total', total.toFixed(1), perTask(total)]]),
+    );
   }
   if (s.manifest_errors.length) {
     parts.push('', 'manifest errors:', ...s.manifest_errors.map((e) => `  ${e.file}:${e.line}: ${e.message}`));

@@ -19,13 +19,8 @@ interface PluginEpisode {
   line_events: number;
 }
 
-interface PluginLine {
-  nodeid: string;
+interface PluginLine extends TracedTest {
   python: string;
-  tracer_version: string;
-  truncated: boolean;
-  error: string | null;
-  line_events: number;
   episodes?: PluginEpisode[];
 }
 
@@ -50,6 +45,11 @@ export interface TracedTest {
   truncated: boolean;
   error: string | null;
   tracer_version: string;
+  /** The test call's wall seconds under the tracer. */
+  seconds?: number | null;
+  /** Its budget (WORLDLINE_TRACE_BUDGETS) stopped it, and why. */
+  timed_out_under_trace?: boolean;
+  stopped?: string | null;
 }
 
 /** Rows of the plugin's output file `work/rel` (one line per test, possibly large), streamed. */

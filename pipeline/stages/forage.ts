@@ -4,9 +4,10 @@
  * policy in its own container and graded (agent/), and traced before and after its fix
  * (tasks/fix_traces.ts). Tasks and trajectories go to the unit's part files.
  */
-import { readFileSync } from 'node:fs';
-import { writeFileAtomic } from '../../core/atomic.js';
-import { sha256 } from '../../core/hashing.js';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { concatFiles, writeFileAtomic } from '../../core/atomic.js';
+import { hashOf, sha256 } from '../../core/hashing.js';
 import { readRows } from '../../datasets/reader.js';
 import type { TaskRecord } from '../../schemas/tasks.js';
 import type { TrajectoryRecord } from '../../schemas/trajectories.js';
@@ -15,14 +16,15 @@ import { oraclePolicy } from '../agent/policies/oracle.js';
 import { type ReplayPolicy, replayBudgets, replayPolicy } from '../agent/policies/replay.js';
 import type { Policy } from '../agent/policy.js';
 import { type Budgets, rollout } from '../agent/rollout.js';
+import { checkBudget, earnedS, validatedDurations } from '../runtime/budgets.js';
 import { outLayout } from '../runtime/layout.js';
-import type { BuildRecord, CloneRecord } from '../runtime/records.js';
+import type { BuildRecord, CloneRecord, TaskCost, TraceCut } from '../runtime/records.js';
 import { ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
 import { TRACER_CODE, tracerCodeHash } from '../sandbox/tracers.js';
-import { traceAroundFixes } from '../tasks/fix_traces.js';
+import { traceAroundFix } from '../tasks/fix_traces.js';
 import { type IssueText, readIssueExport } from '../tasks/issue_export.js';
-import { mineIssueTasks } from '../tasks/issue_verification.js';
-import { mutationTasks } from '../tasks/mutation_tasks.js';
+import { type IssueMiningOutcome, mineIssueTasks } from '../tasks/issue_verification.js';
+import { type MutationOutcome, mutationTasks } from '../tasks/mutation_tasks.js';
 
 const issueExports = new Map<string, Map<number, IssueText>>();
 function issueExport(file: string | undefined): Map<number, IssueText> | undefined {
@@ -33,7 +35,7 @@ function issueExport(file: string | undefined): Map<number, IssueText> | undefin
 
 const jsonl = (rows: object[]) => rows.map((r) => JSON.stringify(r)).join('\n') + (rows.length ? '\n' : '');
 
-const FORAGE_REVISION = 3;
+const FORAGE_REVISION = 4;
 
 /** Recordings for the replay policy, by task id, read once per process. */
 const recordings = new Map<string, Promise<Map<string, TrajectoryRecord>>>();
@@ -50,9 +52,14 @@ function recordingsFrom(dir: string): Promise<Map<string, TrajectoryRecord>> {
   return p;
 }
 
-async function policyFor(ctx: StageContext, task: TaskRecord, budgets: Budgets): Promise<{ policy: Policy; budgets: Budgets; replay?: ReplayPolicy } | null> {
+async function policyFor(
+  ctx: StageContext,
+  task: TaskRecord,
+  budgets: Budgets,
+  testTimeoutS: number,
+): Promise<{ policy: Policy; budgets: Budgets; replay?: ReplayPolicy } | null> {
   const o = ctx.options;
-  if (o.policy === 'oracle') return { policy: oraclePolicy(task, o.mutantTestTimeoutS), budgets };
+  if (o.policy === 'oracle') return { policy: oraclePolicy(task, testTimeoutS), budgets };
   if (o.policy === 'openai')
     return {
       policy: openaiPolicy({
@@ -70,39 +77,93 @@ async function policyFor(ctx: StageContext, task: TaskRecord, budgets: Budgets):
   return { policy: replay, budgets: replayBudgets(recorded), replay };
 }
 
-async function rolloutAll(ctx: StageContext, clone: CloneRecord, build: BuildRecord, tasks: TaskRecord[]): Promise<TrajectoryRecord[]> {
+/** One task worked by the policy and graded; null when the policy has nothing for it (replay). */
+async function rolloutOne(
+  ctx: StageContext,
+  clone: CloneRecord,
+  build: BuildRecord,
+  task: TaskRecord,
+  i: number,
+  timing: { gradingS: number },
+  testTimeoutS: number,
+) {
   const o = ctx.options;
-  if (o.policy === 'none') return [];
+  if (o.policy === 'none') return null;
   const runEnv = { ...ctx.unit.env.vars, PYTHONPATH: clone.src_layout ? '/repo/src' : '', PYTHONDONTWRITEBYTECODE: '1', TZ: 'UTC' };
-  const out: TrajectoryRecord[] = [];
-  for (const [i, task] of tasks.entries()) {
-    const chosen = await policyFor(ctx, task, { maxTurns: o.maxTurns, maxTokens: o.maxTokens, maxWallS: o.maxWallS });
-    if (!chosen) continue;
-    const traj = await rollout(
-      task,
-      chosen.policy,
-      chosen.budgets,
-      { memoryMb: o.memoryMb, cpus: o.cpus, pids: o.pids, bashTimeoutS: o.bashTimeoutS, outputCap: 20_000 },
-      runEnv,
-      {
-        options: o,
-        srcLayout: clone.src_layout,
-        vars: ctx.unit.env.vars,
-        pytestArgs: ctx.unit.env.pytest_args,
-        hasTimeoutPlugin: build.pytest_timeout,
-        work: outLayout.work(o.out, 'grade', ctx.unit.id, String(i)),
-      },
-    );
-    if (chosen.replay) {
-      const diffs = chosen.replay.differences(traj);
-      ctx.log(
-        `replay ${task.instance_id}: ${diffs.length ? `observations differ at steps ${diffs.map((d) => d.step).join(', ')}` : 'every observation as recorded'}`,
-      );
-    }
-    out.push(traj);
+  const chosen = await policyFor(ctx, task, { maxTurns: o.maxTurns, maxTokens: o.maxTokens, maxWallS: o.maxWallS }, testTimeoutS);
+  if (!chosen) return null;
+  // Grading runs the fixed state's tests: validate timed them there (new tests of an issue fix were not).
+  const validated = validatedDurations(o.out, ctx.unit.id);
+  const graded = [...task.FAIL_TO_PASS, ...task.PASS_TO_PASS];
+  const suiteBudgetS = graded.every((t) => validated.has(t)) ? earnedS(graded.reduce((s, t) => s + validated.get(t)!.seconds, 0)) : undefined;
+  const traj = await rollout(
+    task,
+    chosen.policy,
+    chosen.budgets,
+    { memoryMb: o.memoryMb, cpus: o.cpus, pids: o.pids, bashTimeoutS: o.bashTimeoutS, outputCap: 20_000 },
+    runEnv,
+    {
+      options: o,
+      srcLayout: clone.src_layout,
+      vars: ctx.unit.env.vars,
+      pytestArgs: ctx.unit.env.pytest_args,
+      hasTimeoutPlugin: build.pytest_timeout,
+      work: outLayout.work(o.out, 'grade', ctx.unit.id, String(i)),
+      suiteBudgetS,
+      timing,
+    },
+  );
+  if (chosen.replay) {
+    const diffs = chosen.replay.differences(traj);
+    ctx.log(`replay ${task.instance_id}: ${diffs.length ? `observations differ at steps ${diffs.map((d) => d.step).join(', ')}` : 'every observation as recorded'}`);
   }
-  return out;
+  return traj;
 }
+
+/** A task done: kept in the unit's progress folder until the whole stage is. */
+interface TaskDone {
+  trajectory: TrajectoryRecord | null;
+  cuts: TraceCut[];
+  cost: TaskCost;
+}
+
+interface Found {
+  m: MutationOutcome;
+  mined: IssueMiningOutcome | null;
+  seconds: { mutant_check: number; issue_mining: number };
+}
+
+/** The unit's finished pieces of this forage (same key): a cut run continues from them. */
+function progressFolder(ctx: StageContext, key: string): string {
+  const dir = outLayout.progress(ctx.options.out, 'forage', ctx.unit.id);
+  const keyFile = join(dir, 'key');
+  if (!existsSync(keyFile) || readFileSync(keyFile, 'utf8') !== key) {
+    rmSync(dir, { recursive: true, force: true });
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(keyFile, key);
+  }
+  return dir;
+}
+
+function readDone<T>(file: string): T | null {
+  return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as T) : null;
+}
+
+async function findTasks(ctx: StageContext, clone: CloneRecord, build: BuildRecord): Promise<Found> {
+  checkBudget(ctx, 'the mutant check and every task');
+  ctx.log(`forage ${ctx.unit.id}: trying up to ${ctx.options.mutationTries} mutations`);
+  const m = await mutationTasks(ctx, clone, build);
+  const started = Date.now();
+  // Older commits (--commits) share the head's history: only the head mines it.
+  const mined =
+    ctx.unit.historyOf || ctx.options.issueCandidates === 0
+      ? null
+      : (checkBudget(ctx, 'issue mining and every task'),
+        await mineIssueTasks(ctx, clone, build, { issues: issueExport(ctx.options.issuesFile), maxCandidates: ctx.options.issueCandidates }));
+  return { m, mined, seconds: { mutant_check: m.seconds, issue_mining: (Date.now() - started) / 1000 } };
+}
+
+const sum = (xs: number[]) => Math.round(xs.reduce((s, x) => s + x, 0) * 1000) / 1000;
 
 export const forageStage: Stage<'forage'> = {
   name: 'forage',
@@ -128,19 +189,63 @@ export const forageStage: Stage<'forage'> = {
   async run(ctx: StageContext) {
     const clone = requireRecord(ctx, 'clone');
     const build = requireRecord(ctx, 'build');
-    ctx.log(`forage ${ctx.unit.id}: trying up to ${ctx.options.mutationTries} mutations`);
-    const m = await mutationTasks(ctx, clone, build);
-    // Older commits (--commits) share the head's history: only the head mines it.
-    const mined =
-      ctx.unit.historyOf || ctx.options.issueCandidates === 0
-        ? null
-        : await mineIssueTasks(ctx, clone, build, { issues: issueExport(ctx.options.issuesFile), maxCandidates: ctx.options.issueCandidates });
+    const o = ctx.options;
+    const progress = progressFolder(ctx, hashOf(await forageStage.key(ctx)));
+    const foundFile = join(progress, 'found.json');
+    let found = readDone<Found>(foundFile);
+    if (found) ctx.log(`forage ${ctx.unit.id}: the mutant check and issue mining were done in an earlier run; kept`);
+    else {
+      found = await findTasks(ctx, clone, build);
+      writeFileAtomic(foundFile, JSON.stringify(found));
+    }
+    const { m, mined } = found;
     for (const d of mined?.dropped ?? []) ctx.log(`forage ${ctx.unit.id}: issue candidate ${d.fix_commit.slice(0, 12)} dropped: ${d.reason}`);
     const tasks = [...m.tasks, ...(mined?.tasks ?? [])];
-    const trajectories = await rolloutAll(ctx, clone, build, tasks);
-    const taskTraceRows = await traceAroundFixes(ctx, tasks, clone, build);
-    writeFileAtomic(outLayout.part(ctx.options.out, 'trajectories', ctx.unit.id), jsonl(trajectories));
-    writeFileAtomic(outLayout.part(ctx.options.out, 'tasks', ctx.unit.id), jsonl(tasks));
+    const validated = validatedDurations(o.out, ctx.unit.id);
+    const done: TaskDone[] = [];
+    for (const [i, task] of tasks.entries()) {
+      const doneFile = join(progress, `task-${i}.json`);
+      const already = readDone<TaskDone>(doneFile);
+      if (already) {
+        ctx.log(`forage ${ctx.unit.id}: task ${i + 1} of ${tasks.length} done in an earlier run; kept`);
+        done.push(already);
+        continue;
+      }
+      checkBudget(ctx, `tasks ${i + 1}..${tasks.length} of ${tasks.length} (from ${task.instance_id})`);
+      const timing = { gradingS: 0 };
+      const started = Date.now();
+      // The oracle's test runs on the task state get the mutant check's earned per-test timeout.
+      const testTimeoutS = task.kind === 'mutation_fix' ? m.testTimeoutS : o.mutantTestTimeoutS;
+      const trajectory = await rolloutOne(ctx, clone, build, task, i, timing, testTimeoutS);
+      const rolloutS = (Date.now() - started) / 1000 - timing.gradingS;
+      const measured = { before: new Map(Object.entries(m.measured[task.instance_id] ?? {})), after: validated };
+      const traced = await traceAroundFix(
+        ctx,
+        task,
+        clone,
+        build,
+        measured,
+        outLayout.work(o.out, 'task-traces', ctx.unit.id, String(i)),
+        join(progress, `traces-${i}.jsonl`),
+      );
+      const entry: TaskDone = {
+        trajectory,
+        cuts: traced.cuts,
+        cost: { task_id: task.instance_id, kind: task.kind, rollout: sum([rolloutS]), grading: sum([timing.gradingS]), ...traced.seconds },
+      };
+      writeFileAtomic(doneFile, JSON.stringify(entry));
+      done.push(entry);
+    }
+    const trajectories = done.flatMap((d) => (d.trajectory ? [d.trajectory] : []));
+    const traceParts = tasks.map((_, i) => join(progress, `traces-${i}.jsonl`)).filter((f) => existsSync(f));
+    const taskTraceRows = concatFiles(traceParts, outLayout.part(o.out, 'task_traces', ctx.unit.id));
+    writeFileAtomic(outLayout.part(o.out, 'trajectories', ctx.unit.id), jsonl(trajectories));
+    writeFileAtomic(outLayout.part(o.out, 'tasks', ctx.unit.id), jsonl(tasks));
+    rmSync(progress, { recursive: true, force: true });
+    const cuts = done.flatMap((d) => d.cuts);
+    for (const c of cuts) ctx.log(`forage ${ctx.unit.id}: ${c.task_id} ${c.phase} ${c.node_id}: ${c.reason}`);
+    const costs = done.map((d) => d.cost);
+    const phases = ['rollout', 'grading', 'container', 'patch_apply', 'pytest_startup', 'traced_tests'] as const;
     ctx.log(`forage ${ctx.unit.id}: ${m.tasks.length} mutation tasks kept (${m.applied} applied, ${m.survived} survived, ${m.noSite} without a site)`);
     const resolved = trajectories.filter((t) => t.resolved).length;
     if (trajectories.length) ctx.log(`forage ${ctx.unit.id}: ${ctx.options.policy} resolved ${resolved} of ${trajectories.length} tasks`);
@@ -158,6 +263,14 @@ export const forageStage: Stage<'forage'> = {
       mutations_survived: m.survived,
       mutation_tasks: m.tasks.length,
       tasks_by_operator: m.byOperator,
+      trace_cuts: cuts,
+      mutant_test_timeout_s: m.testTimeoutS,
+      seconds_by_phase: {
+        mutant_check: sum([found.seconds.mutant_check]),
+        issue_mining: sum([found.seconds.issue_mining]),
+        ...Object.fromEntries(phases.map((p) => [p, sum(costs.map((c) => c[p]))])),
+      },
+      task_seconds: costs,
     });
   },
 };
