@@ -140,7 +140,8 @@ const runOptions = <T>(y: Argv<T>) =>
     .option('retry-failed', { type: 'boolean', default: false, describe: 'Run again the units whose stage failed' })
     .option('unit-budget', {
       type: 'number',
-      describe: "Wall seconds a unit may spend across its stages in this run; then its remaining work is skipped with the reason recorded (a rerun continues it)",
+      describe:
+        'Wall seconds a unit may spend across its stages in this run; then its remaining work is skipped with the reason recorded (a rerun continues it)',
     })
     .option('base-image', { type: 'string', describe: 'Use this local image as the base instead of the debootstrap ones' })
     .option('build-timeout', { type: 'number', default: DEFAULTS.buildTimeoutS, describe: 'Image build timeout, seconds' })

@@ -7,9 +7,9 @@ import { table } from '../core/table.js';
 import type { DatasetManifest } from '../datasets/dataset_writer.js';
 import { type MixPlan, mixSummary } from '../datasets/mix.js';
 import { runStages, type UnitSummary, unitsForRank } from './runtime/executor.js';
-import { Ledger } from './runtime/ledger.js';
 import { runHistory } from './runtime/history.js';
 import { outLayout } from './runtime/layout.js';
+import { Ledger } from './runtime/ledger.js';
 import { type Manifest, ManifestUnreadable, readManifest } from './runtime/manifest.js';
 import type { PipelineOptions } from './runtime/options.js';
 import type { Stage } from './runtime/stage.js';
@@ -49,7 +49,8 @@ function stageSecondsOf(out: string, units: UnitSummary[]): PipelineRun['stageSe
   const by: PipelineRun['stageSeconds'] = {};
   for (const u of units)
     for (const stage of u.ran) {
-      const s = (by[stage] ??= { units: 0, seconds: 0 });
+      const s = by[stage] ?? { units: 0, seconds: 0 };
+      by[stage] = s;
       s.units += 1;
       s.seconds += ledger.get(stage, u.unit.id)?.seconds ?? 0;
     }

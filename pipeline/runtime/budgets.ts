@@ -10,12 +10,13 @@ import { existsSync } from 'node:fs';
 import { readLines } from '../../core/jsonl.js';
 import type { TestRecord } from '../../schemas/tests.js';
 import { outLayout } from './layout.js';
+import type { ValidateRecord } from './records.js';
 import { type StageContext, UnitFailure } from './stage.js';
 
 /** A measured run may take this many times its measured seconds before it is stopped. */
 export const BUDGET_MULTIPLIER = 3;
 /** Seconds every budget has on top (an interpreter start, a slow shared machine). */
-export const BUDGET_FLOOR_S = 5;
+const BUDGET_FLOOR_S = 5;
 
 /** The seconds a run measured at `measuredS` (under `slowdown`, e.g. the tracer's) may take. */
 export function earnedS(measuredS: number, slowdown = 1): number {
@@ -38,6 +39,17 @@ export function validatedDurations(out: string, unitId: string): Map<string, Mea
     byId.set(t.node_id, { seconds: t.duration_seconds, timedOut: false });
   }
   return byId;
+}
+
+/**
+ * pytest's start-up and collection in one container run, as validate measured it: a run's wall
+ * (its stage seconds over its runs) minus its tests' durations. Every pytest run pays it first.
+ */
+export function measuredStartupS(ctx: StageContext): number {
+  const v = ctx.ledger.get<ValidateRecord>('validate', ctx.unit.id);
+  if (v?.status !== 'ok' || !v.record) return BUDGET_FLOOR_S;
+  const tests = [...validatedDurations(ctx.options.out, ctx.unit.id).values()].reduce((s, m) => s + m.seconds, 0);
+  return Math.max(0, v.seconds / Math.max(1, v.record.runs) - tests);
 }
 
 /** Raised where a unit's `--unit-budget` is spent: the executor records it as a cut, not a failure to keep. */

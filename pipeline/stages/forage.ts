@@ -16,7 +16,7 @@ import { oraclePolicy } from '../agent/policies/oracle.js';
 import { type ReplayPolicy, replayBudgets, replayPolicy } from '../agent/policies/replay.js';
 import type { Policy } from '../agent/policy.js';
 import { type Budgets, rollout } from '../agent/rollout.js';
-import { checkBudget, earnedS, validatedDurations } from '../runtime/budgets.js';
+import { checkBudget, earnedS, measuredStartupS, validatedDurations } from '../runtime/budgets.js';
 import { outLayout } from '../runtime/layout.js';
 import type { BuildRecord, CloneRecord, TaskCost, TraceCut } from '../runtime/records.js';
 import { ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
@@ -24,7 +24,7 @@ import { TRACER_CODE, tracerCodeHash } from '../sandbox/tracers.js';
 import { traceAroundFix } from '../tasks/fix_traces.js';
 import { type IssueText, readIssueExport } from '../tasks/issue_export.js';
 import { type IssueMiningOutcome, mineIssueTasks } from '../tasks/issue_verification.js';
-import { type MutationOutcome, mutationTasks } from '../tasks/mutation_tasks.js';
+import { mutationTasks } from '../tasks/mutation_tasks.js';
 
 const issueExports = new Map<string, Map<number, IssueText>>();
 function issueExport(file: string | undefined): Map<number, IssueText> | undefined {
@@ -95,7 +95,9 @@ async function rolloutOne(
   // Grading runs the fixed state's tests: validate timed them there (new tests of an issue fix were not).
   const validated = validatedDurations(o.out, ctx.unit.id);
   const graded = [...task.FAIL_TO_PASS, ...task.PASS_TO_PASS];
-  const suiteBudgetS = graded.every((t) => validated.has(t)) ? earnedS(graded.reduce((s, t) => s + validated.get(t)!.seconds, 0)) : undefined;
+  const suiteBudgetS = graded.every((t) => validated.has(t))
+    ? earnedS(measuredStartupS(ctx) + graded.reduce((s, t) => s + validated.get(t)!.seconds, 0))
+    : undefined;
   const traj = await rollout(
     task,
     chosen.policy,
@@ -115,7 +117,9 @@ async function rolloutOne(
   );
   if (chosen.replay) {
     const diffs = chosen.replay.differences(traj);
-    ctx.log(`replay ${task.instance_id}: ${diffs.length ? `observations differ at steps ${diffs.map((d) => d.step).join(', ')}` : 'every observation as recorded'}`);
+    ctx.log(
+      `replay ${task.instance_id}: ${diffs.length ? `observations differ at steps ${diffs.map((d) => d.step).join(', ')}` : 'every observation as recorded'}`,
+    );
   }
   return traj;
 }
@@ -125,12 +129,6 @@ interface TaskDone {
   trajectory: TrajectoryRecord | null;
   cuts: TraceCut[];
   cost: TaskCost;
-}
-
-interface Found {
-  m: MutationOutcome;
-  mined: IssueMiningOutcome | null;
-  seconds: { mutant_check: number; issue_mining: number };
 }
 
 /** The unit's finished pieces of this forage (same key): a cut run continues from them. */
@@ -145,22 +143,32 @@ function progressFolder(ctx: StageContext, key: string): string {
   return dir;
 }
 
-function readDone<T>(file: string): T | null {
-  return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as T) : null;
+/** A piece of work kept in the progress folder, or done now (once the budget allows) and kept. */
+async function piece<T>(ctx: StageContext, file: string, what: string, work: () => Promise<T>): Promise<T> {
+  if (existsSync(file)) {
+    ctx.log(`forage ${ctx.unit.id}: ${what} done in an earlier run; kept`);
+    return JSON.parse(readFileSync(file, 'utf8')) as T;
+  }
+  const result = await work();
+  writeFileAtomic(file, JSON.stringify(result));
+  return result;
 }
 
-async function findTasks(ctx: StageContext, clone: CloneRecord, build: BuildRecord): Promise<Found> {
-  checkBudget(ctx, 'the mutant check and every task');
-  ctx.log(`forage ${ctx.unit.id}: trying up to ${ctx.options.mutationTries} mutations`);
-  const m = await mutationTasks(ctx, clone, build);
-  const started = Date.now();
+async function findTasks(ctx: StageContext, clone: CloneRecord, build: BuildRecord, progress: string) {
+  const m = await piece(ctx, join(progress, 'mutants.json'), 'the mutant check', () => {
+    checkBudget(ctx, 'the mutant check, issue mining and every task');
+    ctx.log(`forage ${ctx.unit.id}: trying up to ${ctx.options.mutationTries} mutations`);
+    return mutationTasks(ctx, clone, build);
+  });
   // Older commits (--commits) share the head's history: only the head mines it.
-  const mined =
-    ctx.unit.historyOf || ctx.options.issueCandidates === 0
-      ? null
-      : (checkBudget(ctx, 'issue mining and every task'),
-        await mineIssueTasks(ctx, clone, build, { issues: issueExport(ctx.options.issuesFile), maxCandidates: ctx.options.issueCandidates }));
-  return { m, mined, seconds: { mutant_check: m.seconds, issue_mining: (Date.now() - started) / 1000 } };
+  if (ctx.unit.historyOf || ctx.options.issueCandidates === 0) return { m, mined: null as IssueMiningOutcome | null, miningS: 0 };
+  const issues = await piece(ctx, join(progress, 'issues.json'), 'issue mining', async () => {
+    checkBudget(ctx, 'issue mining and every task');
+    const started = Date.now();
+    const mined = await mineIssueTasks(ctx, clone, build, { issues: issueExport(ctx.options.issuesFile), maxCandidates: ctx.options.issueCandidates });
+    return { mined, miningS: (Date.now() - started) / 1000 };
+  });
+  return { m, ...issues };
 }
 
 const sum = (xs: number[]) => Math.round(xs.reduce((s, x) => s + x, 0) * 1000) / 1000;
@@ -191,49 +199,36 @@ export const forageStage: Stage<'forage'> = {
     const build = requireRecord(ctx, 'build');
     const o = ctx.options;
     const progress = progressFolder(ctx, hashOf(await forageStage.key(ctx)));
-    const foundFile = join(progress, 'found.json');
-    let found = readDone<Found>(foundFile);
-    if (found) ctx.log(`forage ${ctx.unit.id}: the mutant check and issue mining were done in an earlier run; kept`);
-    else {
-      found = await findTasks(ctx, clone, build);
-      writeFileAtomic(foundFile, JSON.stringify(found));
-    }
-    const { m, mined } = found;
+    const { m, mined, miningS } = await findTasks(ctx, clone, build, progress);
     for (const d of mined?.dropped ?? []) ctx.log(`forage ${ctx.unit.id}: issue candidate ${d.fix_commit.slice(0, 12)} dropped: ${d.reason}`);
     const tasks = [...m.tasks, ...(mined?.tasks ?? [])];
     const validated = validatedDurations(o.out, ctx.unit.id);
     const done: TaskDone[] = [];
     for (const [i, task] of tasks.entries()) {
-      const doneFile = join(progress, `task-${i}.json`);
-      const already = readDone<TaskDone>(doneFile);
-      if (already) {
-        ctx.log(`forage ${ctx.unit.id}: task ${i + 1} of ${tasks.length} done in an earlier run; kept`);
-        done.push(already);
-        continue;
-      }
-      checkBudget(ctx, `tasks ${i + 1}..${tasks.length} of ${tasks.length} (from ${task.instance_id})`);
-      const timing = { gradingS: 0 };
-      const started = Date.now();
-      // The oracle's test runs on the task state get the mutant check's earned per-test timeout.
-      const testTimeoutS = task.kind === 'mutation_fix' ? m.testTimeoutS : o.mutantTestTimeoutS;
-      const trajectory = await rolloutOne(ctx, clone, build, task, i, timing, testTimeoutS);
-      const rolloutS = (Date.now() - started) / 1000 - timing.gradingS;
-      const measured = { before: new Map(Object.entries(m.measured[task.instance_id] ?? {})), after: validated };
-      const traced = await traceAroundFix(
-        ctx,
-        task,
-        clone,
-        build,
-        measured,
-        outLayout.work(o.out, 'task-traces', ctx.unit.id, String(i)),
-        join(progress, `traces-${i}.jsonl`),
-      );
-      const entry: TaskDone = {
-        trajectory,
-        cuts: traced.cuts,
-        cost: { task_id: task.instance_id, kind: task.kind, rollout: sum([rolloutS]), grading: sum([timing.gradingS]), ...traced.seconds },
-      };
-      writeFileAtomic(doneFile, JSON.stringify(entry));
+      const entry = await piece(ctx, join(progress, `task-${i}.json`), `task ${i + 1} of ${tasks.length}`, async (): Promise<TaskDone> => {
+        checkBudget(ctx, `tasks ${i + 1}..${tasks.length} of ${tasks.length} (from ${task.instance_id})`);
+        const timing = { gradingS: 0 };
+        const started = Date.now();
+        // The oracle's test runs on the task state get the mutant check's earned per-test timeout.
+        const testTimeoutS = task.kind === 'mutation_fix' ? m.testTimeoutS : o.mutantTestTimeoutS;
+        const trajectory = await rolloutOne(ctx, clone, build, task, i, timing, testTimeoutS);
+        const rolloutS = (Date.now() - started) / 1000 - timing.gradingS;
+        const measured = { before: new Map(Object.entries(m.measured[task.instance_id] ?? {})), after: validated };
+        const traced = await traceAroundFix(
+          ctx,
+          task,
+          clone,
+          build,
+          measured,
+          outLayout.work(o.out, 'task-traces', ctx.unit.id, String(i)),
+          join(progress, `traces-${i}.jsonl`),
+        );
+        return {
+          trajectory,
+          cuts: traced.cuts,
+          cost: { task_id: task.instance_id, kind: task.kind, rollout: sum([rolloutS]), grading: sum([timing.gradingS]), ...traced.seconds },
+        };
+      });
       done.push(entry);
     }
     const trajectories = done.flatMap((d) => (d.trajectory ? [d.trajectory] : []));
@@ -266,8 +261,8 @@ export const forageStage: Stage<'forage'> = {
       trace_cuts: cuts,
       mutant_test_timeout_s: m.testTimeoutS,
       seconds_by_phase: {
-        mutant_check: sum([found.seconds.mutant_check]),
-        issue_mining: sum([found.seconds.issue_mining]),
+        mutant_check: sum([m.seconds]),
+        issue_mining: sum([miningS]),
         ...Object.fromEntries(phases.map((p) => [p, sum(costs.map((c) => c[p]))])),
       },
       task_seconds: costs,

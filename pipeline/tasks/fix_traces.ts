@@ -14,7 +14,7 @@ import { writeJsonl } from '../../core/jsonl.js';
 import { shQuote } from '../../core/shell.js';
 import type { TaskRecord } from '../../schemas/tasks.js';
 import type { TraceRecord } from '../../schemas/traces.js';
-import { BUDGET_FLOOR_S, earnedS, type Measured } from '../runtime/budgets.js';
+import { earnedS, type Measured, measuredStartupS } from '../runtime/budgets.js';
 import type { BuildRecord, CloneRecord, TaskCost, TraceCut } from '../runtime/records.js';
 import type { StageContext } from '../runtime/stage.js';
 import { runSandboxed } from '../sandbox/sandbox.js';
@@ -22,6 +22,8 @@ import { pytestCommand } from '../sandbox/suite_run.js';
 import { traceRows } from '../sandbox/tracer_output.js';
 
 const PHASES = ['before', 'after'] as const;
+/** pytest's start-up with the tracer plugin loaded (its imports, the scope) against validate's. */
+const TRACER_STARTUP_SLOWDOWN = 1.5;
 type Phase = (typeof PHASES)[number];
 
 /** Seconds of one task's trace container, by phase of the work. */
@@ -50,7 +52,7 @@ export function traceBudgets(
   return out;
 }
 
-const phaseLimitS = (budgets: Record<string, { seconds: number }>) => Object.values(budgets).reduce((s, b) => s + b.seconds, 2 * BUDGET_FLOOR_S);
+const phaseLimitS = (budgets: Record<string, { seconds: number }>, startupS: number) => Object.values(budgets).reduce((s, b) => s + b.seconds, startupS);
 
 /** Reads `stamps` (name, ns since the epoch) the script wrote, in seconds. */
 function readStamps(work: string): Map<string, number> {
@@ -90,10 +92,11 @@ export async function traceAroundFix(
     const pytest = pytestCommand(ctx.unit.env.pytest_args, 0, build.pytest_timeout, ['worldline_tracer.plugin']).map(shQuote).join(' ');
     const tests = task.FAIL_TO_PASS.map(shQuote).join(' ');
     const limits = {} as Record<Phase, number>;
+    const startupS = earnedS(measuredStartupS(ctx), TRACER_STARTUP_SLOWDOWN);
     for (const phase of PHASES) {
       const budgets = traceBudgets(task.FAIL_TO_PASS, measured[phase], o);
       writeFileSync(join(work, `budgets-${phase}.json`), JSON.stringify(budgets));
-      limits[phase] = phaseLimitS(budgets);
+      limits[phase] = phaseLimitS(budgets, startupS);
     }
     const run = (phase: Phase) =>
       `WORLDLINE_TRACE_BUDGETS=/worldline/out/budgets-${phase}.json WORLDLINE_TRACE_OUT=/worldline/out/${phase}.jsonl WORLDLINE_REPORT=/worldline/out/report-${phase}.jsonl timeout -k 5 ${limits[phase]} ${pytest} ${tests} > /worldline/out/${phase}.log 2>&1`;
@@ -154,7 +157,7 @@ export async function traceAroundFix(
     return {
       cuts,
       seconds: {
-        container: round(wall - span('start', s.has('after') ? 'after' : [...s.keys()].at(-1) ?? 'start')),
+        container: round(wall - span('start', s.has('after') ? 'after' : ([...s.keys()].at(-1) ?? 'start'))),
         patch_apply: round(span('start', 'applied') + span('before', 'fixed')),
         pytest_startup: round(span('applied', 'before') + span('fixed', 'after') - traced),
         traced_tests: round(traced),

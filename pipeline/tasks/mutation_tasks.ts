@@ -10,7 +10,7 @@ import { readLines } from '../../core/jsonl.js';
 import type { TaskRecord } from '../../schemas/tasks.js';
 import type { TestRecord } from '../../schemas/tests.js';
 import type { TraceRecord } from '../../schemas/traces.js';
-import { BUDGET_FLOOR_S, earnedS, type Measured, validatedDurations } from '../runtime/budgets.js';
+import { earnedS, type Measured, measuredStartupS, validatedDurations } from '../runtime/budgets.js';
 import { outLayout } from '../runtime/layout.js';
 import type { BuildRecord, CloneRecord } from '../runtime/records.js';
 import type { StageContext } from '../runtime/stage.js';
@@ -155,8 +155,8 @@ export async function mutationTasks(ctx: StageContext, clone: CloneRecord, build
   const { unit, options } = ctx;
   const candidates = planCandidates(reachedFunctions(options.out, unit.id), options.forageSeed, options.mutationTries);
   // A mutant's tests get the time validate measured for the slowest of them, earned, never more
-  // than --mutant-test-timeout; a candidate's run the sum of its tests' timeouts, so pytest-timeout
-  // always names the test that looped before the run is killed.
+  // than --mutant-test-timeout; a candidate's run pytest's measured start-up (earned) plus the sum
+  // of its tests' timeouts, so pytest-timeout names the test that looped before the run is killed.
   const validated = validatedDurations(options.out, unit.id);
   const slowest = Math.max(0, ...candidates.flatMap((c) => c.tests.map((t) => validated.get(t)?.seconds ?? options.mutantTestTimeoutS)));
   const testTimeoutS = Math.min(options.mutantTestTimeoutS, earnedS(slowest));
@@ -177,7 +177,8 @@ export async function mutationTasks(ctx: StageContext, clone: CloneRecord, build
   mkdirSync(work, { recursive: true });
   try {
     const pytest = pytestCommand(unit.env.pytest_args, testTimeoutS, build.pytest_timeout);
-    const timed = candidates.map((c) => ({ ...c, timeout: testTimeoutS * c.tests.length + 2 * BUDGET_FLOOR_S }));
+    const startupS = earnedS(measuredStartupS(ctx));
+    const timed = candidates.map((c) => ({ ...c, timeout: startupS + testTimeoutS * c.tests.length }));
     const containerS = timed.reduce((s, c) => s + c.timeout, 60);
     writeFileSync(
       join(work, 'plan.json'),
