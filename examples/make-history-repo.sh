@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds examples/history/ledger: a small money library with a real git history that holds a bug
 # fix with its test (commit 3: apply_discount returned the discount instead of the discounted
-# total; the test added with the fix fails before it). Fixed authors and dates make every SHA the
+# total; the test added with the fix fails before it). It is the history's only commit that changes
+# code and tests together, so the one issue-fix candidate (commit 2 adds code alone, 4 a README). Fixed authors and dates make every SHA the
 # same on every machine, so the demo's issue-fix task is the same task everywhere.
 # Usage: bash examples/make-history-repo.sh [DEST]   (default: examples/history/ledger)
 set -euo pipefail
@@ -107,15 +108,6 @@ def apply_discount(cents, percent):
     discount = cents * percent // 100
     return discount
 PY
-cat >> tests/test_money.py <<'PY'
-
-
-def test_discount_rejects_out_of_range():
-    from ledger.money import apply_discount
-
-    with pytest.raises(ValueError):
-        apply_discount(1000, 120)
-PY
 commit "Add apply_discount"
 
 python3 - <<'PY'
@@ -139,31 +131,11 @@ commit "Fix apply_discount returning the discount instead of the discounted tota
 
 A 10% discount on 10.00 gave 1.00; it gives 9.00 now. The new test fails before this fix."
 
-cat >> ledger/money.py <<'PY'
+cat > README.md <<'TXT'
+# ledger
 
-
-def split_evenly(cents, ways):
-    """Split an amount into `ways` shares that differ by at most a cent and sum to it."""
-    if ways < 1:
-        raise ValueError("ways must be at least 1")
-    share, rest = divmod(cents, ways)
-    return [share + 1 if i < rest else share for i in range(ways)]
-PY
-cat > tests/test_split.py <<'PY'
-from ledger.money import split_evenly
-
-
-def test_split_sums_to_total():
-    for total in [0, 1, 99, 1000, 1001]:
-        for ways in [1, 2, 3, 7]:
-            shares = split_evenly(total, ways)
-            assert sum(shares) == total and len(shares) == ways
-            assert max(shares) - min(shares) <= 1
-
-
-def test_split_gives_the_extra_cents_first():
-    assert split_evenly(1001, 3) == [334, 334, 333]
-PY
-commit "Add split_evenly"
+Amounts of money as integer cents: `parse_amount`, `format_amount`, `apply_discount`.
+TXT
+commit "Add a README"
 git gc -q --prune=now 2>/dev/null || true
 echo "$dest at $(git rev-parse HEAD)"

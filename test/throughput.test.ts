@@ -120,7 +120,7 @@ describe('budgets earned from measurements', () => {
     const cuts = record.trace_cuts!.filter((c) => c.task_id === loop.instance_id);
     expect(cuts.map((c) => `${c.phase} ${c.node_id}`).sort()).toEqual(LOOPING.map((id) => `before ${id}`));
     for (const c of cuts) expect(c.reason).toMatch(/^trace cap reached by a test known to time out$/);
-    const traces = (await rows<TraceRecord>(out, 'task_traces')).filter((t) => t.task_id === loop.instance_id);
+    const traces = (await rows<TraceRecord>(out, 'traces')).filter((t) => t.task_id === loop.instance_id);
     for (const id of LOOPING) {
       expect(
         traces.some((t) => t.node_id === id && t.phase === 'before' && t.function === 'count_up'),
@@ -150,14 +150,15 @@ describe("the demo's history repository", () => {
     const res = await cli(['run', '--manifest', manifest, '--out', out, '--validate-runs', '1', '--mutation-tries', '4', '--mutations-per-unit', '1']);
     expect(res.code, res.stderr).toBe(0);
     const fixCommit = execFileSync('git', ['-C', repo, 'log', '--format=%H', '--grep', '^Fix apply_discount'], { encoding: 'utf8' }).trim();
-    const issue = (await rows<TaskRecord>(out, 'tasks')).find((t) => t.kind === 'issue_fix')!;
-    expect(issue).toBeDefined();
-    expect(issue.fix_commit).toBe(fixCommit);
+    // The history's one commit that changes code and tests together, and it is a bug fix.
+    const issues = (await rows<TaskRecord>(out, 'tasks')).filter((t) => t.kind === 'issue_fix');
+    expect(issues.map((t) => t.fix_commit)).toEqual([fixCommit]);
+    const issue = issues[0];
     expect(issue.FAIL_TO_PASS).toEqual(['tests/test_money.py::test_discount_reduces_the_total']);
     expect(issue.patch).toContain('+    return cents - discount');
     const trajectory = (await rows<TrajectoryRecord>(out, 'trajectories')).find((t) => t.task_id === issue.instance_id);
     expect(trajectory?.resolved).toBe(true);
-    const traces = (await rows<TraceRecord>(out, 'task_traces')).filter((t) => t.task_id === issue.instance_id && t.function === 'apply_discount');
+    const traces = (await rows<TraceRecord>(out, 'traces')).filter((t) => t.task_id === issue.instance_id && t.function === 'apply_discount');
     expect(new Set(traces.map((t) => t.phase))).toEqual(new Set(['before', 'after']));
     // Before the fix the traced call returns the discount (100); after, the discounted total (900).
     const returned = (phase: string) => traces.filter((t) => t.phase === phase).flatMap((t) => t.frames.filter((f) => f.kind === 'return').map((f) => f.value));
