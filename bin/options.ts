@@ -231,6 +231,11 @@ const runOptions = <T>(y: Argv<T>) =>
     .option('manifest', { type: 'string', demandOption: true, describe: 'Manifest: JSON Lines, one repository a line' })
     .option('concurrency', { type: 'number', default: DEFAULTS.concurrency, describe: 'Units in flight at once' })
     .option('retry-failed', { type: 'boolean', default: false, describe: 'Run again the units whose stage failed' })
+    .option('unit-budget', {
+      type: 'number',
+      describe:
+        'Wall seconds a unit may spend across its stages in this run; then its remaining work is skipped with the reason recorded (a rerun continues it)',
+    })
     .option('base-image', { type: 'string', describe: 'Use this local image as the base instead of the debootstrap ones' })
     .option('build-timeout', { type: 'number', default: DEFAULTS.buildTimeoutS, describe: 'Image build timeout, seconds' })
     .option('validate-runs', { type: 'number', default: DEFAULTS.validateRuns, describe: 'Suite runs per unit; outcomes that differ are flaky' })
@@ -242,6 +247,7 @@ const runOptions = <T>(y: Argv<T>) =>
     .option('image-budget', imageBudgetOption)
     .check((a) => {
       atLeast('concurrency', a.concurrency);
+      if (a['unit-budget'] !== undefined) atLeast('unit-budget', a['unit-budget']);
       atLeast('build-timeout', a['build-timeout']);
       atLeast('validate-runs', a['validate-runs']);
       atLeast('test-timeout', a['test-timeout'], 0);
@@ -418,6 +424,7 @@ export function toPipelineOptions(a: PipelineArgs): PipelineOptions {
     issueFixShare: a['issue-fix-share'],
     concurrency: a.concurrency,
     retryFailed: a['retry-failed'],
+    unitBudgetS: a['unit-budget'],
     baseImage: a['base-image'],
     buildTimeoutS: a['build-timeout'],
     validateRuns: a['validate-runs'],

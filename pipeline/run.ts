@@ -41,7 +41,23 @@ export interface PipelineRun {
   dataset: string | null;
   configs: DatasetManifest['configs'] | null;
   mix: MixPlan | null;
+  /** Wall seconds per stage this run spent (units answered from the ledger not counted). */
+  stageSeconds: Record<string, { units: number; seconds: number }>;
   exitCode: 0 | 1;
+}
+
+/** What each stage cost in this run, from the ledger entries of the units it ran now. */
+function stageSecondsOf(out: string, units: UnitSummary[]): PipelineRun['stageSeconds'] {
+  const ledger = new Ledger(out);
+  const by: PipelineRun['stageSeconds'] = {};
+  for (const u of units)
+    for (const stage of u.ran) {
+      const s = by[stage] ?? { units: 0, seconds: 0 };
+      by[stage] = s;
+      s.units += 1;
+      s.seconds += ledger.get(stage, u.unit.id)?.seconds ?? 0;
+    }
+  return by;
 }
 
 export class UsageError extends Error {}
@@ -104,12 +120,14 @@ export async function runPipeline(
   let dataset: string | null = null;
   let configs: DatasetManifest['configs'] | null = null;
   let mix: MixPlan | null = null;
+  const stageSeconds = stageSecondsOf(options.out, [...units, ...history]);
   // Static ranks each see only their share: one of them writes the dataset only when told to
   // (`--shard`), or `worldline shard` runs once after them all.
   const shardHere = stageNames.includes('shard') && (options.worldSize === 1 || options.shardRank);
   if (stageNames.includes('shard') && !shardHere)
     log(`rank ${options.rank}: not sharding (one of ${options.worldSize} ranks; run worldline shard after all, or pass --shard)`);
   if (shardHere) {
+    const started = Date.now();
     const sharded = await shardOutput(
       options.out,
       { manifest: resolve(manifestFile), manifest_sha256: sha256(readFileSync(manifestFile)) },
@@ -121,10 +139,11 @@ export async function runPipeline(
     mix = sharded.mix;
     if (mix.warning) log(`warning: ${mix.warning}`);
     dataset = outLayout.dataset(options.out);
+    stageSeconds.shard = { units: 0, seconds: (Date.now() - started) / 1000 };
   }
   progress?.end();
   const failed = units.some((u) => u.status === 'failed') || manifest.errors.length > 0;
-  return { units, history, manifestErrors: manifest.errors.length, dataset, configs, mix, exitCode: failed ? 1 : 0 };
+  return { units, history, manifestErrors: manifest.errors.length, dataset, configs, mix, stageSeconds, exitCode: failed ? 1 : 0 };
 }
 
 /** One line on the task mix a shard kept, for run and shard output. */
@@ -154,6 +173,7 @@ export function runJson(run: PipelineRun): Record<string, unknown> {
     mix: run.mix && mixSummary(run.mix),
     units: run.units.map(unitJson),
     history: run.history.map(unitJson),
+    stage_seconds: run.stageSeconds,
   };
 }
 
@@ -187,5 +207,17 @@ export function formatRun(run: PipelineRun): string {
   }
   if (run.mix && run.mix.before.issue_fix + run.mix.before.mutation_fix > 0) parts.push(mixLine(run.mix));
   if (run.dataset) parts.push(`dataset: ${run.dataset}`);
+  const stages = Object.entries(run.stageSeconds);
+  if (stages.length) {
+    const total = stages.reduce((t, [, s]) => t + s.seconds, 0);
+    parts.push(
+      '',
+      table([
+        ['stage', 'units run', 'seconds', 'per unit'],
+        ...stages.map(([name, s]) => [name, s.units || '', s.seconds.toFixed(1), s.units ? (s.seconds / s.units).toFixed(1) : '']),
+        ['total', '', total.toFixed(1), ''],
+      ]),
+    );
+  }
   return parts.join('\n');
 }

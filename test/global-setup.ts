@@ -1,12 +1,15 @@
 /**
- * Once per test run: check the Docker Engine, build (or find) the base images, and lay out the
- * real corpus, so every test file shares them. Images and folders this run created are removed
+ * Once per test run: bring up what the tests need when it is missing (the Docker Engine, Chromium
+ * for the HTML report test: the same scripts .ci/run uses, so `npm test` works alone on a fresh
+ * machine), build (or find) the base images, and lay out the real corpus, so every test file shares them. Images and folders this run created are removed
  * at the end; base images are kept on developer machines (a cache) and pruned by .ci/run.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
+import { packageRoot } from '../core/package.js';
 import { ensureBaseImage } from '../pipeline/sandbox/base_images.js';
 import { assertDockerUp, imagesLabelled, removeImage } from '../pipeline/sandbox/engine.js';
 import { materializeCorpus } from './corpus.js';
@@ -27,7 +30,14 @@ let workRoot = '';
 
 export async function setup(project: TestProject): Promise<void> {
   startedAt = Math.floor(Date.now() / 1000);
-  await assertDockerUp();
+  const script = (name: string) => execFileSync('bash', [join(packageRoot, 'scripts', name)], { stdio: ['ignore', 'inherit', 'inherit'] });
+  try {
+    await assertDockerUp();
+  } catch {
+    script('setup-docker.sh');
+    await assertDockerUp();
+  }
+  if (!existsSync('/usr/bin/chromium')) script('setup-chromium.sh');
   workRoot = mkdtempSync(join(tmpdir(), 'worldline-test-'));
   const log = (m: string) => process.stderr.write(`[setup] ${m}\n`);
   const [b311, b313] = await Promise.all([ensureBaseImage('3.11', log), ensureBaseImage('3.13', log)]);

@@ -335,7 +335,7 @@ describe('issue-fix tasks from the fixture repository, run in its image', () => 
     const unit = readManifest(manifest).units[0];
     const ledger = new Ledger(out);
     options = { ...DEFAULTS, out, testTimeoutS: 10 };
-    const ctx: StageContext = { unit, options, ledger, log: () => undefined };
+    const ctx: StageContext = { unit, options, ledger, log: () => undefined, deadline: null };
     const clone = ledger.get<CloneRecord>('clone', unit.id)!.record!;
     const build = ledger.get<BuildRecord>('build', unit.id)!.record!;
     mined = await mineIssueTasks(ctx, clone, build, { issues: readIssueExport(join(dir, 'issues.jsonl')), testTimeoutS: 5 });

@@ -3,7 +3,7 @@
 
 Usage: python3 forage_mutations.py PLAN_JSON OUT_DIR   (stdlib + worldline_mutate only)
 PLAN: {"pytest": [argv...], "timeout": seconds, "max_failing": N, "candidates": [{"file",
-"qualname", "operator", "seed", "tests": [node ids]}]}. It stops after N applied mutants made
+"qualname", "operator", "seed", "tests": [node ids], "timeout"?: seconds for this one}]}. It stops after N applied mutants made
 pytest fail (the kept tasks can only be fewer, never more). Writes OUT_DIR/results.jsonl, one line per candidate, and
 OUT_DIR/report-<i>.jsonl per run. The TypeScript side decides which mutants to keep.
 """
@@ -53,7 +53,7 @@ def main(plan_file, out_dir):
                 env = dict(os.environ, WORLDLINE_REPORT=report)
                 try:
                     proc = subprocess.run(plan["pytest"] + cand["tests"], cwd="/repo", env=env, stdout=subprocess.DEVNULL,
-                                          stderr=subprocess.DEVNULL, timeout=plan["timeout"])
+                                          stderr=subprocess.DEVNULL, timeout=cand.get("timeout", plan["timeout"]))
                     code, timed_out = proc.returncode, False
                 except subprocess.TimeoutExpired:
                     code, timed_out = None, True

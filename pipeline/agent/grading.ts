@@ -43,6 +43,10 @@ export interface GradeEnv {
   hasTimeoutPlugin: boolean;
   /** Where the work folder goes: a fresh folder is made under this name, removed when grading ends. */
   work: string;
+  /** Wall seconds the graded tests earned from their measured durations (else --suite-timeout). */
+  suiteBudgetS?: number;
+  /** Filled in with the grading container's wall seconds, for the task's cost by phase. */
+  timing?: { gradingS: number };
 }
 
 /** Test files: the submission may never change or add them. */
@@ -64,6 +68,7 @@ export async function gradeSubmission(task: TaskRecord, submission: string | nul
     writeFileSync(join(work, 'gold-paths'), [...new Set(hunksOf(task.patch).map((h) => `${h.path}\n`))].join(''));
     const key = writeReportKey(work);
     const tests = [...task.FAIL_TO_PASS, ...task.PASS_TO_PASS];
+    const suiteS = env.suiteBudgetS ?? env.options.suiteTimeoutS;
     const pytest = pytestCommand(withoutTestPaths(env.pytestArgs), env.options.testTimeoutS, env.hasTimeoutPlugin);
     const script = [
       'cd /repo',
@@ -80,12 +85,13 @@ export async function gradeSubmission(task: TaskRecord, submission: string | nul
       `{ git ls-files --others | grep -E '${TEST_FILES}'; git ls-files --others | grep -E '${STARTUP_FILES}' | grep -vxF -f /worldline/out/gold-paths; } | xargs -r rm -rf`,
       // The runner takes the key off the file system before any submitted code runs, and holds
       // it where the tests cannot read it (no shell of ours keeps it on a descriptor).
-      `exec ${runnerCommand(1, env.options.suiteTimeoutS, [...pytest, ...tests])
+      `exec ${runnerCommand(1, suiteS, [...pytest, ...tests])
         .map(shQuote)
         .join(' ')}`,
       '',
     ].join('\n');
     writeFileSync(join(work, 'grade.sh'), script);
+    const started = Date.now();
     await runSandboxed({
       image: task.image_id,
       cmd: ['sh', '/worldline/out/grade.sh'],
@@ -93,9 +99,10 @@ export async function gradeSubmission(task: TaskRecord, submission: string | nul
       vars: env.vars,
       srcLayout: env.srcLayout,
       limits: env.options,
-      timeoutMs: (env.options.suiteTimeoutS + 60) * 1000,
+      timeoutMs: (suiteS + 60) * 1000,
       labels: { 'worldline.stage': 'grade', 'worldline.task': task.instance_id },
     });
+    if (env.timing) env.timing.gradingS = (Date.now() - started) / 1000;
     const read = (f: string) => {
       try {
         // A refused file (a symlink, say) reads as empty: the submission is then not resolved.

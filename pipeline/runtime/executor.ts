@@ -6,6 +6,7 @@
  */
 import { rmSync } from 'node:fs';
 import { hashOf } from '../../core/hashing.js';
+import { BudgetSpent, checkBudget } from './budgets.js';
 import { outLayout, WORK_KINDS } from './layout.js';
 import { Ledger, type StageName } from './ledger.js';
 import type { Unit } from './manifest.js';
@@ -57,7 +58,8 @@ export async function runUnit(
   onStage: (stage: StageName) => void = () => undefined,
 ): Promise<UnitSummary> {
   const summary: UnitSummary = { unit, status: 'ok', stage: null, reason: null, ran: [] };
-  const ctx: StageContext = { unit, options, ledger, log };
+  const deadline = options.unitBudgetS ? Date.now() + options.unitBudgetS * 1000 : null;
+  const ctx: StageContext = { unit, options, ledger, log, deadline };
   const ref = { repo: unit.repo, url: unit.location, ref: unit.commit ?? null, python: unit.python, history_of: unit.historyOf ?? null };
   for (const stage of stages) {
     summary.stage = stage.name;
@@ -83,16 +85,19 @@ export async function runUnit(
       return { ...summary, status: 'failed', reason };
     }
     const done = ledger.get(stage.name, unit.id);
-    if (done && done.key === key && (done.status === 'ok' || !options.retryFailed)) {
+    if (done && done.key === key && (done.status === 'ok' || (!options.retryFailed && !done.budget_cut))) {
       if (done.status === 'failed') return { ...summary, status: 'failed', reason: done.reason };
       if (!stage.present || (await stage.present(ctx, done.record as never))) continue;
       log(`${stage.name} ${unit.id}: its result is gone from this host; running it again`);
     }
     const started = Date.now();
     let result: StageResult<unknown>;
+    let budgetCut = false;
     try {
+      checkBudget(ctx, `${stage.name} and the stages after it`);
       result = await stage.run(ctx);
     } catch (e) {
+      budgetCut = e instanceof BudgetSpent;
       if (e instanceof UnitFailure) result = { status: 'failed', reason: e.message, record: null };
       else
         result = { status: 'failed', reason: `internal error in ${stage.name}: ${(e as Error).stack?.split('\n').slice(0, 3).join(' ') ?? e}`, record: null };
@@ -105,6 +110,7 @@ export async function runUnit(
       key,
       status: result.status,
       reason: result.reason,
+      ...(budgetCut ? { budget_cut: true } : {}),
       record: result.record,
       seconds: Math.round((Date.now() - started) / 10) / 100,
       finished_at: new Date().toISOString(),

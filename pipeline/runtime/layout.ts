@@ -44,6 +44,8 @@ export const outLayout = {
   log: (out: string, stage: string, unitId: string) => join(out, 'logs', stage, `${unitId}.log`),
   work: (out: string, kind: WorkKind, unitId: string, ...sub: string[]) => join(out, 'work', kind, unitId, ...sub),
   workRoot: (out: string) => join(out, 'work'),
+  /** A stage's finished pieces of one unit, kept until the stage finishes so a cut run goes on from them. */
+  progress: (out: string, stage: string, unitId: string) => join(out, 'progress', stage, unitId),
   /** The published dataset: a symlink the dataset writer swaps to a complete version beside it. */
   dataset: (out: string) => join(out, 'dataset'),
   datasetManifest: (out: string) => join(out, 'dataset', 'manifest.json'),

@@ -27,6 +27,8 @@ export interface LedgerEntry<R = unknown> {
   key: string;
   status: 'ok' | 'failed';
   reason: string | null;
+  /** The unit's --unit-budget ran out in or before this stage: a rerun continues it, --retry-failed or not. */
+  budget_cut?: boolean;
   /** The stage's result for this unit (small; bulky outputs live in part files). */
   record: R | null;
   /** Timing, kept apart from content so it never enters a content hash. */

@@ -20,6 +20,8 @@ export interface PipelineOptions {
   issueFixShare?: number;
   concurrency: number;
   retryFailed: boolean;
+  /** Wall seconds a unit may spend across its stages in one run; then its remaining work is skipped. */
+  unitBudgetS?: number;
   /** A user-named base image instead of our debootstrap ones. */
   baseImage?: string;
   buildTimeoutS: number;

@@ -102,6 +102,37 @@ export interface ForageRecord {
   mutations_survived: number;
   mutation_tasks: number;
   tasks_by_operator: Record<string, number>;
+  /** Tests a budget stopped under the tracer around a fix (a looping task state), with why. */
+  trace_cuts?: TraceCut[];
+  /** The per-test timeout the mutant check earned from validate's durations. */
+  mutant_test_timeout_s?: number;
+  /** The unit's forage wall seconds by phase of the work (see task_seconds). */
+  seconds_by_phase?: Record<string, number>;
+  /** Each task's wall seconds by phase: rollout, grading, and its trace container's phases. */
+  task_seconds?: TaskCost[];
+}
+
+/** A test a budget stopped under the tracer around a fix, and why: what was cut from its trace. */
+export interface TraceCut {
+  task_id: string;
+  phase: 'before' | 'after';
+  node_id: string;
+  reason: string;
+}
+
+/** What one task cost, in wall seconds, by phase of the work. */
+export interface TaskCost {
+  task_id: string;
+  kind: string;
+  /** The policy's turns in the agent's container (its start included). */
+  rollout: number;
+  grading: number;
+  /** The trace container's create, start, wait and removal: its wall minus its script's. */
+  container: number;
+  patch_apply: number;
+  /** pytest's start-up and collection in the traces: each phase's wall minus its tests. */
+  pytest_startup: number;
+  traced_tests: number;
 }
 
 export interface StageRecords {

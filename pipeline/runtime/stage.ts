@@ -14,6 +14,8 @@ export interface StageContext {
   options: PipelineOptions;
   ledger: Ledger;
   log: (message: string) => void;
+  /** When the unit's `--unit-budget` runs out (ms since the epoch), or null without one. */
+  deadline: number | null;
 }
 
 export interface StageResult<R> {

@@ -22,6 +22,8 @@ export interface StatusReport {
   candidates: CandidateSummary;
   /** Every candidate's fate, by unit (the `candidates` view of `status --json`). */
   candidate_fates: (CandidateFate & { unit_id: string })[];
+  /** Forage's wall seconds by phase over every unit done, and the tasks they made. */
+  forage_cost: { tasks: number; seconds_by_phase: Record<string, number> };
 }
 
 /** A reason without its particulars (commit, names, byte counts): what groups candidates dropped alike. */
@@ -66,7 +68,13 @@ export function readStatus(out: string, opts: { disk?: boolean } = {}): StatusRe
   const manifestFile = outLayout.datasetManifest(out);
   const dataset = existsSync(manifestFile) ? (JSON.parse(readFileSync(manifestFile, 'utf8')) as StatusReport['dataset']) : null;
   const mirrors = opts.disk ? { path: mirrorsDir(), bytes: dirBytes(mirrorsDir()) } : undefined;
-  return { out, stages, failures, manifest_errors, dataset, mirrors, candidates: summarize(candidate_fates), candidate_fates };
+  const forage_cost: StatusReport['forage_cost'] = { tasks: 0, seconds_by_phase: {} };
+  for (const e of ledger.all<ForageRecord>('forage')) {
+    if (e.status !== 'ok' || !e.record?.seconds_by_phase) continue;
+    forage_cost.tasks += e.record.task_seconds?.length ?? 0;
+    for (const [phase, s] of Object.entries(e.record.seconds_by_phase)) forage_cost.seconds_by_phase[phase] = (forage_cost.seconds_by_phase[phase] ?? 0) + s;
+  }
+  return { out, stages, failures, manifest_errors, dataset, mirrors, candidates: summarize(candidate_fates), candidate_fates, forage_cost };
 }
 
 export function formatStatus(s: StatusReport): string {
@@ -75,6 +83,16 @@ export function formatStatus(s: StatusReport): string {
     parts.push('', table([['config', 'rows', 'shards'], ...Object.entries(s.dataset.configs).map(([c, v]) => [c, v.rows, v.shards])]));
   }
   if (s.mirrors) parts.push('', `mirrors cache: ${gb(s.mirrors.bytes)} in ${s.mirrors.path}`);
+  const phases = Object.entries(s.forage_cost.seconds_by_phase);
+  if (phases.length) {
+    const total = phases.reduce((t, [, v]) => t + v, 0);
+    const perTask = (v: number) => (s.forage_cost.tasks ? (v / s.forage_cost.tasks).toFixed(2) : 'n/a');
+    parts.push(
+      '',
+      `forage cost (${s.forage_cost.tasks} tasks):`,
+      table([['phase', 'seconds', 'per task'], ...phases.map(([p, v]) => [p, v.toFixed(1), perTask(v)]), ['total', total.toFixed(1), perTask(total)]]),
+    );
+  }
   if (s.manifest_errors.length) {
     parts.push('', 'manifest errors:', ...s.manifest_errors.map((e) => `  ${e.file}:${e.line}: ${e.message}`));
   }

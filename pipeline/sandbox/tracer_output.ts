@@ -19,13 +19,8 @@ interface PluginEpisode {
   line_events: number;
 }
 
-interface PluginLine {
-  nodeid: string;
+interface PluginLine extends TracedTest {
   python: string;
-  tracer_version: string;
-  truncated: boolean;
-  error: string | null;
-  line_events: number;
   episodes?: PluginEpisode[];
   /** Output caps (absent from older tracers): episodes built, bytes kept, why a sample was kept. */
   episodes_built?: number;
@@ -57,6 +52,11 @@ export interface TracedTest {
   episodes_built?: number;
   episode_bytes?: number;
   sampled?: string | null;
+  /** The test call's wall seconds under the tracer. */
+  seconds?: number | null;
+  /** Its budget (WORLDLINE_TRACE_BUDGETS) stopped it, and why. */
+  timed_out_under_trace?: boolean;
+  stopped?: string | null;
 }
 
 /** Rows of the plugin's output file `work/rel` (one line per test, possibly large), streamed. */

@@ -4,9 +4,10 @@
  * policy in its own container and graded (agent/), and traced before and after its fix
  * (tasks/fix_traces.ts). Tasks and trajectories go to the unit's part files.
  */
-import { readFileSync } from 'node:fs';
-import { writeFileAtomic } from '../../core/atomic.js';
-import { sha256 } from '../../core/hashing.js';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { concatFiles, writeFileAtomic } from '../../core/atomic.js';
+import { hashOf, sha256 } from '../../core/hashing.js';
 import { readRows } from '../../datasets/reader.js';
 import type { TaskRecord } from '../../schemas/tasks.js';
 import type { TrajectoryRecord } from '../../schemas/trajectories.js';
@@ -15,13 +16,14 @@ import { oraclePolicy, oracleTurns } from '../agent/policies/oracle.js';
 import { type ReplayPolicy, replayBudgets, replayOutcome, replayPolicy } from '../agent/policies/replay.js';
 import type { Policy } from '../agent/policy.js';
 import { type Budgets, rollout } from '../agent/rollout.js';
+import { checkBudget, earnedS, measuredStartupS, validatedDurations } from '../runtime/budgets.js';
 import { outLayout } from '../runtime/layout.js';
-import type { BuildRecord, CandidateFate, CloneRecord } from '../runtime/records.js';
+import type { BuildRecord, CandidateFate, CloneRecord, TaskCost, TraceCut } from '../runtime/records.js';
 import { ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
 import { TRACER_CODE, tracerCodeHash } from '../sandbox/tracers.js';
-import { traceAroundFixes } from '../tasks/fix_traces.js';
+import { traceAroundFix } from '../tasks/fix_traces.js';
 import { type IssueText, readIssueExport } from '../tasks/issue_export.js';
-import { mineIssueTasks } from '../tasks/issue_verification.js';
+import { type IssueMiningOutcome, mineIssueTasks } from '../tasks/issue_verification.js';
 import { mutationTasks } from '../tasks/mutation_tasks.js';
 import { modelStatementWriter } from '../tasks/statement_model.js';
 
@@ -55,11 +57,12 @@ async function policyFor(
   ctx: StageContext,
   task: TaskRecord,
   budgets: Budgets,
+  testTimeoutS: number,
 ): Promise<{ policy: Policy; budgets: Budgets; replay?: ReplayPolicy; recorded?: TrajectoryRecord } | null> {
   const o = ctx.options;
   // The oracle's plan grows with the gold patch (a view per file, an edit per hunk): its budget does too.
   if (o.policy === 'oracle')
-    return { policy: oraclePolicy(task, o.mutantTestTimeoutS), budgets: { ...budgets, maxTurns: Math.max(budgets.maxTurns, oracleTurns(task)) } };
+    return { policy: oraclePolicy(task, testTimeoutS), budgets: { ...budgets, maxTurns: Math.max(budgets.maxTurns, oracleTurns(task)) } };
   if (o.policy === 'openai')
     return {
       policy: openaiPolicy({
@@ -77,41 +80,109 @@ async function policyFor(
   return { policy: replay, budgets: replayBudgets(recorded), replay, recorded };
 }
 
-async function rolloutAll(ctx: StageContext, clone: CloneRecord, build: BuildRecord, tasks: TaskRecord[]): Promise<TrajectoryRecord[]> {
+/** One task worked by the policy and graded; null when the policy has nothing for it (replay). */
+async function rolloutOne(
+  ctx: StageContext,
+  clone: CloneRecord,
+  build: BuildRecord,
+  task: TaskRecord,
+  i: number,
+  timing: { gradingS: number },
+  testTimeoutS: number,
+) {
   const o = ctx.options;
-  if (o.policy === 'none') return [];
+  if (o.policy === 'none') return null;
   const pythonPath = [clone.src_layout ? '/repo/src' : '', ctx.unit.env.vars.PYTHONPATH].filter(Boolean).join(':');
   const runEnv = { ...ctx.unit.env.vars, PYTHONPATH: pythonPath, PYTHONDONTWRITEBYTECODE: '1', TZ: 'UTC' };
-  const out: TrajectoryRecord[] = [];
-  for (const [i, task] of tasks.entries()) {
-    const chosen = await policyFor(ctx, task, { maxTurns: o.maxTurns, maxTokens: o.maxTokens, maxWallS: o.maxWallS });
-    if (!chosen) continue;
-    const traj = await rollout(
-      task,
-      chosen.policy,
-      chosen.budgets,
-      { memoryMb: o.memoryMb, cpus: o.cpus, pids: o.pids, bashTimeoutS: o.bashTimeoutS, outputCap: 20_000 },
-      runEnv,
-      {
-        options: o,
-        srcLayout: clone.src_layout,
-        vars: ctx.unit.env.vars,
-        pytestArgs: ctx.unit.env.pytest_args,
-        hasTimeoutPlugin: build.pytest_timeout,
-        work: outLayout.work(o.out, 'grade', ctx.unit.id, String(i)),
-      },
+  const chosen = await policyFor(ctx, task, { maxTurns: o.maxTurns, maxTokens: o.maxTokens, maxWallS: o.maxWallS }, testTimeoutS);
+  if (!chosen) return null;
+  // Grading runs the fixed state's tests: validate timed them there (new tests of an issue fix were not).
+  const validated = validatedDurations(o.out, ctx.unit.id);
+  const graded = [...task.FAIL_TO_PASS, ...task.PASS_TO_PASS];
+  const suiteBudgetS = graded.every((t) => validated.has(t))
+    ? earnedS(measuredStartupS(ctx) + graded.reduce((s, t) => s + validated.get(t)!.seconds, 0))
+    : undefined;
+  const traj = await rollout(
+    task,
+    chosen.policy,
+    chosen.budgets,
+    { memoryMb: o.memoryMb, cpus: o.cpus, pids: o.pids, bashTimeoutS: o.bashTimeoutS, outputCap: 20_000 },
+    runEnv,
+    {
+      options: o,
+      srcLayout: clone.src_layout,
+      vars: ctx.unit.env.vars,
+      pytestArgs: ctx.unit.env.pytest_args,
+      hasTimeoutPlugin: build.pytest_timeout,
+      work: outLayout.work(o.out, 'grade', ctx.unit.id, String(i)),
+      suiteBudgetS,
+      timing,
+    },
+  );
+  if (chosen.replay) {
+    Object.assign(traj, replayOutcome(chosen.recorded!, traj, chosen.replay));
+    const diffs = traj.replay_diffs;
+    ctx.log(
+      `replay ${task.instance_id}: ${diffs.length ? `differs at ${diffs.map((d) => (d.step === null ? d.what : `step ${d.step}`)).join(', ')}` : 'replayed exactly'}`,
     );
-    if (chosen.replay) {
-      Object.assign(traj, replayOutcome(chosen.recorded!, traj, chosen.replay));
-      const diffs = traj.replay_diffs;
-      ctx.log(
-        `replay ${task.instance_id}: ${diffs.length ? `differs at ${diffs.map((d) => (d.step === null ? d.what : `step ${d.step}`)).join(', ')}` : 'replayed exactly'}`,
-      );
-    }
-    out.push(traj);
   }
-  return out;
+  return traj;
 }
+
+/** A task done: kept in the unit's progress folder until the whole stage is. */
+interface TaskDone {
+  trajectory: TrajectoryRecord | null;
+  cuts: TraceCut[];
+  cost: TaskCost;
+  /** Why the oracle could not resolve the task: it is dropped (only solvable tasks are kept). */
+  unsolved?: string;
+}
+
+/** The unit's finished pieces of this forage (same key): a cut run continues from them. */
+function progressFolder(ctx: StageContext, key: string): string {
+  const dir = outLayout.progress(ctx.options.out, 'forage', ctx.unit.id);
+  const keyFile = join(dir, 'key');
+  if (!existsSync(keyFile) || readFileSync(keyFile, 'utf8') !== key) {
+    rmSync(dir, { recursive: true, force: true });
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(keyFile, key);
+  }
+  return dir;
+}
+
+/** A piece of work kept in the progress folder, or done now (once the budget allows) and kept. */
+async function piece<T>(ctx: StageContext, file: string, what: string, work: () => Promise<T>): Promise<T> {
+  if (existsSync(file)) {
+    ctx.log(`forage ${ctx.unit.id}: ${what} done in an earlier run; kept`);
+    return JSON.parse(readFileSync(file, 'utf8')) as T;
+  }
+  const result = await work();
+  writeFileAtomic(file, JSON.stringify(result));
+  return result;
+}
+
+async function findTasks(ctx: StageContext, clone: CloneRecord, build: BuildRecord, progress: string) {
+  const m = await piece(ctx, join(progress, 'mutants.json'), 'the mutant check', () => {
+    checkBudget(ctx, 'the mutant check, issue mining and every task');
+    ctx.log(`forage ${ctx.unit.id}: trying up to ${ctx.options.mutationTries} mutations`);
+    return mutationTasks(ctx, clone, build);
+  });
+  // Older commits (--commits) share the head's history: only the head mines it.
+  if (ctx.unit.historyOf || ctx.options.issueCandidates === 0) return { m, mined: null as IssueMiningOutcome | null, miningS: 0 };
+  const issues = await piece(ctx, join(progress, 'issues.json'), 'issue mining', async () => {
+    checkBudget(ctx, 'issue mining and every task');
+    const started = Date.now();
+    const mined = await mineIssueTasks(ctx, clone, build, {
+      issues: issueExport(ctx.options.issuesFile),
+      maxCandidates: ctx.options.issueCandidates,
+      writeStatement: ctx.options.statementModel && ctx.options.openai ? modelStatementWriter(ctx.options.openai) : undefined,
+    });
+    return { mined, miningS: (Date.now() - started) / 1000 };
+  });
+  return { m, ...issues };
+}
+
+const sum = (xs: number[]) => Math.round(xs.reduce((s, x) => s + x, 0) * 1000) / 1000;
 
 export const forageStage: Stage<'forage'> = {
   name: 'forage',
@@ -137,34 +208,51 @@ export const forageStage: Stage<'forage'> = {
   async run(ctx: StageContext) {
     const clone = requireRecord(ctx, 'clone');
     const build = requireRecord(ctx, 'build');
-    ctx.log(`forage ${ctx.unit.id}: trying up to ${ctx.options.mutationTries} mutations`);
-    const m = await mutationTasks(ctx, clone, build);
-    // Older commits (--commits) share the head's history: only the head mines it.
-    const mined =
-      ctx.unit.historyOf || ctx.options.issueCandidates === 0
-        ? null
-        : await mineIssueTasks(ctx, clone, build, {
-            issues: issueExport(ctx.options.issuesFile),
-            maxCandidates: ctx.options.issueCandidates,
-            writeStatement: ctx.options.statementModel && ctx.options.openai ? modelStatementWriter(ctx.options.openai) : undefined,
-          });
-    let tasks = [...m.tasks, ...(mined?.tasks ?? [])];
-    let trajectories = await rolloutAll(ctx, clone, build, tasks);
-    const fates = mined?.fates ?? [];
-    // Only solvable tasks: one the oracle (the gold patch, through the real tools) cannot resolve is dropped, with why.
-    if (ctx.options.policy === 'oracle') {
-      const unresolved = new Map(trajectories.filter((t) => !t.resolved).map((t) => [t.task_id, t]));
-      for (const task of tasks.filter((t) => unresolved.has(t.instance_id))) {
-        const t = unresolved.get(task.instance_id)!;
-        const last = t.steps.at(-1)?.observation.replace(/\s+/g, ' ').slice(0, 200) ?? '';
-        const reason = `the oracle did not resolve it (${t.exit_status} after ${t.turns} of ${t.max_turns} turns; last observation: ${last})`;
-        const fate = fates.find((f: CandidateFate) => f.fate === 'kept' && f.fix_commit === task.fix_commit);
-        if (fate) Object.assign(fate, { fate: 'dropped', reason, seconds: Math.round((fate.seconds + t.wall_seconds) * 100) / 100 });
-        else ctx.log(`forage ${ctx.unit.id}: ${task.kind} task ${task.instance_id} dropped: ${reason}`);
-      }
-      tasks = tasks.filter((t) => !unresolved.has(t.instance_id));
-      trajectories = trajectories.filter((t) => t.resolved);
+    const o = ctx.options;
+    const progress = progressFolder(ctx, hashOf(await forageStage.key(ctx)));
+    const { m, mined, miningS } = await findTasks(ctx, clone, build, progress);
+    const found = [...m.tasks, ...(mined?.tasks ?? [])];
+    const validated = validatedDurations(o.out, ctx.unit.id);
+    const done: TaskDone[] = [];
+    for (const [i, task] of found.entries()) {
+      const entry = await piece(ctx, join(progress, `task-${i}.json`), `task ${i + 1} of ${found.length}`, async (): Promise<TaskDone> => {
+        checkBudget(ctx, `tasks ${i + 1}..${found.length} of ${found.length} (from ${task.instance_id})`);
+        const timing = { gradingS: 0 };
+        const started = Date.now();
+        // The oracle's test runs on the task state get the mutant check's earned per-test timeout.
+        const testTimeoutS = task.kind === 'mutation_fix' ? m.testTimeoutS : o.mutantTestTimeoutS;
+        const trajectory = await rolloutOne(ctx, clone, build, task, i, timing, testTimeoutS);
+        const rolloutS = (Date.now() - started) / 1000 - timing.gradingS;
+        const cost = { task_id: task.instance_id, kind: task.kind, rollout: sum([rolloutS]), grading: sum([timing.gradingS]) };
+        // Only solvable tasks: one the oracle (the gold patch, through the real tools) cannot resolve is dropped, with why, untraced.
+        if (o.policy === 'oracle' && trajectory && !trajectory.resolved) {
+          const last = trajectory.steps.at(-1)?.observation.replace(/\s+/g, ' ').slice(0, 200) ?? '';
+          const unsolved = `the oracle did not resolve it (${trajectory.exit_status} after ${trajectory.turns} of ${trajectory.max_turns} turns; last observation: ${last})`;
+          return { trajectory: null, cuts: [], cost: { ...cost, container: 0, patch_apply: 0, pytest_startup: 0, traced_tests: 0 }, unsolved };
+        }
+        const measured = { before: new Map(Object.entries(m.measured[task.instance_id] ?? {})), after: validated };
+        const traced = await traceAroundFix(
+          ctx,
+          task,
+          clone,
+          build,
+          measured,
+          outLayout.work(o.out, 'task-traces', ctx.unit.id, String(i)),
+          join(progress, `traces-${i}.jsonl`),
+        );
+        return { trajectory, cuts: traced.cuts, cost: { ...cost, ...traced.seconds } };
+      });
+      done.push(entry);
     }
+    const fates = mined?.fates ?? [];
+    for (const [i, d] of done.entries()) {
+      if (!d.unsolved) continue;
+      const task = found[i];
+      const fate = fates.find((f: CandidateFate) => f.fate === 'kept' && f.fix_commit === task.fix_commit);
+      if (fate) Object.assign(fate, { fate: 'dropped', reason: d.unsolved, seconds: Math.round((fate.seconds + d.cost.rollout + d.cost.grading) * 100) / 100 });
+      else ctx.log(`forage ${ctx.unit.id}: ${task.kind} task ${task.instance_id} dropped: ${d.unsolved}`);
+    }
+    const tasks = found.filter((_, i) => !done[i].unsolved);
     for (const f of fates) {
       if (f.fate !== 'kept') ctx.log(`forage ${ctx.unit.id}: issue candidate ${f.fix_commit.slice(0, 12)} ${f.fate}: ${f.reason}`);
     }
@@ -173,9 +261,16 @@ export const forageStage: Stage<'forage'> = {
       ctx.log(
         `forage ${ctx.unit.id}: ${mined.candidates} issue candidates tried, ${issueTasks} kept, ${fates.filter((f) => f.fate === 'dropped').length} dropped, ${fates.filter((f) => f.fate === 'skipped').length} commits skipped`,
       );
-    const taskTraceRows = await traceAroundFixes(ctx, tasks, clone, build);
-    writeFileAtomic(outLayout.part(ctx.options.out, 'trajectories', ctx.unit.id), jsonl(trajectories));
-    writeFileAtomic(outLayout.part(ctx.options.out, 'tasks', ctx.unit.id), jsonl(tasks));
+    const trajectories = done.flatMap((d) => (d.trajectory ? [d.trajectory] : []));
+    const traceParts = found.map((_, i) => join(progress, `traces-${i}.jsonl`)).filter((f) => existsSync(f));
+    const taskTraceRows = concatFiles(traceParts, outLayout.part(o.out, 'task_traces', ctx.unit.id));
+    writeFileAtomic(outLayout.part(o.out, 'trajectories', ctx.unit.id), jsonl(trajectories));
+    writeFileAtomic(outLayout.part(o.out, 'tasks', ctx.unit.id), jsonl(tasks));
+    rmSync(progress, { recursive: true, force: true });
+    const cuts = done.flatMap((d) => d.cuts);
+    for (const c of cuts) ctx.log(`forage ${ctx.unit.id}: ${c.task_id} ${c.phase} ${c.node_id}: ${c.reason}`);
+    const costs = done.map((d) => d.cost);
+    const phases = ['rollout', 'grading', 'container', 'patch_apply', 'pytest_startup', 'traced_tests'] as const;
     ctx.log(`forage ${ctx.unit.id}: ${m.tasks.length} mutation tasks kept (${m.applied} applied, ${m.survived} survived, ${m.noSite} without a site)`);
     const resolved = trajectories.filter((t) => t.resolved).length;
     if (trajectories.length) ctx.log(`forage ${ctx.unit.id}: ${ctx.options.policy} resolved ${resolved} of ${trajectories.length} tasks`);
@@ -194,6 +289,14 @@ export const forageStage: Stage<'forage'> = {
       mutations_survived: m.survived,
       mutation_tasks: m.tasks.length,
       tasks_by_operator: m.byOperator,
+      trace_cuts: cuts,
+      mutant_test_timeout_s: m.testTimeoutS,
+      seconds_by_phase: {
+        mutant_check: sum([m.seconds]),
+        issue_mining: sum([miningS]),
+        ...Object.fromEntries(phases.map((p) => [p, sum(costs.map((c) => c[p]))])),
+      },
+      task_seconds: costs,
     });
   },
 };

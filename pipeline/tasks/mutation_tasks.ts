@@ -10,6 +10,7 @@ import { readLines } from '../../core/jsonl.js';
 import type { TaskRecord } from '../../schemas/tasks.js';
 import type { TestRecord } from '../../schemas/tests.js';
 import type { TraceRecord } from '../../schemas/traces.js';
+import { earnedS, type Measured, measuredStartupS, validatedDurations } from '../runtime/budgets.js';
 import { outLayout } from '../runtime/layout.js';
 import type { BuildRecord, CloneRecord } from '../runtime/records.js';
 import type { StageContext } from '../runtime/stage.js';
@@ -122,6 +123,12 @@ interface DriverResult {
 
 export interface MutationOutcome {
   tasks: TaskRecord[];
+  /** What each kept task's tests did on its task state in the mutant check, by task id. */
+  measured: Record<string, Record<string, Measured>>;
+  /** The per-test timeout the mutant check earned from validate's durations. */
+  testTimeoutS: number;
+  /** The mutant check's container wall seconds. */
+  seconds: number;
   tried: number;
   applied: number;
   noSite: number;
@@ -147,15 +154,35 @@ export function problemStatement(failures: { nodeid: string; message: string | n
 export async function mutationTasks(ctx: StageContext, clone: CloneRecord, build: BuildRecord): Promise<MutationOutcome> {
   const { unit, options } = ctx;
   const candidates = planCandidates(reachedFunctions(options.out, unit.id), options.forageSeed, options.mutationTries);
-  const outcome: MutationOutcome = { tasks: [], tried: candidates.length, applied: 0, noSite: 0, survived: 0, byOperator: {} };
+  // A mutant's tests get the time validate measured for the slowest of them, earned, never more
+  // than --mutant-test-timeout; a candidate's run pytest's measured start-up (earned) plus the sum
+  // of its tests' timeouts, so pytest-timeout names the test that looped before the run is killed.
+  const validated = validatedDurations(options.out, unit.id);
+  const slowest = Math.max(0, ...candidates.flatMap((c) => c.tests.map((t) => validated.get(t)?.seconds ?? options.mutantTestTimeoutS)));
+  const testTimeoutS = Math.min(options.mutantTestTimeoutS, earnedS(slowest));
+  const outcome: MutationOutcome = {
+    tasks: [],
+    measured: {},
+    testTimeoutS,
+    seconds: 0,
+    tried: candidates.length,
+    applied: 0,
+    noSite: 0,
+    survived: 0,
+    byOperator: {},
+  };
   if (!candidates.length) return outcome;
   const work = freshWork(outLayout.work(options.out, 'forage', unit.id));
   try {
-    const pytest = pytestCommand(withoutTestPaths(unit.env.pytest_args), options.mutantTestTimeoutS, build.pytest_timeout);
+    const pytest = pytestCommand(withoutTestPaths(unit.env.pytest_args), testTimeoutS, build.pytest_timeout);
+    const startupS = earnedS(measuredStartupS(ctx));
+    const timed = candidates.map((c) => ({ ...c, timeout: startupS + testTimeoutS * c.tests.length }));
+    const containerS = timed.reduce((s, c) => s + c.timeout, 60);
     writeFileSync(
       join(work, 'plan.json'),
-      JSON.stringify({ pytest, timeout: options.mutantTestTimeoutS * MAX_TESTS_PER_CANDIDATE + 60, max_failing: options.mutationsPerUnit, candidates }),
+      JSON.stringify({ pytest, timeout: testTimeoutS * MAX_TESTS_PER_CANDIDATE + 60, max_failing: options.mutationsPerUnit, candidates: timed }),
     );
+    const started = Date.now();
     await runSandboxed({
       image: build.image_id,
       cmd: ['python3', '/worldline/lib/forage_mutations.py', '/worldline/out/plan.json', '/worldline/out'],
@@ -163,9 +190,10 @@ export async function mutationTasks(ctx: StageContext, clone: CloneRecord, build
       vars: unit.env.vars,
       srcLayout: clone.src_layout,
       limits: options,
-      timeoutMs: (options.mutantTestTimeoutS * MAX_TESTS_PER_CANDIDATE + 90) * candidates.length * 1000,
+      timeoutMs: containerS * 1000,
       labels: { 'worldline.unit': unit.id, 'worldline.stage': 'forage' },
     });
+    outcome.seconds = (Date.now() - started) / 1000;
     const results = (readResult(work, 'results.jsonl') ?? '')
       .split('\n')
       .filter((l) => l.trim())
@@ -193,6 +221,14 @@ export async function mutationTasks(ctx: StageContext, clone: CloneRecord, build
       if (seen.has(instanceId)) continue;
       seen.add(instanceId);
       outcome.byOperator[cand.operator] = (outcome.byOperator[cand.operator] ?? 0) + 1;
+      // pytest-timeout's failure says "Timeout"; a test the killed run never reached timed out too.
+      outcome.measured[instanceId] = Object.fromEntries(
+        failing.map((id) => {
+          const t = byId.get(id);
+          const timedOut = !t || t.outcome === 'missing' || /Timeout/.test(t.message ?? '') || t.duration >= testTimeoutS;
+          return [id, { seconds: t?.duration ?? testTimeoutS, timedOut }];
+        }),
+      );
       outcome.tasks.push({
         instance_id: instanceId,
         kind: 'mutation_fix',

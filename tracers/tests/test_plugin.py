@@ -165,3 +165,86 @@ def test_outcome_parity_and_trace_lines(tmp_path):
         assert by_id["test_suite.py::test_skip"]["phases"] == []
         threads = by_id["test_suite.py::test_threads"]
         assert {e["function"] for e in threads["events"]} == {"test_threads"}
+
+
+LOOPING = {
+    "looplib.py": '''
+        def tokenize(s):
+            i = 0
+            n = 0
+            while i < len(s):
+                n += 1
+                i -= 1
+            return n
+
+        def quick(n):
+            return n + 1
+
+        def calls_forever():
+            while True:
+                quick(1)
+    ''',
+    "test_loop.py": '''
+        import looplib
+
+        def test_loops():
+            try:
+                assert looplib.tokenize("12") == 2
+            except Exception:
+                pass
+
+        def test_calls_forever():
+            looplib.calls_forever()
+
+        def test_loops_untraced():
+            while True:
+                pass
+
+        def test_quick():
+            assert looplib.quick(1) == 2
+    ''',
+}
+
+
+def test_budgets_stop_a_looping_test_at_the_cap_or_its_seconds(tmp_path):
+    """A test known to loop is stopped once its trace hits the cap (its own `except Exception` cannot
+    swallow the stop); a loop the tracer cannot see stops at its seconds; others run as usual."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    for name, text in LOOPING.items():
+        (suite / name).write_text(textwrap.dedent(text).lstrip())
+    budgets = tmp_path / "budgets.json"
+    budgets.write_text(json.dumps({
+        "test_loop.py::test_loops": {"seconds": 120, "stop_at_cap": True},
+        "test_loop.py::test_calls_forever": {"seconds": 120, "stop_at_cap": True},
+        "test_loop.py::test_loops_untraced": {"seconds": 1, "stop_at_cap": True},
+        "test_loop.py::test_quick": {"seconds": 60, "stop_at_cap": False},
+    }))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([TRACERS] + [p for p in sys.path if p])
+    env.update(WORLDLINE_REPORT=str(tmp_path / "report.jsonl"), WORLDLINE_TRACE_OUT=str(tmp_path / "trace.jsonl"),
+               WORLDLINE_TRACE_ROOT=str(suite), WORLDLINE_TRACE_MAX_EVENTS="2000", WORLDLINE_TRACE_MAX_LINES_PER_CALL="500",
+               WORLDLINE_TRACE_INCLUDE_TESTS="0", WORLDLINE_TRACE_BUDGETS=str(budgets))
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "worldline_report", "-p", "no:cacheprovider",
+                           "-p", "worldline_tracer.plugin"], cwd=str(suite), env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, timeout=100)
+    assert proc.returncode == 1, proc.stdout
+    with open(str(tmp_path / "trace.jsonl")) as f:
+        by_id = {rec["nodeid"]: rec for rec in map(json.loads, f)}
+    # A loop inside one call stops at the call's line cap; a loop of calls at the event cap.
+    loops = by_id["test_loop.py::test_loops"]
+    assert not loops["truncated"] and loops["timed_out_under_trace"] and loops["line_events"] == 500
+    assert loops["stopped"].startswith("trace cap")
+    calls = by_id["test_loop.py::test_calls_forever"]
+    assert calls["truncated"] and calls["timed_out_under_trace"] and calls["stopped"].startswith("trace cap")
+    untraced = by_id["test_loop.py::test_loops_untraced"]
+    assert untraced["timed_out_under_trace"] and untraced["stopped"].startswith("over its budget of 1.0 s")
+    assert not by_id["test_loop.py::test_quick"]["timed_out_under_trace"]
+    outcomes = {}
+    with open(str(tmp_path / "report.jsonl")) as f:
+        for rec in map(json.loads, f):
+            if rec["event"] == "test" and rec["when"] == "call":
+                outcomes[rec["nodeid"]] = rec["outcome"]
+    assert outcomes == {"test_loop.py::test_loops": "failed", "test_loop.py::test_calls_forever": "failed",
+                        "test_loop.py::test_loops_untraced": "failed",
+                        "test_loop.py::test_quick": "passed"}

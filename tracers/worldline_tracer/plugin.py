@@ -22,16 +22,24 @@ and recorded in the line's "error". Environment variables (all optional):
                                   episodes, 8 MiB of episode JSON; 0: none); past them a seeded sample
   WORLDLINE_TRACE_MAX_UNIT_EPISODES, WORLDLINE_TRACE_MAX_UNIT_BYTES  caps on the whole run (default
                                   50000 episodes, 256 MiB; 0: none); see caps.py
+  WORLDLINE_TRACE_BUDGETS         JSON file {nodeid: {"seconds": s, "stop_at_cap": bool}}: a listed
+                                  test's call is stopped after s seconds, or as soon as its trace stops
+                                  growing at a cap (events, or a call's lines) when stop_at_cap (a test
+                                  known to loop); its line then
+                                  says "timed_out_under_trace" and why
 Line shape: {"nodeid", "phases", "backend", "python", "tracer_version", "truncated", "error",
-  "event_count", "line_events", "events"?: [...], "episodes"?: [...], "episodes_dropped"?: {...},
-  "episodes_built"?, "episode_bytes"?, "sampled"?: null | "test_cap" | "unit_cap"}
+  "seconds", "timed_out_under_trace", "stopped", "event_count", "line_events", "events"?: [...],
+  "episodes"?: [...], "episodes_dropped"?: {...}, "episodes_built"?, "episode_bytes"?,
+  "sampled"?: null | "test_cap" | "unit_cap"}
 """
 import importlib.util
 import json
 import os
 import platform
 import random
+import signal
 import sys
+import time
 
 import pytest
 
@@ -42,9 +50,17 @@ from .source import SourceIndex
 from .tracer import Tracer, make_scope
 
 # one SourceIndex for the whole run: each file is parsed once, not once per test
-_state = {"fd": None, "scope": None, "opts": None, "sources": None, "caps": None}
+_state = {"fd": None, "scope": None, "opts": None, "sources": None, "caps": None, "budgets": {}}
 _KEY = "_worldline_trace"
 _SLOT = "@worldline-episodes@"
+_HERE = os.path.dirname(os.path.abspath(__file__))
+# How often a budgeted test is checked (its trace at the cap, its seconds spent).
+_TICK_S = 0.05
+
+
+class TracedTestStopped(BaseException):
+    """Ends a budgeted test's call (a BaseException, so the test's own `except Exception` cannot
+    swallow it; pytest reports the test as failed)."""
 
 
 def _env_int(name, default):
@@ -86,6 +102,10 @@ def pytest_configure(config):
     _state["scope"] = make_scope(root, include_tests=include_tests)
     _seed_hypothesis()
     _state["sources"] = SourceIndex()
+    budgets = os.environ.get("WORLDLINE_TRACE_BUDGETS", "").strip()
+    if budgets:
+        with open(budgets) as f:
+            _state["budgets"] = json.load(f)
 
 
 def _seed_hypothesis():
@@ -120,6 +140,49 @@ def _record(item):
     return rec
 
 
+class _Watchdog:
+    """Stops the budgeted call of a test from a SIGALRM tick on the main thread: when its seconds are
+    spent, or when its trace hit the cap and it is known to loop (tracing on would only burn time)."""
+
+    def __init__(self, budget, rec, tracer):
+        self.seconds = float(budget.get("seconds", 0)) or None
+        self.stop_at_cap = bool(budget.get("stop_at_cap"))
+        self.rec = rec
+        self.tracer = tracer
+        self.started = time.monotonic()
+        self.previous = None
+
+    def __enter__(self):
+        try:
+            self.previous = signal.signal(signal.SIGALRM, self._tick)
+            signal.setitimer(signal.ITIMER_REAL, _TICK_S, _TICK_S)
+        except (ValueError, OSError, AttributeError):  # not the main thread: the outer timeout bounds it
+            self.previous = None
+        return self
+
+    def __exit__(self, *exc):
+        if self.previous is not None:
+            signal.setitimer(signal.ITIMER_REAL, 0, 0)
+            signal.signal(signal.SIGALRM, self.previous)
+        return False
+
+    def _tick(self, signum, frame):
+        # Never raise inside the tracer's own callbacks: wait for the next tick.
+        if frame is not None and frame.f_code.co_filename.startswith(_HERE):
+            return
+        why = None
+        if self.stop_at_cap and self.tracer is not None and self.tracer.saturated():
+            why = "trace cap reached by a test known to time out"
+        elif self.seconds is not None and time.monotonic() - self.started > self.seconds:
+            why = "over its budget of %.1f s" % self.seconds
+        if why is None:
+            return
+        signal.setitimer(signal.ITIMER_REAL, 0, 0)
+        self.rec["timed_out_under_trace"] = True
+        self.rec["stopped"] = why
+        raise TracedTestStopped("stopped under trace: " + why)
+
+
 def _traced(item, phase):
     """Run one phase under the tracer (a generator used by the hookwrappers)."""
     opts = _state["opts"]
@@ -139,9 +202,17 @@ def _traced(item, phase):
         tracer = None
         if rec is not None and rec["error"] is None:
             rec["error"] = "start: %s: %s" % (type(e).__name__, e)
+    budget = _state["budgets"].get(item.nodeid) if phase == "call" and rec is not None else None
+    started = time.monotonic()
     try:
-        yield
+        if budget is None:
+            yield
+        else:
+            with _Watchdog(budget, rec, tracer):
+                yield
     finally:
+        if rec is not None and phase == "call":
+            rec["seconds"] = round(time.monotonic() - started, 4)
         if tracer is not None:
             try:
                 tracer.stop()
@@ -174,6 +245,9 @@ def _write(item):
             "tracer_version": __version__,
             "truncated": rec["truncated"],
             "error": rec["error"],
+            "seconds": rec.get("seconds"),
+            "timed_out_under_trace": bool(rec.get("timed_out_under_trace")),
+            "stopped": rec.get("stopped"),
             "event_count": len(events),
             "line_events": sum(1 for e in events if e["kind"] == "line"),
         }

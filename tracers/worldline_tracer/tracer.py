@@ -326,6 +326,11 @@ class Tracer(object):
         st[_OUT] = out
         return [p for p in out if p is not None] if st[_FILT] else out
 
+    def saturated(self):
+        """Whether the trace has stopped growing at a cap: the event cap, or the line cap of a call
+        still running (a loop inside one call). Safe to call between events, not from a callback."""
+        return self.truncated or any(st[_CAPPED] for st in list(self._frames.values()))
+
     def _emit(self, rec):
         raw = self._raw
         raw.append(rec)
