@@ -37,7 +37,7 @@ describe('mutation-fix tasks on the real corpus', () => {
 
   it('keeps mutants from at least three operators per repository, with SWE-bench fields', () => {
     for (const unit of UNITS) {
-      const mine = tasks.filter((t) => t.repo.endsWith(`/${unit}`));
+      const mine = tasks.filter((t) => t.repo === unit);
       expect(mine.length, unit).toBeGreaterThanOrEqual(3);
       expect(new Set(mine.map((t) => t.operator)).size, unit).toBeGreaterThanOrEqual(3);
     }
@@ -80,7 +80,7 @@ describe('mutation-fix tasks on the real corpus', () => {
   it('grading resolves none of the hostile submissions, nor a fix that breaks a PASS_TO_PASS test', async () => {
     // A task whose first failing test is a plain function, so that redefining it is easy.
     const plain = (id: string) => /^[^:]+::\w+$/.test(id);
-    const task = tasks.find((t) => t.repo.endsWith('/toolz') && plain(t.FAIL_TO_PASS[0]) && t.PASS_TO_PASS.some(plain))!;
+    const task = tasks.find((t) => t.repo === 'toolz' && plain(t.FAIL_TO_PASS[0]) && t.PASS_TO_PASS.some(plain))!;
     expect(task).toBeDefined();
     const [testFile, testName] = task.FAIL_TO_PASS[0].split('::');
     const fixed = /^\+\+\+ b\/(\S+)/m.exec(task.patch)![1];

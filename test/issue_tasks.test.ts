@@ -6,7 +6,7 @@
  * container of the unit's image.
  */
 import { execFileSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -17,6 +17,9 @@ import { readManifest } from '../pipeline/runtime/manifest.js';
 import { DEFAULTS, type PipelineOptions } from '../pipeline/runtime/options.js';
 import type { BuildRecord, CloneRecord } from '../pipeline/runtime/records.js';
 import type { StageContext } from '../pipeline/runtime/stage.js';
+import { readResult } from '../pipeline/sandbox/results.js';
+import { runSandboxed } from '../pipeline/sandbox/sandbox.js';
+import { withoutTestPaths } from '../pipeline/sandbox/suite_run.js';
 import { addedNames, collectionErrorText, judgeFix, loadTimeouts, messageSignals, missingAddedName } from '../pipeline/tasks/fix_evidence.js';
 import { candidatePatches, findIssueCandidates, isTestFile, packagesOf, skipReason } from '../pipeline/tasks/issue_candidates.js';
 import { issueReferences, matchIssue, parseIssueExport, readIssueExport } from '../pipeline/tasks/issue_export.js';
@@ -268,6 +271,35 @@ describe('statements written by a model through the OpenAI-compatible client (sc
       server.close();
     }
   });
+});
+
+describe('manifest settings that must not break task runs', () => {
+  it('leaves test paths out of runs that name their own tests, keeping option values', () => {
+    expect(withoutTestPaths(['tests', '-k', 'not slow', '--deselect', 'tests/test_a.py::test_x', 'src/pkg', '-x', '--tb=short'])).toEqual([
+      '-k',
+      'not slow',
+      '--deselect',
+      'tests/test_a.py::test_x',
+      '-x',
+      '--tb=short',
+    ]);
+  });
+
+  it("appends the unit's PYTHONPATH to ours in a real container instead of replacing it", async () => {
+    const work = join(tempDir('pythonpath'), 'work');
+    mkdirSync(work, { recursive: true });
+    await runSandboxed({
+      image: inject('base311'),
+      cmd: ['sh', '-c', 'echo "$PYTHONPATH" > /worldline/out/p'],
+      work,
+      vars: { PYTHONPATH: '/repo/extra' },
+      srcLayout: true,
+      limits: DEFAULTS,
+      timeoutMs: 60_000,
+      labels: { 'worldline.stage': 'test-pythonpath' },
+    });
+    expect(readResult(work, 'p')!.trim()).toBe('/worldline/lib:/repo/src:/repo/extra');
+  }, 120_000);
 });
 
 describe('a history of every shape on real corpus code (toolz), scanned without containers', () => {

@@ -102,7 +102,7 @@ describe('the real corpus, end to end', () => {
     const status = JSON.parse((await cli(['status', '--out', out, '--json'])).stdout) as { stages: Record<string, { ok: number; failed: number }> };
     expect(status.stages.trace).toEqual({ ok: CORPUS_NAMES.length, failed: 0 });
     const ledger = CORPUS_NAMES.map((name) => {
-      const id = first.units.find((u) => u.repo.endsWith(`/${name}`))!.unit_id;
+      const id = first.units.find((u) => u.repo === name)!.unit_id;
       return [name, JSON.parse(readFileSync(join(out, 'ledger', 'trace', `${id}.json`), 'utf8')).record] as const;
     });
     for (const [name, rec] of ledger) {
