@@ -11,8 +11,6 @@ form, cycles render as ``[...]`` / ``{...}`` / ``(...)``. Standard library only;
 import re
 import sys
 import time
-import types
-import weakref
 from itertools import chain, islice, repeat
 from operator import is_
 
@@ -28,12 +26,6 @@ _SIZED = ((str, str.__instancecheck__), (bytes, bytes.__instancecheck__))
 _SEQS = frozenset({list, tuple})
 _CONTAINERS = frozenset({list, tuple, dict, set, frozenset})
 _FAST_MIN = 6  # smaller containers: the fast path's fixed cost is more than the slow path's
-# Exact types whose repr is a function of the object's identity and of the attributes named (the
-# names repr reads that can be rebound: functools.wraps sets a wrapper's __qualname__), so a text
-# made once can be given again while those attributes are the same objects. The cache holds weak
-# references: keeping a test's functions or classes alive could change what it does.
-_STABLE = {types.FunctionType: ("__qualname__",), type: ("__qualname__", "__module__")}
-_STABLE_CACHE = 10000
 
 DEFAULTS = {
     "max_str": 200,        # characters of a str/bytes value kept before "..."
@@ -87,7 +79,6 @@ class Serializer(object):
         self._int_lim = 1 << self._max_int_bits  # |int| < this: within the digit cap
         self.bad_classes = set()      # types whose repr is no longer called
         self._array_like = {}         # type -> bool
-        self._stable = {}             # id -> (object, its _STABLE attributes, text)
         self._active = set()          # ids of containers on the current path (cycles)
         self._rec = None              # containers rendered, while ``keyed`` records them
         self._keyable = True          # False once ``keyed`` rendered a non-leaf, non-container
@@ -432,20 +423,6 @@ class Serializer(object):
     def _other(self, value):
         self._keyable = False  # its text may change while it stays the same object
         cls = type(value)
-        names = _STABLE.get(cls)
-        if names is not None:
-            attrs = tuple([getattr(value, n) for n in names])
-            hit = self._stable.get(id(value))
-            if hit is not None and hit[0]() is value and all(map(is_, hit[1], attrs)):
-                return hit[2]
-            text = self._repr(value, cls)
-            if len(self._stable) >= _STABLE_CACHE:  # closures made in a loop: keep memory bounded
-                self._stable.clear()
-            self._stable[id(value)] = (weakref.ref(value), attrs, text)
-            return text
-        return self._repr(value, cls)
-
-    def _repr(self, value, cls):
         if cls in self.bad_classes:
             return _marker(value)
         if self._is_array_like(cls):
