@@ -8,6 +8,7 @@ import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { hashOf, hashTree } from '../../core/hashing.js';
 import { packageRoot } from '../../core/package.js';
+import type { TraceCaps } from '../runtime/options.js';
 
 /** Mounted read-only at /worldline/lib in every sandbox. */
 export const tracersDir = join(packageRoot, 'tracers');
@@ -30,4 +31,14 @@ export function tracerCodeHash(entries: readonly string[]): string {
       return [e, statSync(path).isDirectory() ? hashTree(path, '.py') : createHash('sha256').update(readFileSync(path)).digest('hex')];
     }),
   );
+}
+
+/** The tracer plugin's output caps as its environment (tracers/worldline_tracer/caps.py): the trace stage and the traces around a fix pass the same. */
+export function traceCapsEnv(c: TraceCaps): Record<string, string> {
+  return {
+    WORLDLINE_TRACE_MAX_TEST_EPISODES: String(c.testEpisodes),
+    WORLDLINE_TRACE_MAX_TEST_BYTES: String(c.testBytes),
+    WORLDLINE_TRACE_MAX_UNIT_EPISODES: String(c.unitEpisodes),
+    WORLDLINE_TRACE_MAX_UNIT_BYTES: String(c.unitBytes),
+  };
 }

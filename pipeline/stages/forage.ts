@@ -199,6 +199,7 @@ export const forageStage: Stage<'forage'> = {
       tries: o.mutationTries,
       perUnit: o.mutationsPerUnit,
       testTimeout: o.mutantTestTimeoutS,
+      traceCaps: o.traceCaps,
       policy: [o.policy, o.openai?.model ?? null, o.openai?.temperature ?? null, o.openai?.topP ?? null, o.openai?.seed ?? null, o.replayFrom ?? null],
       issues: [o.issueCandidates, o.issuesFile ? sha256(readFileSync(o.issuesFile)) : null, o.statementModel ? [o.openai?.baseURL, o.openai?.model] : null],
       budgets: [o.maxTurns, o.maxTokens, o.maxWallS, o.bashTimeoutS],

@@ -10,12 +10,11 @@ import { writeJsonl } from '../../core/jsonl.js';
 import type { TestRecord } from '../../schemas/tests.js';
 import type { TraceRecord } from '../../schemas/traces.js';
 import { outLayout } from '../runtime/layout.js';
-import type { TraceCaps } from '../runtime/options.js';
 import type { BuildRecord, CloneRecord, TraceStageRecord } from '../runtime/records.js';
 import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
 import { firstProblem, pytestCommand, runSuite } from '../sandbox/suite_run.js';
 import { type TraceOrigin, traceRows } from '../sandbox/tracer_output.js';
-import { TRACER_CODE, tracerCodeHash } from '../sandbox/tracers.js';
+import { TRACER_CODE, traceCapsEnv, tracerCodeHash } from '../sandbox/tracers.js';
 
 const TRACE_REVISION = 2;
 
@@ -141,16 +140,6 @@ async function secondRunDiffers(ctx: StageContext, clone: CloneRecord, build: Bu
 
 const episodeHash = (text: string) => createHash('sha256').update(text).digest('base64');
 const episodeKey = (row: TraceRecord) => `${row.node_id}\u0000${row.episode_index}`;
-
-/** The plugin's output caps (tracers/worldline_tracer/caps.py). */
-function traceCapsEnv(c: TraceCaps): Record<string, string> {
-  return {
-    WORLDLINE_TRACE_MAX_TEST_EPISODES: String(c.testEpisodes),
-    WORLDLINE_TRACE_MAX_TEST_BYTES: String(c.testBytes),
-    WORLDLINE_TRACE_MAX_UNIT_EPISODES: String(c.unitEpisodes),
-    WORLDLINE_TRACE_MAX_UNIT_BYTES: String(c.unitBytes),
-  };
-}
 
 /** The unit's traces into its part file, with the stage's figures. */
 async function writeTraceRecords(

@@ -20,6 +20,7 @@ import type { StageContext } from '../runtime/stage.js';
 import { freshWork, runSandboxed } from '../sandbox/sandbox.js';
 import { pytestCommand, withoutTestPaths } from '../sandbox/suite_run.js';
 import { traceRows } from '../sandbox/tracer_output.js';
+import { traceCapsEnv } from '../sandbox/tracers.js';
 
 const PHASES = ['before', 'after'] as const;
 /** pytest's start-up with the tracer plugin loaded (its imports, the scope) against validate's. */
@@ -127,6 +128,7 @@ export async function traceAroundFix(
         WORLDLINE_TRACE_STEP_IN: String(o.traceStepIn),
         WORLDLINE_TRACE_SEED: String(o.traceSeed),
         WORLDLINE_TRACE_MAX_EVENTS: String(o.traceMaxEvents),
+        ...traceCapsEnv(o.traceCaps),
       },
       limits: o,
       timeoutMs: (limits.before + limits.after + 60) * 1000,
