@@ -48,7 +48,7 @@ describe('the hostile suite, through worldline run', () => {
   let listener: Awaited<ReturnType<typeof loopbackListener>>;
   const secret = `host-secret-${randomBytes(12).toString('hex')}`;
   let peakRssKb = 0;
-  const unit = (name: string) => run.units.find((u) => u.repo.endsWith(`/${name}`))!;
+  const unit = (name: string) => run.units.find((u) => u.repo === name)!;
 
   beforeAll(async () => {
     listener = await loopbackListener();

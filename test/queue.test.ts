@@ -7,7 +7,7 @@
 
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -93,12 +93,15 @@ describe('the queue: workers as processes on one Redis', () => {
    * traces the frames' values too: the tracer turns a repr slower than 50 ms into a class marker
    * (tracers/worldline_tracer/serialize.py), so on a loaded machine two trace runs of one suite
    * can differ in those values (seen here: `<h11._readers.ChunkedReader object>` against
-   * `<ChunkedReader object>`). Episodes, their frame and event counts and every other column must match.
+   * `<ChunkedReader object>`), and with them the text's token count and the episode bytes per test
+   * and per unit. Episodes, their frame and event counts and every other column must match.
    */
   const expectSameDataset = async (out: string) => {
     expect(configRows(out)).toEqual(configRows(ref));
-    expect(await rowSet(out, 'traces', ['frames', 'text'])).toEqual(await rowSet(ref, 'traces', ['frames', 'text']));
-    expect(await rowSet(out, 'repos', ['build_seconds', 'validate_seconds'])).toEqual(await rowSet(ref, 'repos', ['build_seconds', 'validate_seconds']));
+    const traceValues = ['frames', 'text', 'text_tokens', 'test_episode_bytes'];
+    expect(await rowSet(out, 'traces', traceValues)).toEqual(await rowSet(ref, 'traces', traceValues));
+    const repoValues = ['build_seconds', 'validate_seconds', 'trace_episode_bytes'];
+    expect(await rowSet(out, 'repos', repoValues)).toEqual(await rowSet(ref, 'repos', repoValues));
     expect(await rowSet(out, 'tests', ['duration_seconds'])).toEqual(await rowSet(ref, 'tests', ['duration_seconds']));
     const v = await cli(['verify', join(out, 'dataset')]);
     expect(v.code).toBe(0);
@@ -197,7 +200,7 @@ describe('the queue: workers as processes on one Redis', () => {
     };
     expect(status.queue.counts).toMatchObject({ dead: 1, completed: 0, waiting: 0, active: 0, retrying: 0 });
     expect(status.queue.dead_letters).toEqual([
-      { unit_id: expect.any(String), repo, attempts: 3, stage: 'clone', reason: expect.stringMatching(/^clone: .*1111111111/) },
+      { unit_id: expect.any(String), repo: basename(repo), attempts: 3, stage: 'clone', reason: expect.stringMatching(/^clone: .*1111111111/) },
     ]);
     expect(status.queue.stages.clone).toMatchObject({ dead: 1, failed: 1 });
     expect(status.queue.top_failures).toEqual([expect.objectContaining({ stage: 'clone', units: 1 })]);

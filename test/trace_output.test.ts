@@ -48,7 +48,8 @@ const FILES: Record<string, string> = {
 
 // 30 episodes kept per test: test_clamp and test_many_steps make more and are sampled
 const CAPS = '30,0,0,0';
-const RUN_ARGS = ['--stages', 'clone,build,validate,trace,shard', '--json', '--trace-caps', CAPS];
+// The props repository has no licence file: `--licenses '*'` keeps its rows (unknown licences are left out by default).
+const RUN_ARGS = ['--stages', 'clone,build,validate,trace,shard', '--json', '--trace-caps', CAPS, '--licenses', '*'];
 
 describe('trace output: reproducible, bounded, visible in audit', () => {
   const outs: string[] = [];
