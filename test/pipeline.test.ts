@@ -291,7 +291,22 @@ describe('the real corpus on Python 3.13 (trixie base)', () => {
         JSON.stringify({ repo: join(corpusRoot, name), python: '3.13', env: { apt: CORPUS[name].apt, pytest_args: CORPUS[name].pytestArgs } }),
       ).join('\n') + '\n',
     );
-    const res = await cli(['run', '--manifest', manifestFile, '--out', out, '--stages', 'clone,build,validate,trace,shard', '--json', '--validate-runs', '1']);
+    // Every passing test must have an episode here, so no unit-wide output cap: past it a unit's
+    // later tests keep nothing (per-test caps stay; trace_output.test.ts tests the caps).
+    const res = await cli([
+      'run',
+      '--manifest',
+      manifestFile,
+      '--out',
+      out,
+      '--stages',
+      'clone,build,validate,trace,shard',
+      '--json',
+      '--validate-runs',
+      '1',
+      '--trace-caps',
+      '1000,8388608,0,0',
+    ]);
     expect(res.code, res.stderr).toBe(0);
     const units = (JSON.parse(res.stdout) as RunJson).units;
     const rows = await sql<{ repo: string; python_version: string; pytest_version: string; passed: bigint; image: string }>(
