@@ -286,8 +286,14 @@ const traceOptions = <T>(y: Argv<T>) =>
         'trace: episodes and bytes kept per test and per unit, TEST_EPISODES,TEST_BYTES,UNIT_EPISODES,UNIT_BYTES (0: no cap); past them a seeded sample',
     })
     .option('trace-slowdown', { type: 'number', default: DEFAULTS.traceSlowdown, describe: 'trace: timeouts are multiplied by this under the tracer' })
+    .option('describe-share', {
+      type: 'number',
+      default: DEFAULTS.describeShare,
+      describe: "describe: share of each unit's trace episodes described in natural language (chosen by a hash seeded with --trace-seed)",
+    })
     .check((a) => {
       probability('--step-in', a['step-in']);
+      probability('--describe-share', a['describe-share']);
       tracePhases(a['trace-phases']);
       atLeast('max-events', a['max-events']);
       atLeast('trace-slowdown', a['trace-slowdown']);
@@ -325,6 +331,11 @@ const openaiOptions = <T extends { policy: PipelineOptions['policy'] }>(y: Argv<
       default: false,
       describe: 'forage: the openai server (--base-url, --model) writes issue-fix statements where no issue is linked',
     })
+    .option('describe-model', {
+      type: 'boolean',
+      default: false,
+      describe: 'describe: the openai server (--base-url, --model) writes the trace descriptions (else the template describer)',
+    })
     .option('base-url', {
       type: 'string',
       default: process.env.OPENAI_BASE_URL,
@@ -338,9 +349,9 @@ const openaiOptions = <T extends { policy: PipelineOptions['policy'] }>(y: Argv<
     .option('request-timeout', { type: 'number', default: 600, describe: 'openai: seconds per request' })
     .option('max-retries', { type: 'number', default: 6, describe: 'openai: retries on 408/409/429/5xx and connection errors' })
     .check((a) => {
-      if (a.policy !== 'openai' && !a['statement-model']) return true;
-      if (!a['base-url'] || !a.model)
-        throw new UsageError(`${a['statement-model'] ? '--statement-model' : '--policy openai'} needs --base-url (or OPENAI_BASE_URL) and --model`);
+      const user = a.policy === 'openai' ? '--policy openai' : a['statement-model'] ? '--statement-model' : a['describe-model'] ? '--describe-model' : null;
+      if (!user) return true;
+      if (!a['base-url'] || !a.model) throw new UsageError(`${user} needs --base-url (or OPENAI_BASE_URL) and --model`);
       atLeast('max-retries', a['max-retries'], 0);
       atLeast('request-timeout', a['request-timeout']);
       return true;
@@ -440,6 +451,8 @@ export function toPipelineOptions(a: PipelineArgs): PipelineOptions {
     traceCaps: traceCaps(a['trace-caps']),
     determinismSample: a['determinism-sample'],
     traceSlowdown: a['trace-slowdown'],
+    describeShare: a['describe-share'],
+    describeModel: a['describe-model'],
     forageSeed: a['forage-seed'],
     mutationTries: a['mutation-tries'],
     mutationsPerUnit: a['mutations-per-unit'],
@@ -448,7 +461,7 @@ export function toPipelineOptions(a: PipelineArgs): PipelineOptions {
     // The checks made sure that an openai policy has its server and model, and a replay policy its recordings.
     statementModel: a['statement-model'],
     openai:
-      a.policy === 'openai' || a['statement-model']
+      a.policy === 'openai' || a['statement-model'] || a['describe-model']
         ? {
             baseURL: a['base-url']!,
             model: a.model!,

@@ -107,7 +107,7 @@ await yargs(hideBin(process.argv))
       queueOptions(pipelineOptions(y))
         .option('stages', {
           type: 'string',
-          default: 'clone,build,validate,trace,forage',
+          default: 'clone,build,validate,trace,describe,forage',
           describe: 'Comma-separated unit stages each job runs',
           coerce: commaList,
         })

@@ -143,6 +143,13 @@ export interface AuditReport {
       tasks_without_traces: number;
     };
   };
+  /** Trace descriptions (the describe stage): described, kept, and not kept by the kind of reason, per describer and model. */
+  descriptions: {
+    described: number;
+    kept: number;
+    by_describer: { describer: string; model: string | null; described: number; kept: number }[];
+    rejected: { reason: string; count: number }[];
+  };
   tests: {
     tests: number;
     flaky: number;
@@ -470,6 +477,20 @@ export async function auditDataset(datasetDirArg: string, opts: AuditOptions = {
         }
       : null;
 
+    const [described] = await rows<{ described: number; kept: number }>(
+      `select count(*)::bigint as described, count(*) filter (where kept)::bigint as kept from trace_descriptions`,
+    );
+    const descriptions: AuditReport['descriptions'] = {
+      ...described,
+      by_describer: await rows(
+        `select describer, model, count(*)::bigint as described, count(*) filter (where kept)::bigint as kept from trace_descriptions group by all order by described desc, describer, model nulls first`,
+      ),
+      // the kind of reason: a wrong outcome's values differ row to row
+      rejected: await rows(
+        `select split_part(reject_reason, ':', 1) as reason, count(*)::bigint as count from trace_descriptions where not kept group by all order by count desc, reason`,
+      ),
+    };
+
     const share = tasks.share;
     return {
       dataset: datasetDir,
@@ -487,6 +508,7 @@ export async function auditDataset(datasetDirArg: string, opts: AuditOptions = {
       },
       outcomes,
       traces,
+      descriptions,
       tests: testsReport,
       dominance,
       units,

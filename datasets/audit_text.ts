@@ -178,6 +178,23 @@ export function formatAudit(r: AuditReport): string {
     ),
     '',
     section(
+      'trace descriptions',
+      `${r.descriptions.described} described, ${r.descriptions.kept} kept (stated final outcome matches the trace)`,
+      '',
+      rowsOr(
+        ['describer', 'model', 'described', 'kept'],
+        r.descriptions.by_describer.map((x) => [x.describer, model(x.model), x.described, x.kept]),
+        'no descriptions',
+      ),
+      '',
+      rowsOr(
+        ['not kept because', 'descriptions'],
+        r.descriptions.rejected.map((x) => [x.reason, x.count]),
+        'none rejected',
+      ),
+    ),
+    '',
+    section(
       'tests',
       `${r.tests.tests} tests, ${r.tests.flaky} flaky (${pct(r.tests.flaky_rate)})`,
       '',

@@ -295,6 +295,11 @@ function processing(manifest: DatasetManifest): string[] {
           `- Near duplicates removed in ${n.configs.join(', ')} before the exact dedup: MinHash over ${n.shingleSize}-word shingles of the text columns, ${n.permutations} permutations seeded ${n.seed}, LSH with ${n.bands} bands of ${n.rows_per_band} rows for an estimated Jaccard similarity of ${n.threshold}; the first row of a group is kept (${n.configs.map((c) => `${c}: ${manifest.configs[c]?.near_duplicates_removed ?? 0} removed`).join(', ')}; \`near_duplicates_removed\` in manifest.json).`,
         ]
       : []),
+    ...(manifest.configs.trace_descriptions?.rows
+      ? [
+          "- `trace_descriptions` holds every description written, kept or not: `kept` is true only where the final return value or exception the text states is the trace's own; the others say why in `reject_reason`. Train on `kept` rows.",
+        ]
+      : []),
     "- Every shard carries `huggingface` schema metadata (Features in the `datasets` >= 4 form, lists as `List`) and `worldline.schema_hash`; a config's shards share one byte-identical schema.",
   ];
   return out;

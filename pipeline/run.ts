@@ -20,6 +20,7 @@ import { assertDockerUp, removeOrphanContainers } from './sandbox/engine.js';
 import { ImageBudget } from './sandbox/image_budget.js';
 import { buildStage } from './stages/build.js';
 import { cloneStage } from './stages/clone.js';
+import { describeStage } from './stages/describe.js';
 import { forageStage } from './stages/forage.js';
 import { envSecrets, shardOutput } from './stages/shard.js';
 import { traceStage } from './stages/trace.js';
@@ -30,6 +31,7 @@ export const UNIT_STAGES: Record<string, Stage> = {
   build: buildStage as Stage,
   validate: validateStage as Stage,
   trace: traceStage as Stage,
+  describe: describeStage as Stage,
   forage: forageStage as Stage,
 };
 export const ALL_STAGES = [...Object.keys(UNIT_STAGES), 'shard'];

@@ -2,6 +2,7 @@ import { reposSchema } from './repos.js';
 import type { RecordSchema } from './schema.js';
 import { tasksSchema } from './tasks.js';
 import { testsSchema } from './tests.js';
+import { traceDescriptionsSchema } from './trace_descriptions.js';
 import { tracesSchema } from './traces.js';
 import { trajectoriesSchema } from './trajectories.js';
 
@@ -12,11 +13,13 @@ export const SCHEMAS: Record<string, RecordSchema> = {
   traces: tracesSchema,
   tasks: tasksSchema,
   trajectories: trajectoriesSchema,
+  trace_descriptions: traceDescriptionsSchema,
 };
 
 export type { RepoRecord } from './repos.js';
 export type { TaskRecord } from './tasks.js';
 export type { TestRecord } from './tests.js';
+export type { TraceDescriptionRecord } from './trace_descriptions.js';
 export type { TraceRecord } from './traces.js';
 export type { TrajectoryRecord } from './trajectories.js';
-export { reposSchema, tasksSchema, testsSchema, tracesSchema, trajectoriesSchema };
+export { reposSchema, tasksSchema, testsSchema, traceDescriptionsSchema, tracesSchema, trajectoriesSchema };

@@ -33,7 +33,7 @@ const row = (s: RecordSchema, i: number) => Object.fromEntries(Object.entries(s.
 
 describe('record schemas', () => {
   it('has one schema per record kind named in DESIGN.md', () => {
-    expect(Object.keys(SCHEMAS).sort()).toEqual(['repos', 'tasks', 'tests', 'traces', 'trajectories']);
+    expect(Object.keys(SCHEMAS).sort()).toEqual(['repos', 'tasks', 'tests', 'trace_descriptions', 'traces', 'trajectories']);
     for (const s of Object.values(SCHEMAS)) expect(hfFeatures(s).map((f) => f.name)).toEqual(Object.keys(s.fields));
   });
 

@@ -24,7 +24,7 @@ export function mirrorPath(unit: Unit): string {
 }
 
 /** Per-unit JSON Lines written by a stage and read by `shard`, one file per unit and kind. */
-export type PartKind = 'tests' | 'traces' | 'tasks' | 'trajectories' | 'task_traces';
+export type PartKind = 'tests' | 'traces' | 'tasks' | 'trajectories' | 'task_traces' | 'trace_descriptions';
 
 /** Scratch folders, one per (purpose, unit): removed by their writers, never read by `shard`. */
 export const WORK_KINDS = ['build', 'validate', 'trace', 'forage', 'grade', 'issues', 'task-traces'] as const;

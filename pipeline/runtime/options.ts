@@ -46,6 +46,10 @@ export interface PipelineOptions {
   determinismSample: number;
   /** Timeouts are multiplied by this under the tracer, so slowness never flips an outcome. */
   traceSlowdown: number;
+  /** Share of each unit's trace episodes the describe stage describes (chosen by a hash seeded with traceSeed). */
+  describeShare: number;
+  /** Descriptions come from the openai server (`openai`) instead of the template describer. */
+  describeModel: boolean;
   /** Seed of every choice forage makes (candidates, sites). */
   forageSeed: number;
   /** Mutation candidates (function x operator) tried per unit. */
@@ -101,6 +105,8 @@ export const DEFAULTS: Omit<PipelineOptions, 'out'> = {
   determinismSample: 0,
   traceCaps: { testEpisodes: 1000, testBytes: 8 << 20, unitEpisodes: 50_000, unitBytes: 256 << 20 },
   traceSlowdown: 20,
+  describeShare: 0.1,
+  describeModel: false,
   forageSeed: 0,
   mutationTries: 40,
   mutationsPerUnit: 10,

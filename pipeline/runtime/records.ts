@@ -74,6 +74,19 @@ export interface TraceStageRecord {
   python_version: string;
 }
 
+/** What `describe` did with a unit's episodes (rows in the trace_descriptions part file). */
+export interface DescribeRecord {
+  /** The unit's trace episodes, and how many of them the seeded share chose and described. */
+  episodes: number;
+  described: number;
+  kept: number;
+  /** Chosen, but the trace has no final outcome to check a description against (cut by a cap): not described. */
+  without_outcome: number;
+  describer: 'template' | 'model';
+  /** Descriptions not kept, by the kind of reason (no stated final outcome, wrong final outcome, server error). */
+  rejected: Record<string, number>;
+}
+
 /** What became of one issue-fix candidate (or a code-changing commit that was no candidate). */
 export interface CandidateFate {
   fix_commit: string;
@@ -140,5 +153,6 @@ export interface StageRecords {
   build: BuildRecord;
   validate: ValidateRecord;
   trace: TraceStageRecord;
+  describe: DescribeRecord;
   forage: ForageRecord;
 }

@@ -17,10 +17,12 @@ import {
   reposSchema,
   type TaskRecord,
   type TestRecord,
+  type TraceDescriptionRecord,
   type TraceRecord,
   type TrajectoryRecord,
   tasksSchema,
   testsSchema,
+  traceDescriptionsSchema,
   tracesSchema,
   trajectoriesSchema,
 } from '../../schemas/index.js';
@@ -133,7 +135,7 @@ export async function shardOutput(
   const filter = new UnitFilter(policy);
   const repos = clones.map((c) => repoRow(c, ledger, filter));
   const excluded = new Set(repos.filter((r) => r.status === 'excluded').map((r) => r.unit_id));
-  const done = (stage: 'validate' | 'trace' | 'forage') => ledger.all(stage).filter((e) => e.status === 'ok' && !excluded.has(e.unit_id));
+  const done = (stage: 'validate' | 'trace' | 'describe' | 'forage') => ledger.all(stage).filter((e) => e.status === 'ok' && !excluded.has(e.unit_id));
   const redactor = policy.redact ? new Redactor({ literals: policy.secretValues }) : null;
   const clean = <T extends Record<string, unknown>>(config: string, rows: Iterable<T>): Iterable<T> => (redactor ? redactor.rows(config, rows) : rows);
   const licenses: Record<string, number> = {};
@@ -182,6 +184,13 @@ export async function shardOutput(
             partRows<TrajectoryRecord>(done('forage'), (id) => outLayout.part(out, 'trajectories', id)),
             (t) => kept(t.task_id),
           ),
+        ),
+      },
+      {
+        schema: traceDescriptionsSchema,
+        rows: clean(
+          'trace_descriptions',
+          partRows<TraceDescriptionRecord>(done('describe'), (id) => outLayout.part(out, 'trace_descriptions', id)),
         ),
       },
     ],
