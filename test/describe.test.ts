@@ -63,8 +63,8 @@ describe('the outcome check', () => {
   it('parses the stated outcome from the last line that states one, and rejects what does not match', () => {
     expect(statedOutcome('x becomes 2\nReturns: `[1, 2]`')).toEqual({ kind: 'returns', value: '[1, 2]' });
     expect(statedOutcome('**Final outcome:** raises `ValueError("bad")`.')).toEqual({ kind: 'raises', value: 'ValueError("bad")' });
-    expect(statedOutcome('it returns 21.\nthat is all')).toEqual({ kind: 'returns', value: '21' });
-    expect(statedOutcome('the loop adds the numbers up')).toBeNull();
+    expect(statedOutcome('returns 21.\nthat is all')).toEqual({ kind: 'returns', value: '21' });
+    expect(statedOutcome('the loop adds the numbers up and the helper returns 5')).toBeNull();
     expect(outcomeMismatch(statedOutcome('Returns: `21`'), { kind: 'returns', value: '21' })).toBeNull();
     expect(outcomeMismatch(statedOutcome('Raises: `CalcError`'), { kind: 'raises', value: "CalcError('division by zero')" })).toBeNull();
     expect(outcomeMismatch(statedOutcome('Returns: `22`'), { kind: 'returns', value: '21' })).toBe(
@@ -87,6 +87,8 @@ describe('describe stage: template and model describers on the calc example', ()
   // The right answer for a trace text, from the template run's rows: its final outcome.
   const rightAnswer = new Map<string, string>();
   let templateRows = 0;
+  // every episode described (share 1)
+  const run = (...args: string[]) => cli(['run', '--manifest', manifest, '--out', out, '--json', '--describe-share', '1', ...args]);
 
   beforeAll(async () => {
     dir = tempDir('describe');
@@ -94,28 +96,11 @@ describe('describe stage: template and model describers on the calc example', ()
     manifest = join(dir, 'manifest.jsonl');
     writeFileSync(manifest, `${JSON.stringify({ repo: resolve('examples/repos/calc') })}\n`);
     // every stage of run (no --stages), forage with no policy and nothing to mine: the whole run, kept short
-    const res = await cli([
-      'run',
-      '--manifest',
-      manifest,
-      '--out',
-      out,
-      '--json',
-      '--describe-share',
-      '1',
-      '--validate-runs',
-      '1',
-      '--policy',
-      'none',
-      '--mutation-tries',
-      '0',
-      '--issue-candidates',
-      '0',
-    ]);
+    const res = await run('--validate-runs', '1', '--policy', 'none', '--mutation-tries', '0', '--issue-candidates', '0');
     if (res.code !== 0) console.error(res.stdout, res.stderr);
     expect(res.code).toBe(0);
-    const run = JSON.parse(res.stdout) as { units: { ran: string[] }[] };
-    expect(run.units[0].ran).toEqual(['clone', 'build', 'validate', 'trace', 'describe', 'forage']);
+    const summary = JSON.parse(res.stdout) as { units: { ran: string[] }[] };
+    expect(summary.units[0].ran).toEqual(['clone', 'build', 'validate', 'trace', 'describe', 'forage']);
     server = new ScriptedServer((i, req) => {
       const text = String((req.body.messages as { content: string }[])[1].content);
       const kind = kindOf(text);
@@ -167,25 +152,7 @@ describe('describe stage: template and model describers on the calc example', ()
   });
 
   it('keeps model descriptions whose final value is right and rejects wrong, malformed and failed ones with their reasons', async () => {
-    const res = await cli([
-      'run',
-      '--manifest',
-      manifest,
-      '--out',
-      out,
-      '--json',
-      '--stages',
-      'describe,shard',
-      '--describe-share',
-      '1',
-      '--describe-model',
-      '--base-url',
-      baseURL,
-      '--model',
-      'scripted-describer',
-      '--max-retries',
-      '0',
-    ]);
+    const res = await run('--stages', 'describe,shard', '--describe-model', '--base-url', baseURL, '--model', 'scripted-describer', '--max-retries', '0');
     if (res.code !== 0) console.error(res.stdout, res.stderr);
     expect(res.code).toBe(0);
     const rows = await descriptions(out);

@@ -4,8 +4,7 @@
  * step-by-step description, ending with the line the outcome check reads. A server error comes
  * back as the reason, never as a throw: the episode's row records it.
  */
-import OpenAI from 'openai';
-import type { PipelineOptions } from '../runtime/options.js';
+import { type ChatServer, chatOnce } from '../../core/chat.js';
 
 const SYSTEM = [
   'You explain Python execution traces.',
@@ -21,31 +20,15 @@ const TAIL = 4_000;
 
 export type ModelAnswer = { text: string; error: null } | { text: ''; error: string };
 
-export function modelDescriber(openai: NonNullable<PipelineOptions['openai']>): (traceText: string) => Promise<ModelAnswer> {
-  const client = new OpenAI({
-    baseURL: openai.baseURL,
-    apiKey: process.env.OPENAI_API_KEY ?? 'none',
-    maxRetries: openai.maxRetries ?? 6,
-    timeout: openai.timeoutMs ?? 600_000,
-  });
+export function modelDescriber(openai: ChatServer): (traceText: string) => Promise<ModelAnswer> {
+  const ask = chatOnce(openai);
   return async (traceText) => {
     const shown =
       traceText.length > HEAD + TAIL
         ? `${traceText.slice(0, HEAD)}\n[... ${traceText.length - HEAD - TAIL} characters left out ...]\n${traceText.slice(-TAIL)}`
         : traceText;
     try {
-      const res = await client.chat.completions.create({
-        model: openai.model,
-        messages: [
-          { role: 'system', content: SYSTEM },
-          { role: 'user', content: shown },
-        ],
-        temperature: openai.temperature,
-        top_p: openai.topP,
-        max_tokens: openai.maxTokens,
-        seed: openai.seed,
-      });
-      return { text: res.choices?.[0]?.message?.content ?? '', error: null };
+      return { text: await ask(SYSTEM, shown), error: null };
     } catch (e) {
       return { text: '', error: `server error: ${(e as Error).message.slice(0, 200)}` };
     }

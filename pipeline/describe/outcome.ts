@@ -28,8 +28,10 @@ export function traceOutcome(frames: TraceRecord['frames']): Outcome | null {
   return { kind: 'returns', value: last.value ?? '' };
 }
 
-// "Returns: `21`", "Final outcome: raises `ValueError('x')`", "returns 21." on the last such line.
-const STATED = /^\s*(?:[*_]*final(?:\s+outcome)?[*_]*\s*[:-]\s*)?[*_]*(returns?|raises?)[*_]*\s*:?\s+(.+?)\s*$/i;
+// A line that starts with the outcome (markdown emphasis allowed): "Returns: `21`",
+// "**Final outcome:** raises `ValueError('x')`", "returns 21.". A sentence that merely mentions a
+// return ("the helper returns 5") is no statement of the final outcome.
+const STATED = /^\s*(?:[*_]*final(?:\s+outcome)?[*_]*\s*[:-][*_]*\s*)?[*_]*(returns?|raises?)[*_]*\s*:?\s+(.+?)\s*$/i;
 
 /** The final outcome a description states: its last line that says returns or raises something; null when none does. */
 export function statedOutcome(text: string): Outcome | null {

@@ -5,7 +5,7 @@
  * the gold patch or a commit message; a statement that still quotes a line of the gold patch is
  * rejected and the failing-tests statement (issue_statement.ts) is used instead.
  */
-import OpenAI from 'openai';
+import { chatOnce } from '../../core/chat.js';
 import type { PipelineOptions } from '../runtime/options.js';
 
 const SYSTEM = [
@@ -23,12 +23,7 @@ export interface StatementInput {
 
 /** A writer of statements through the OpenAI-compatible server in `openai`; null where the model gives nothing usable. */
 export function modelStatementWriter(openai: NonNullable<PipelineOptions['openai']>): (input: StatementInput) => Promise<string | null> {
-  const client = new OpenAI({
-    baseURL: openai.baseURL,
-    apiKey: process.env.OPENAI_API_KEY ?? 'none',
-    maxRetries: openai.maxRetries ?? 6,
-    timeout: openai.timeoutMs ?? 600_000,
-  });
+  const ask = chatOnce(openai);
   return async ({ failures, testPatch }) => {
     const user = [
       'Failing tests and their failures:',
@@ -37,18 +32,7 @@ export function modelStatementWriter(openai: NonNullable<PipelineOptions['openai
       'The tests (a diff adding or changing them):',
       testPatch.slice(0, 12_000),
     ].join('\n');
-    const res = await client.chat.completions.create({
-      model: openai.model,
-      messages: [
-        { role: 'system', content: SYSTEM },
-        { role: 'user', content: user },
-      ],
-      temperature: openai.temperature,
-      top_p: openai.topP,
-      max_tokens: openai.maxTokens,
-      seed: openai.seed,
-    });
-    const text = res.choices[0]?.message?.content?.trim();
+    const text = (await ask(SYSTEM, user)).trim();
     return text ? `${text}\n` : null;
   };
 }
