@@ -8,10 +8,11 @@
 import { createHash } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { outcomeMismatch, statedOutcome, traceOutcome } from '../pipeline/describe/outcome.js';
 import { ALL_STAGES } from '../pipeline/run.js';
 import type { TraceRecord } from '../schemas/traces.js';
+import { CORPUS } from './corpus.js';
 import { completion, error, ScriptedServer } from './fixtures/scripted_openai.js';
 import { cli, sql, tempDir } from './helpers.js';
 
@@ -197,5 +198,54 @@ describe('describe stage: template and model describers on the calc example', ()
     expect(byReason['no stated final outcome']).toBe(rows.filter((r) => r.reject_reason === 'no stated final outcome').length);
     expect(byReason['wrong final outcome']).toBe(rows.filter((r) => r.reject_reason?.startsWith('wrong final outcome')).length);
     expect(byReason['server error']).toBe(rows.filter((r) => r.reject_reason?.startsWith('server error')).length);
+  });
+});
+
+describe('template describer on a Debian corpus project (isodate)', () => {
+  let out: string;
+
+  beforeAll(async () => {
+    const dir = tempDir('describe-isodate');
+    out = join(dir, 'out');
+    const manifest = join(dir, 'manifest.jsonl');
+    const p = CORPUS.isodate;
+    writeFileSync(manifest, `${JSON.stringify({ repo: join(inject('corpusRoot'), 'isodate'), env: { apt: p.apt, pytest_args: p.pytestArgs } })}\n`);
+    const res = await cli([
+      'run',
+      '--manifest',
+      manifest,
+      '--out',
+      out,
+      '--json',
+      '--stages',
+      'clone,build,validate,trace,describe,shard',
+      '--describe-share',
+      '1',
+      '--validate-runs',
+      '1',
+    ]);
+    if (res.code !== 0) console.error(res.stdout, res.stderr);
+    expect(res.code).toBe(0);
+  }, 1_500_000);
+
+  it("states each episode's final value as the CWM text of the trace has it, and keeps every description", async () => {
+    const rows = await descriptions(out);
+    expect(rows.length).toBeGreaterThan(20);
+    let returns = 0;
+    for (const r of rows) {
+      const where = `${r.node_id} #${r.episode_index} ${r.function}`;
+      expect(r.kept, where).toBe(true);
+      if (!r.trace_outcome.startsWith('returns ')) continue;
+      returns += 1;
+      // read apart from the frames: the last frame of the rendered text is the entry function's return
+      const tail = r.trace_text.slice(r.trace_text.lastIndexOf('<|return_sep|>'));
+      const last = /<\|arg_sep\|>([^]*)<\|frame_sep\|>$/.exec(tail);
+      const value = JSON.parse(last![1]) as string;
+      expect(r.trace_outcome, where).toBe(`returns ${value}`);
+      expect(r.text.endsWith(`Returns: \`${value}\``), where).toBe(true);
+    }
+    expect(returns).toBeGreaterThan(10);
+    // isodate's parsers raise ISO8601Error on bad input, and the tests check that they do
+    expect(rows.some((r) => /\nRaises: `ISO8601Error\(/.test(r.text))).toBe(true);
   });
 });
