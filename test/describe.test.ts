@@ -37,6 +37,10 @@ const descriptions = (out: string) =>
      join '${out}/dataset/traces/data/*.parquet' t using (unit_id, node_id, episode_index) where t.task_id is null order by unit_id, node_id, episode_index`,
   );
 
+/** `worldline run` on a manifest with every episode described (share 1). */
+const runDescribed = (manifest: string, out: string, ...args: string[]) =>
+  cli(['run', '--manifest', manifest, '--out', out, '--json', '--describe-share', '1', ...args]);
+
 type Frames = TraceRecord['frames'];
 const frame = (kind: string, depth: number, value: string | null = null): Frames[number] => ({
   kind,
@@ -88,8 +92,7 @@ describe('describe stage: template and model describers on the calc example', ()
   // The right answer for a trace text, from the template run's rows: its final outcome.
   const rightAnswer = new Map<string, string>();
   let templateRows = 0;
-  // every episode described (share 1)
-  const run = (...args: string[]) => cli(['run', '--manifest', manifest, '--out', out, '--json', '--describe-share', '1', ...args]);
+  const run = (...args: string[]) => runDescribed(manifest, out, ...args);
 
   beforeAll(async () => {
     dir = tempDir('describe');
@@ -210,20 +213,7 @@ describe('template describer on a Debian corpus project (isodate)', () => {
     const manifest = join(dir, 'manifest.jsonl');
     const p = CORPUS.isodate;
     writeFileSync(manifest, `${JSON.stringify({ repo: join(inject('corpusRoot'), 'isodate'), env: { apt: p.apt, pytest_args: p.pytestArgs } })}\n`);
-    const res = await cli([
-      'run',
-      '--manifest',
-      manifest,
-      '--out',
-      out,
-      '--json',
-      '--stages',
-      'clone,build,validate,trace,describe,shard',
-      '--describe-share',
-      '1',
-      '--validate-runs',
-      '1',
-    ]);
+    const res = await runDescribed(manifest, out, '--stages', 'clone,build,validate,trace,describe,shard', '--validate-runs', '1');
     if (res.code !== 0) console.error(res.stdout, res.stderr);
     expect(res.code).toBe(0);
   }, 1_500_000);
@@ -239,7 +229,7 @@ describe('template describer on a Debian corpus project (isodate)', () => {
       returns += 1;
       // read apart from the frames: the last frame of the rendered text is the entry function's return
       const tail = r.trace_text.slice(r.trace_text.lastIndexOf('<|return_sep|>'));
-      const last = /<\|arg_sep\|>([^]*)<\|frame_sep\|>$/.exec(tail);
+      const last = /<\|arg_sep\|>(.*)<\|frame_sep\|>$/s.exec(tail);
       const value = JSON.parse(last![1]) as string;
       expect(r.trace_outcome, where).toBe(`returns ${value}`);
       expect(r.text.endsWith(`Returns: \`${value}\``), where).toBe(true);
