@@ -28,7 +28,7 @@ describe('worldline audit on a generated dataset with known counts', () => {
   });
 
   it('counts every config', () => {
-    expect(r.configs).toEqual({ repos: 4, tests: 25, traces: 66, tasks: 100, trajectories: 130 });
+    expect(r.configs).toEqual({ repos: 4, tests: 25, traces: 66, tasks: 100, trajectories: 130, trace_descriptions: 0 });
   });
 
   it('reports the task and trajectory mix overall, per repository, operator and policy, against the target', () => {
@@ -226,6 +226,7 @@ describe('worldline audit on a generated dataset with known counts', () => {
       build: { ok: 3, failed: 1 },
       validate: { ok: 3, failed: 0 },
       trace: { ok: 3, failed: 0 },
+      describe: { ok: 0, failed: 0 },
       forage: { ok: 2, failed: 1 },
     });
     expect(r.run!.failures).toEqual([
@@ -261,8 +262,9 @@ describe('worldline audit on datasets without tasks', () => {
     for (const name of ['empty', 'repos-only']) {
       const dataset = join(dir, name, 'dataset');
       const r = await auditJson(dataset);
-      expect(r.configs).toEqual({ repos: 4, tests: 0, traces: 0, tasks: 0, trajectories: 0 });
+      expect(r.configs).toEqual({ repos: 4, tests: 0, traces: 0, tasks: 0, trajectories: 0, trace_descriptions: 0 });
       expect(r.mix.status).toBe('NO_TASKS');
+      expect(r.descriptions).toEqual({ described: 0, kept: 0, by_describer: [], rejected: [] });
       expect(r.mix.tasks).toEqual({ issue_fix: 0, mutation_fix: 0, total: 0, share: null, distance_points: null });
       expect(r.mix.by_repo).toEqual([]);
       expect(r.outcomes).toMatchObject({ trajectories: 0, resolved: 0, rate: null, by_kind: [], exit_status: [] });
