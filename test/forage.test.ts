@@ -77,28 +77,6 @@ describe('mutation-fix tasks on the real corpus', () => {
     }
   }, 900_000);
 
-  it('a grading run stopped by its earned budget is graded again under --suite-timeout: load never decides a grade', async () => {
-    const t = tasks[0];
-    const env = (suiteTimeoutS: number): GradeEnv => ({
-      options: { ...DEFAULTS, out, suiteTimeoutS },
-      srcLayout: false,
-      vars: {},
-      pytestArgs: [],
-      hasTimeoutPlugin: true,
-      work: join(out, 'work', 'grade-budget', String(suiteTimeoutS)),
-      // No pytest starts in a millisecond: this budget always stops the first run.
-      suiteBudgetS: 0.001,
-      timing: { gradingS: 0 },
-    });
-    const stopped = await gradeSubmission(t, t.patch, env(0.001));
-    expect(stopped.resolved).toBe(false);
-    expect(stopped.exit_code).toBe(124);
-    const regraded = env(DEFAULTS.suiteTimeoutS);
-    const gold = await gradeSubmission(t, t.patch, regraded);
-    expect(gold.resolved, JSON.stringify(gold.fail_to_pass)).toBe(true);
-    expect(regraded.timing!.gradingS).toBeGreaterThan(0);
-  }, 300_000);
-
   it('grading resolves none of the hostile submissions, nor a fix that breaks a PASS_TO_PASS test', async () => {
     // A task whose first failing test is a plain function, so that redefining it is easy.
     const plain = (id: string) => /^[^:]+::\w+$/.test(id);
