@@ -8,7 +8,7 @@
  * report it (300 instances in about 30 minutes on 16 cores, environments cached) for scale.
  *
  *   node dist/bench/throughput.js [--projects toolz,h11,isodate,hyperlink,simplejson]
- *     [--dir /tmp/worldline-bench-throughput] [--mutation-tries 20] [--cli dist/bin/worldline.js]
+ *     [--dir /tmp/worldline-bench-throughput] [--mutation-tries 20] [--mutations-per-unit 3] [--cli dist/bin/worldline.js]
  *
  * `--cli` runs another build of Worldline (e.g. the main branch's) on the same projects: before/after.
  */
@@ -26,6 +26,7 @@ const { values: args } = parseArgs({
     projects: { type: 'string', default: 'toolz,h11,isodate,hyperlink,simplejson' },
     dir: { type: 'string', default: '/tmp/worldline-bench-throughput' },
     'mutation-tries': { type: 'string', default: '20' },
+    'mutations-per-unit': { type: 'string', default: '3' },
     cli: { type: 'string', default: join(packageRoot, 'dist/bin/worldline.js') },
   },
 });
@@ -71,7 +72,7 @@ async function main(): Promise<void> {
   const manifest = join(dir, 'manifest.jsonl');
   writeFileSync(manifest, corpus.map((p) => JSON.stringify({ repo: p.path })).join('\n') + '\n');
   const out = join(dir, 'out');
-  const common = ['--manifest', manifest, '--out', out, '--mutation-tries', args['mutation-tries']];
+  const common = ['--manifest', manifest, '--out', out, '--mutation-tries', args['mutation-tries'], '--mutations-per-unit', args['mutations-per-unit']];
   const upToTrace = runCli(['run', '--stages', 'clone,build,validate,trace', ...common]);
   const forageAndShard = runCli(['run', '--stages', 'forage,shard', ...common]);
 

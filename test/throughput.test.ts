@@ -11,8 +11,11 @@ import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { packageRoot } from '../core/package.js';
 import { readRows } from '../datasets/reader.js';
+import { type GradeEnv, gradeSubmission } from '../pipeline/agent/grading.js';
 import type { LedgerEntry } from '../pipeline/runtime/ledger.js';
+import { DEFAULTS } from '../pipeline/runtime/options.js';
 import type { ForageRecord } from '../pipeline/runtime/records.js';
+import { TIMEOUT_EXIT } from '../pipeline/sandbox/suite_run.js';
 import type { TaskRecord } from '../schemas/tasks.js';
 import type { TraceRecord } from '../schemas/traces.js';
 import type { TrajectoryRecord } from '../schemas/trajectories.js';
@@ -145,14 +148,21 @@ describe('budgets earned from measurements', () => {
 });
 
 describe("the demo's history repository", () => {
-  it('gives an issue-fix task: mined, resolved by the oracle, traced before and after its fix', async () => {
+  let repo: string;
+  let out: string;
+  let res: CliResult;
+
+  beforeAll(async () => {
     const dir = tempDir('demo-history');
-    const repo = join(dir, 'ledger');
+    repo = join(dir, 'ledger');
     execFileSync('bash', [join(packageRoot, 'examples', 'make-history-repo.sh'), repo], { stdio: 'ignore' });
     const manifest = join(dir, 'manifest.jsonl');
     writeFileSync(manifest, JSON.stringify({ repo }) + '\n');
-    const out = join(dir, 'out');
-    const res = await cli(['run', '--manifest', manifest, '--out', out, '--validate-runs', '1', '--mutation-tries', '4', '--mutations-per-unit', '1']);
+    out = join(dir, 'out');
+    res = await cli(['run', '--manifest', manifest, '--out', out, '--validate-runs', '1', '--mutation-tries', '4', '--mutations-per-unit', '1']);
+  }, 900_000);
+
+  it('gives an issue-fix task: mined, resolved by the oracle, traced before and after its fix', async () => {
     expect(res.code, res.stderr).toBe(0);
     const fixCommit = execFileSync('git', ['-C', repo, 'log', '--format=%H', '--grep', '^Fix apply_discount'], { encoding: 'utf8' }).trim();
     // The history's one commit that changes code and tests together, and it is a bug fix.
@@ -169,5 +179,30 @@ describe("the demo's history repository", () => {
     const returned = (phase: string) => traces.filter((t) => t.phase === phase).flatMap((t) => t.frames.filter((f) => f.kind === 'return').map((f) => f.value));
     expect(returned('before')).toContain('100');
     expect(returned('after')).toContain('900');
-  }, 900_000);
+  });
+
+  it('a grading run stopped by its earned budget is graded again under --suite-timeout: load never decides a grade', async () => {
+    expect(res.code, res.stderr).toBe(0);
+    const task = (await rows<TaskRecord>(out, 'tasks'))[0];
+    const env = (suiteTimeoutS: number): GradeEnv => ({
+      options: { ...DEFAULTS, out, suiteTimeoutS },
+      srcLayout: false,
+      vars: {},
+      pytestArgs: [],
+      hasTimeoutPlugin: false,
+      work: join(out, 'work', 'grade-budget', String(suiteTimeoutS)),
+      // No pytest starts in a millisecond: this budget always stops the first run.
+      suiteBudgetS: 0.001,
+      timing: { gradingS: 0 },
+    });
+    // Where the budget is all there is, it stops the gold patch's run: unresolved, timed out.
+    const stopped = await gradeSubmission(task, task.patch, env(0.001));
+    expect(stopped.resolved).toBe(false);
+    expect(stopped.exit_code).toBe(TIMEOUT_EXIT);
+    // With --suite-timeout above it, the stopped run is graded again in a fresh container.
+    const regraded = env(DEFAULTS.suiteTimeoutS);
+    const gold = await gradeSubmission(task, task.patch, regraded);
+    expect(gold.resolved, JSON.stringify(gold.fail_to_pass)).toBe(true);
+    expect(regraded.timing!.gradingS).toBeGreaterThan(0);
+  }, 300_000);
 });
