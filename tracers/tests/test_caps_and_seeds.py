@@ -56,6 +56,27 @@ def test_caps_sample_reproducibly_and_bound_tests_and_units():
     assert (r1["sampled"], r2["sampled"], r3["sampled"]) == ("test_cap", "unit_cap", "unit_cap")
 
 
+def test_unit_caps_are_shared_so_every_test_keeps_an_episode():
+    eps = _episodes(50, 100)
+    # 40 episodes for 10 tests: the first two no longer take it all
+    unit = OutputCaps("s", test_episodes=30, unit_episodes=40, tests=10)
+    kept = [unit.keep("t::%d" % i, eps if i < 2 else eps[:3]) for i in range(10)]
+    counts = [len(k) for k, _ in kept]
+    assert min(counts) >= 1 and sum(counts) <= 40 and counts[0] == 4
+    assert kept[0][1]["sampled"] == "unit_cap"
+    # what a small test leaves flows on: 2 tests, the first makes 1 episode, the second may use 39
+    flow = OutputCaps("s", unit_episodes=40, tests=2)
+    assert len(flow.keep("t::a", eps[:1])[0]) == 1 and len(flow.keep("t::b", eps)[0]) == 39
+    # a byte share smaller than any episode still keeps one, within what the unit has left
+    same = eps[10:]  # all of one size
+    by_bytes = OutputCaps("s", unit_bytes=len(same[0]) * 3, tests=5)
+    counts = [len(by_bytes.keep("t::%d" % i, same)[0]) for i in range(5)]
+    assert counts == [1, 1, 1, 0, 0] and by_bytes.unit_bytes_left == 0
+    # the same cut on a rerun
+    again = OutputCaps("s", test_episodes=30, unit_episodes=40, tests=10)
+    assert [again.keep("t::%d" % i, eps if i < 2 else eps[:3]) for i in range(10)] == kept
+
+
 SUITE = {
     "lib.py": '''
         import random
@@ -138,9 +159,11 @@ def test_plugin_samples_over_its_caps_reproducibly_and_seeds_random(tmp_path):
     value = lambda recs: [ep["frames"][-1]["value"] for ep in recs["test_lib.py::test_draw"]["episodes"]
                           if ep["function"] == "draw"]
     assert value(a) == value(b) and value(a) != value(c) and value(a)
-    unit = _trace_suite(tmp_path / "u", SUITE, tmp_path / "u.jsonl", WORLDLINE_TRACE_MAX_UNIT_EPISODES="5")
-    assert sum(len(r["episodes"]) for r in unit.values()) == 5
-    assert "unit_cap" in {r["sampled"] for r in unit.values()}
+    # the unit's 4 episodes are shared over the 3 tests: the first (test_many) no longer takes them all
+    unit = _trace_suite(tmp_path / "u", SUITE, tmp_path / "u.jsonl", WORLDLINE_TRACE_MAX_UNIT_EPISODES="4")
+    assert sum(len(r["episodes"]) for r in unit.values()) <= 4
+    assert all(r["episodes"] for r in unit.values())
+    assert unit["test_lib.py::test_many"]["sampled"] == "unit_cap"
 
 
 @pytest.mark.skipif(importlib.util.find_spec("hypothesis") is None, reason="hypothesis is not installed")

@@ -169,3 +169,29 @@ def test_incremental_snapshot_matches_full_serialization(backend):
     assert ref.error is None and got.error is None
     assert len(got.events) > 100
     assert got.events == ref.events
+
+
+def test_tracer_value_fast_path_matches_the_serializer():
+    """Functions, classes and builtins are rendered from their C repr by the tracer's own fast
+    path: the same text as the Serializer's guarded path, a too-long repr still a marker."""
+    from worldline_tracer.tracer import _value_repr
+
+    def local_function():
+        return None
+
+    class Local(object):
+        pass
+
+    long_named = lambda: None  # noqa: E731
+    long_named.__qualname__ = "q" * 1200
+    odd_named = lambda: None  # noqa: E731
+    odd_named.__qualname__ = "stopped 12 at 0xdead"
+    cases = [local_function, Local, len, [].append, random.Random, Serializer, long_named, odd_named,
+             Local.__init__, values]
+    for caps in ({}, dict(max_repr=20)):
+        ref = Serializer(**caps)
+        value = _value_repr(Serializer(**caps))
+        for v in cases:
+            assert value(v) == ref(v), v
+    assert _value_repr(Serializer())(local_function).startswith("<function test_tracer_value_fast_path")
+    assert _value_repr(Serializer())(long_named) == "<function object>"

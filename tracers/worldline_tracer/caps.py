@@ -2,9 +2,13 @@
 
 Past a test's cap, the episodes kept are a seeded sample (``random.Random("SEED|nodeid|caps")``
 shuffles them; they are kept in that order while they fit, then written in trace order), so a
-rerun keeps the same ones. The unit's caps are a running budget over the run: each test may use
-what earlier tests left, so once a unit is full, later tests keep nothing (pytest's collection order
-is fixed, so which tests those are is reproducible too). Every test's line records what it built,
+rerun keeps the same ones. The unit's caps are a running budget shared across the run's tests: a
+test may use at most what is left divided by the tests still to come (itself included; ``tests``
+is the number collected), so what a small test leaves flows on to later ones and a large early test
+cannot starve them. Whenever the unit has any budget left, a test that built episodes keeps at
+least one (the first of its sample that fits), so every passing test stays in the data while the
+unit's caps allow it. Without ``tests`` (0), a test may use the whole remainder. pytest's
+collection order is fixed, so the cut is reproducible. Every test's line records what it built,
 what it kept, its bytes and why it was sampled.
 """
 import random
@@ -12,26 +16,25 @@ import random
 
 class OutputCaps(object):
     """``keep(nodeid, episodes)``: the episodes (JSON texts) one test may write, and what to record
-    of the cut. A cap of 0 or None is no cap."""
+    of the cut. A cap of 0 or None is no cap; ``tests`` (settable once collection is done) is how
+    many tests the run will write."""
 
-    def __init__(self, seed, test_episodes=None, test_bytes=None, unit_episodes=None, unit_bytes=None):
+    def __init__(self, seed, test_episodes=None, test_bytes=None, unit_episodes=None, unit_bytes=None,
+                 tests=0):
         self.seed = seed
         self.test_episodes = test_episodes or None
         self.test_bytes = test_bytes or None
         self.unit_episodes_left = unit_episodes or None
         self.unit_bytes_left = unit_bytes or None
+        self.tests = tests
+        self.seen = 0
 
     def keep(self, nodeid, episodes):
-        max_n, max_b, reason = self.test_episodes, self.test_bytes, "test_cap"
+        tests_left = max(1, self.tests - self.seen)
+        self.seen += 1
         unit_n, unit_b = self.unit_episodes_left, self.unit_bytes_left
-        if unit_n is not None and (max_n is None or unit_n < max_n):
-            max_n, reason_n = unit_n, "unit_cap"
-        else:
-            reason_n = "test_cap"
-        if unit_b is not None and (max_b is None or unit_b < max_b):
-            max_b, reason_b = unit_b, "unit_cap"
-        else:
-            reason_b = "test_cap"
+        max_n, reason_n = _tighter(self.test_episodes, None if unit_n is None else unit_n // tests_left)
+        max_b, reason_b = _tighter(self.test_bytes, None if unit_b is None else unit_b // tests_left)
         sizes = [len(ep) for ep in episodes]  # the texts are ASCII (JSON with ensure_ascii)
         total = sum(sizes)
         over_n = max_n is not None and len(episodes) > max_n
@@ -52,6 +55,16 @@ class OutputCaps(object):
                     continue
                 chosen.append(i)
                 used += sizes[i]
+            if not chosen:
+                # the unit's share was too small for any: one episode that fits the test's own
+                # caps and what the unit has left
+                room_b = _tighter(self.test_bytes, unit_b)[0]
+                if (self.test_episodes is None or self.test_episodes >= 1) and (unit_n is None or unit_n >= 1):
+                    for i in order:
+                        if room_b is None or sizes[i] <= room_b:
+                            chosen.append(i)
+                            used = sizes[i]
+                            break
             chosen.sort()
             kept = [episodes[i] for i in chosen]
         if unit_n is not None:
@@ -59,3 +72,10 @@ class OutputCaps(object):
         if unit_b is not None:
             self.unit_bytes_left = unit_b - used
         return kept, {"episodes_built": len(episodes), "episode_bytes": used, "sampled": reason}
+
+
+def _tighter(test_cap, unit_share):
+    """The tighter of a per-test cap and the test's share of the unit, and which one it is."""
+    if unit_share is not None and (test_cap is None or unit_share < test_cap):
+        return unit_share, "unit_cap"
+    return test_cap, "test_cap"

@@ -84,25 +84,72 @@ class _Frame(object):
         self.fields = fields
         kind = fields["kind"]
         self.is_line = kind == "line"
-        self.missing = not fields["source"]
+        source = fields["source"]
+        self.missing = not source
         sep = KIND_SEP[kind]
+        tail = None
         if "locals" in fields:
-            text = sep + locals_json(fields["locals"]) + ACTION_SEP + fields["source"] + FRAME_SEP
+            pairs = fields["locals"]
+            # each name and value is JSON-encoded once, for both the text's locals object and the
+            # frame's "locals" list (json.dumps would encode the frame again, in Python)
+            encoded = _encode_pairs(pairs)
+            if encoded is None:
+                obj = locals_json(pairs)
+            else:
+                obj = "{" + ", ".join([n + ": " + v for n, v in encoded]) + "}"
+                head = _head(fields, source)
+                if head is not None:
+                    tail = (head + ', "locals": [' + ", ".join(["[" + n + ", " + v + "]" for n, v in encoded])
+                            + '], "source": ' + _enc(source) + "}")
+            text = sep + obj + ACTION_SEP + source + FRAME_SEP
             seps = 3
         else:
             value = fields["value"]
-            text = (sep + ACTION_SEP + fields["source"] + ARG_SEP
-                    + (_enc(value) if type(value) is str else json.dumps(value)) + FRAME_SEP)
+            if type(value) is str:
+                value_json = _enc(value)
+                head = _head(fields, source)
+                if head is not None:
+                    tail = head + ', "source": ' + _enc(source) + ', "value": ' + value_json + "}"
+            else:
+                value_json = json.dumps(value)
+            text = sep + ACTION_SEP + source + ARG_SEP + value_json + FRAME_SEP
             seps = 4
         self.text = text
         self.text_json = _enc(text)[1:-1]
-        self.tail = json.dumps(fields, sort_keys=True)[1:]
+        # exactly json.dumps(fields, sort_keys=True) after its "{": built by hand when every field
+        # is of the types the frames hold (str, an int line), else by json
+        self.tail = tail if tail is not None else json.dumps(fields, sort_keys=True)[1:]
         self.clean = '<":' not in text and text.count("<|") == seps
 
     def has_token(self):
         f = self.fields
         return (has_special_token(f["source"]) or has_special_token(f.get("value", ""))
                 or any(has_special_token(n + v) for n, v in f.get("locals", ())))
+
+
+_KIND_JSON = {kind: _enc(kind) for kind in KIND_SEP}
+
+
+def _encode_pairs(pairs):
+    """[(name JSON, value JSON)] for locals [[name, repr], ...], or None when a name or value is not
+    a str or a name repeats (then json's own conversions and a dict's last-wins apply)."""
+    try:
+        encoded = [(_enc(n), _enc(v)) for n, v in pairs]
+    except TypeError:
+        return None
+    if len(dict(pairs)) != len(encoded):
+        return None
+    return encoded
+
+
+def _head(fields, source):
+    """The sorted keys before "locals"/"source" of a frame's JSON, or None when a field's type
+    needs json's own conversions."""
+    function = fields["function"]
+    line = fields["line"]
+    if type(function) is not str or type(line) is not int or type(source) is not str:
+        return None
+    return '"function": ' + _enc(function) + ', "kind": ' + _KIND_JSON[fields["kind"]] + ', "line": ' + repr(line)
 
 
 class _Cut(object):

@@ -21,7 +21,8 @@ and recorded in the line's "error". Environment variables (all optional):
   WORLDLINE_TRACE_MAX_TEST_EPISODES, WORLDLINE_TRACE_MAX_TEST_BYTES  caps per test (default 1000
                                   episodes, 8 MiB of episode JSON; 0: none); past them a seeded sample
   WORLDLINE_TRACE_MAX_UNIT_EPISODES, WORLDLINE_TRACE_MAX_UNIT_BYTES  caps on the whole run (default
-                                  50000 episodes, 256 MiB; 0: none); see caps.py
+                                  50000 episodes, 256 MiB; 0: none), shared out over the tests
+                                  still to run so each keeps at least one episode; see caps.py
   WORLDLINE_TRACE_BUDGETS         JSON file {nodeid: {"seconds": s, "stop_at_cap": bool}}: a listed
                                   test's call is stopped after s seconds, or as soon as its trace stops
                                   growing at a cap (events, or a call's lines) when stop_at_cap (a test
@@ -106,6 +107,12 @@ def pytest_configure(config):
     if budgets:
         with open(budgets) as f:
             _state["budgets"] = json.load(f)
+
+
+def pytest_collection_finish(session):
+    # the unit's caps are shared out over the tests still to run (caps.py)
+    if _state["caps"] is not None:
+        _state["caps"].tests = len(session.items)
 
 
 def _seed_hypothesis():

@@ -26,7 +26,7 @@ import traceback
 from itertools import compress, count, islice
 from operator import is_not, or_
 
-from .serialize import Serializer, deep_overflow
+from .serialize import _ADDR, Serializer, deep_overflow
 from .source import SourceIndex
 
 _GEN_FLAGS = 0x20 | 0x80 | 0x200  # CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR
@@ -134,6 +134,11 @@ def _as_dict(rec):
     return ev
 
 
+# Exact types whose builtin repr is C code reading only the object's own name fields (functions,
+# classes of the plain metaclass, builtins), so it cannot run user code.
+_C_REPR = frozenset({type(_excluded_prefixes), type, type(len)})
+
+
 def _value_repr(ser):
     """``ser(value)``, with the commonest exact types inlined (the same text ``Serializer`` gives);
     a custom serializer sees every value."""
@@ -141,6 +146,8 @@ def _value_repr(ser):
         return ser
     int_lim = 1 << ser._max_int_bits
     max_str = ser.max_str
+    max_repr = ser.max_repr
+    bad = ser.bad_classes
     fast = (float, bool, type(None))
 
     def value(v):
@@ -151,6 +158,12 @@ def _value_repr(ser):
             return repr(v) if len(v) <= max_str else ser(v)
         if t in fast:
             return repr(v)
+        if t in _C_REPR and t not in bad:
+            # Serializer._other's text without its guard: these reprs are C code that cannot fail
+            # or run long; any text the guard would change goes the whole way
+            text = repr(v)
+            if len(text) <= max_repr and "ed " not in text:
+                return _ADDR.sub("", text) if " at 0x" in text else text
         return ser(v)
 
     return value
