@@ -9,6 +9,7 @@ import { hostname } from 'node:os';
 import type { Readable } from 'node:stream';
 import Docker from 'dockerode';
 import { alive } from '../../core/lock.js';
+import { JOB_LABEL } from '../runtime/job_scope.js';
 
 let client: Docker | undefined;
 
@@ -168,6 +169,19 @@ export async function imagesLabelled(label: string, since = 0): Promise<string[]
  * clean up) leaves containers the next run on this host can recognise as orphans.
  */
 export const OWNER_LABEL = { 'worldline.owner': `${hostname()}:${process.pid}` };
+
+/** Removes the containers of one queue job (`runtime/job_scope.ts`), running or not; returns how many went. */
+export async function removeJobContainers(jobId: string): Promise<number> {
+  let removed = 0;
+  for (const c of await docker().listContainers({ all: true, filters: { label: [`${JOB_LABEL}=${jobId}`] } })) {
+    await docker()
+      .getContainer(c.Id)
+      .remove({ force: true })
+      .then(() => removed++)
+      .catch(() => undefined);
+  }
+  return removed;
+}
 
 /**
  * Removes the containers of dead Worldline processes on this host (a killed run's orphans, which
