@@ -12,6 +12,16 @@ import { packageRoot } from '../core/package.js';
 import { shQuote } from '../core/shell.js';
 import { cli, gitRepo, tempDir } from './helpers.js';
 
+/** What a terminal showed while `worldline ARGS` ran: `script` gives the command a pseudo-terminal. */
+function onTerminal(args: string[]): string {
+  const cmd = [process.execPath, join(packageRoot, 'dist/bin/worldline.js'), ...args];
+  try {
+    return execFileSync('script', ['-qec', cmd.map(shQuote).join(' '), '/dev/null'], { encoding: 'utf8', env: { ...process.env, COLUMNS: '160' } });
+  } catch (e) {
+    return (e as { stdout: string }).stdout;
+  }
+}
+
 describe('run progress', () => {
   let manifest: string;
   let dir: string;
@@ -46,14 +56,7 @@ describe('run progress', () => {
   });
 
   it('on a terminal: live bars per stage and a line per slot', () => {
-    const cmd = [process.execPath, join(packageRoot, 'dist/bin/worldline.js'), 'run', '--manifest', manifest, '--out', join(dir, 'tty'), '--stages', 'clone'];
-    // script gives the command a pseudo-terminal; its output is what the terminal showed.
-    let shown = '';
-    try {
-      shown = execFileSync('script', ['-qec', cmd.map(shQuote).join(' '), '/dev/null'], { encoding: 'utf8', env: { ...process.env, COLUMNS: '120' } });
-    } catch (e) {
-      shown = (e as { stdout: string }).stdout;
-    }
+    const shown = onTerminal(['run', '--manifest', manifest, '--out', join(dir, 'tty'), '--stages', 'clone']);
     expect(shown).toMatch(/clone {4}[█░]+ 4\/4 units \| ETA/);
     expect(shown).toMatch(/slot 0: \S+ clone/);
     expect(shown).not.toContain('"event"');
@@ -89,24 +92,7 @@ describe('progress inside a long stage', () => {
   }, 900_000);
 
   it('on a terminal: the slot line shows n of N tests', () => {
-    const out = join(dir, 'tty');
-    const cmd = [
-      process.execPath,
-      join(packageRoot, 'dist/bin/worldline.js'),
-      'run',
-      '--manifest',
-      manifest,
-      '--out',
-      out,
-      '--stages',
-      'clone,build,validate,trace',
-    ];
-    let shown = '';
-    try {
-      shown = execFileSync('script', ['-qec', cmd.map(shQuote).join(' '), '/dev/null'], { encoding: 'utf8', env: { ...process.env, COLUMNS: '160' } });
-    } catch (e) {
-      shown = (e as { stdout: string }).stdout;
-    }
+    const shown = onTerminal(['run', '--manifest', manifest, '--out', join(dir, 'tty'), '--stages', 'clone,build,validate,trace']);
     expect(shown).toMatch(/slot 0: \S+ trace \d of 3 tests/);
     expect(shown).toContain('1 of 1 units ok');
   }, 900_000);
