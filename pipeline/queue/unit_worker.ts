@@ -72,13 +72,14 @@ export interface WorkerTotals {
 
 class JobTimedOut extends Error {}
 
-/** `work` raced against `seconds` (0: none); at the timeout `onTimeout` runs before the rejection. */
-function withTimeout<T>(work: Promise<T>, seconds: number, reason: () => string, onTimeout: () => Promise<void>): Promise<T> {
+/** `work` raced against `seconds` (0: none); at the timeout the race is lost first, then `onTimeout` runs. */
+function withTimeout<T>(work: Promise<T>, seconds: number, reason: () => string, onTimeout: () => void): Promise<T> {
   if (!seconds) return work;
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {
-      onTimeout().finally(() => reject(new JobTimedOut(reason())));
+      reject(new JobTimedOut(reason()));
+      onTimeout();
     }, seconds * 1000);
   });
   return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
@@ -113,11 +114,13 @@ export async function runWorker(o: WorkerOptions, log: (m: string) => void, prog
       const started = Date.now();
       let current: StageName = stages[0];
       const scope: JobScope = { id: `${unit.id}#${job.attemptsMade}`, cancelled: false };
-      const cancel = async () => {
+      // Cancelled before its containers go: the stage they were running must not record their end.
+      const cancel = () => {
         scope.cancelled = true;
         if (o.handler) return; // a stand-in without Docker has no containers
-        const removed = await removeJobContainers(scope.id).catch(() => 0);
-        log(`${unit.id}: timed out in ${current}; removed ${removed} container(s) of job ${scope.id}`);
+        void removeJobContainers(scope.id)
+          .catch(() => 0)
+          .then((removed) => log(`${unit.id}: timed out in ${current}; removed ${removed} container(s) of job ${scope.id}`));
       };
       try {
         const summary = await withTimeout(

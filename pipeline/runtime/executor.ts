@@ -109,7 +109,7 @@ export async function runUnit(
         result = { status: 'failed', reason: `internal error in ${stage.name}: ${(e as Error).stack?.split('\n').slice(0, 3).join(' ') ?? e}`, record: null };
     }
     // A job abandoned at its timeout (its containers removed under it) records nothing: its retry does.
-    if (jobCancelled()) return { ...summary, status: 'failed', reason: `${stage.name}: job cancelled` };
+    if (jobCancelled()) return { ...summary, status: 'failed', reason: 'job cancelled' };
     summary.ran.push(stage.name);
     ledger.put({
       stage: stage.name,
