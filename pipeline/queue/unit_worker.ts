@@ -102,6 +102,8 @@ export async function runWorker(o: WorkerOptions, log: (m: string) => void, prog
   const handler = o.handler ?? stagesHandler(new Ledger(o.out), budget);
   const me = `${hostname()}:${process.pid}`;
   const totals: WorkerTotals = { done: 0, retried: 0, dead: 0 };
+  // Removals of timed-out jobs' containers: the worker does not exit before they are done.
+  const removals = new Set<Promise<void>>();
   // Slots name what each concurrent job is doing on a progress display.
   const slots = new Array<string | null>(o.concurrency).fill(null);
 
@@ -118,9 +120,11 @@ export async function runWorker(o: WorkerOptions, log: (m: string) => void, prog
       const cancel = () => {
         scope.cancelled = true;
         if (o.handler) return; // a stand-in without Docker has no containers
-        void removeJobContainers(scope.id)
+        const removal = removeJobContainers(scope.id)
           .catch(() => 0)
           .then((removed) => log(`${unit.id}: timed out in ${current}; removed ${removed} container(s) of job ${scope.id}`));
+        removals.add(removal);
+        void removal.finally(() => removals.delete(removal));
       };
       try {
         const summary = await withTimeout(
@@ -191,6 +195,7 @@ export async function runWorker(o: WorkerOptions, log: (m: string) => void, prog
   }
   await queue.close();
   await closed;
+  await Promise.all(removals);
   process.off('SIGTERM', stop);
   process.off('SIGINT', stop);
   progress?.end();
