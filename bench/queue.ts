@@ -1,7 +1,7 @@
 /**
  * `npm run bench:queue`: the queue's own cost, without Docker.
  *
- *   node dist/bench/queue.js [--units 21000] [--procs 1,2,4,8] [--slots 8] [--scale 0.1] [--seed 1]
+ *   node dist/bench/queue.js [--units 21000] [--procs 1,2,4,8] [--slots 8] [--scale 0.1] [--seed 1] [--jobs unit|stage]
  *
  * 1. `--units` simulated units (a generated manifest) go through `enqueueManifest` and the real
  *    worker (`runWorker`, BullMQ, a local redis-server with append-only persistence) in 1, 2, 4, 8
@@ -11,6 +11,9 @@
  *    pessimistic). Printed: jobs/s, efficiency (the sleep time divided by wall x slots), the
  *    scheduling overhead per job (wall x slots - sleep, per job), scaling against linear from one
  *    process, and Redis memory per queued job (used_memory before and after the enqueue).
+ *    `--jobs stage`: the same units as one job per (unit, stage), 4 stages, each job a quarter of a
+ *    unit's sleep (jobs with no ordering between a unit's stages: the most a per-stage split could
+ *    balance), to weigh the extra scheduling of 4x the jobs against what it balances.
  * 2. The ledger at corpus size: 5 stages x `--units` entries, then `status` (readStatus) and a
  *    no-op rerun through the real executor (runStages; every stage answered from the ledger).
  */
@@ -43,9 +46,13 @@ const arg = (name: string, fallback: string) => {
 const sleepMs = (seed: string, unitId: string, scale: number) =>
   (50 + (createHash('sha256').update(`${seed}:${unitId}`).digest().readUInt32BE(0) % 451)) * scale;
 
+const BENCH_STAGES = ['clone', 'build', 'validate', 'trace'] as const;
+/** Jobs per unit, or per (unit, stage): then a job is a quarter of a unit's sleep. */
+const perJob = (jobs: string) => (jobs === 'stage' ? 1 / BENCH_STAGES.length : 1);
+
 /** Child mode: one worker process draining the queue with a sleeping handler; prints its figures. */
 async function workerProcess(): Promise<void> {
-  const scale = Number(arg('scale', '0.1'));
+  const scale = Number(arg('scale', '0.1')) * perJob(arg('jobs', 'unit'));
   const seed = arg('seed', '1');
   let first = Infinity;
   let last = 0;
@@ -80,13 +87,21 @@ function spawnWorker(args: string[]): Promise<{ done: number; first: number; las
   });
 }
 
-async function queueBench(dir: string, units: number, procsList: number[], slots: number, scale: number, seed: string): Promise<void> {
+async function queueBench(dir: string, units: number, procsList: number[], slots: number, scale: number, seed: string, jobs: string): Promise<void> {
   const redis = await RedisServer.start(mkdtempSync(join(dir, 'redis-')));
   try {
     const manifest = join(dir, 'manifest.jsonl');
     writeFileSync(manifest, Array.from({ length: units }, (_, i) => JSON.stringify({ repo: `/bench/units/u${i}` })).join('\n') + '\n');
-    const ids = readManifest(manifest).units.map((u) => u.id);
-    const sleepTotal = ids.reduce((s, id) => s + sleepMs(seed, id, scale), 0);
+    // Per (unit, stage): a manifest line per pair, so each is its own job.
+    const jobManifest = join(dir, `jobs-${jobs}.jsonl`);
+    const parts = jobs === 'stage' ? BENCH_STAGES.map((s) => `/${s}`) : [''];
+    writeFileSync(
+      jobManifest,
+      Array.from({ length: units }, (_, i) => parts.map((p) => JSON.stringify({ repo: `/bench/units/u${i}${p}` })).join('\n')).join('\n') + '\n',
+    );
+    const ids = readManifest(jobManifest).units.map((u) => u.id);
+    const jobScale = scale * perJob(jobs);
+    const sleepTotal = ids.reduce((s, id) => s + sleepMs(seed, id, jobScale), 0);
     const rows: (string | number)[][] = [];
     let base = 0;
     let perJobBytes = 0;
@@ -96,7 +111,7 @@ async function queueBench(dir: string, units: number, procsList: number[], slots
       const before = redis.usedMemory();
       const t0 = Date.now();
       const report = await enqueueManifest(
-        manifest,
+        jobManifest,
         ['clone', 'build', 'validate', 'trace'],
         { ...DEFAULTS, out: join(dir, 'out') },
         { redis: redis.url, name, retry: { attempts: 3, backoffMs: 1000 }, timeoutS: 0 },
@@ -108,33 +123,50 @@ async function queueBench(dir: string, units: number, procsList: number[], slots
       }
       const results = await Promise.all(
         Array.from({ length: procs }, () =>
-          spawnWorker(['--redis', redis.url, '--queue', name, '--out', join(dir, 'out'), '--slots', String(slots), '--scale', String(scale), '--seed', seed]),
+          spawnWorker([
+            '--redis',
+            redis.url,
+            '--queue',
+            name,
+            '--out',
+            join(dir, 'out'),
+            '--slots',
+            String(slots),
+            '--scale',
+            String(scale),
+            '--seed',
+            seed,
+            '--jobs',
+            jobs,
+          ]),
         ),
       );
       const done = results.reduce((s, r) => s + r.done, 0);
-      if (done !== units) throw new Error(`${procs} process(es) completed ${done} of ${units} jobs`);
+      if (done !== ids.length) throw new Error(`${procs} process(es) completed ${done} of ${ids.length} jobs`);
       const wall = Math.max(...results.map((r) => r.last)) - Math.min(...results.map((r) => r.first));
-      const rate = (units / wall) * 1000;
+      const rate = (ids.length / wall) * 1000;
       if (procs === procsList[0]) base = rate / procs;
-      const overhead = (wall * procs * slots - sleepTotal) / units;
+      const overhead = (wall * procs * slots - sleepTotal) / ids.length;
       rows.push([
         procs,
         procs * slots,
         (wall / 1000).toFixed(1),
         rate.toFixed(0),
+        ((units / wall) * 1000).toFixed(0),
         `${((sleepTotal / (wall * procs * slots)) * 100).toFixed(0)}%`,
         overhead.toFixed(2),
         `${((rate / (base * procs)) * 100).toFixed(0)}%`,
       ]);
     }
     process.stdout.write(
-      `${units} simulated units, handler sleeps a seeded 50-500 ms x ${scale} (mean ${(sleepTotal / units).toFixed(1)} ms), ${slots} concurrent jobs per worker process\n`,
+      `${units} simulated units as ${ids.length} jobs (per ${jobs}), handler sleeps a seeded 50-500 ms x ${jobScale} (mean ${(sleepTotal / ids.length).toFixed(1)} ms), ${slots} concurrent jobs per worker process\n`,
     );
     process.stdout.write(
-      table([['worker processes', 'slots', 'wall s', 'jobs/s', 'efficiency (sleep / wall x slots)', 'overhead ms/job/slot', 'of linear'], ...rows]) + '\n',
+      table([['worker processes', 'slots', 'wall s', 'jobs/s', 'units/s', 'efficiency (sleep / wall x slots)', 'overhead ms/job/slot', 'of linear'], ...rows]) +
+        '\n',
     );
     process.stdout.write(
-      `enqueue: ${units} jobs in ${enqueueS.toFixed(1)} s (${(units / enqueueS).toFixed(0)} jobs/s); Redis memory per queued job: ${(perJobBytes / 1024).toFixed(2)} KiB\n\n`,
+      `enqueue: ${ids.length} jobs in ${enqueueS.toFixed(1)} s (${(ids.length / enqueueS).toFixed(0)} jobs/s); Redis memory per queued job: ${(perJobBytes / 1024).toFixed(2)} KiB\n\n`,
     );
   } finally {
     await redis.stop();
@@ -190,7 +222,17 @@ if (process.argv.includes('--worker')) {
   const units = Number(arg('units', '21000'));
   const dir = mkdtempSync(join(tmpdir(), 'worldline-bench-queue-'));
   try {
-    await queueBench(dir, units, arg('procs', '1,2,4,8').split(',').map(Number), Number(arg('slots', '8')), Number(arg('scale', '0.1')), arg('seed', '1'));
+    const jobs = arg('jobs', 'unit');
+    if (jobs !== 'unit' && jobs !== 'stage') throw new Error(`--jobs is unit or stage, not ${jobs}`);
+    await queueBench(
+      dir,
+      units,
+      arg('procs', '1,2,4,8').split(',').map(Number),
+      Number(arg('slots', '8')),
+      Number(arg('scale', '0.1')),
+      arg('seed', '1'),
+      jobs,
+    );
     await ledgerBench(dir, units);
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -5,6 +5,7 @@
  * (.ci/run installs Debian's).
  */
 
+import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
@@ -90,14 +91,18 @@ describe('the queue: workers as processes on one Redis', () => {
 
   /**
    * Equal to the single-process run: every config's row set, timing columns left out, and for
-   * traces the frames' values too: the tracer turns a repr slower than 50 ms into a class marker
-   * (tracers/worldline_tracer/serialize.py), so on a loaded machine two trace runs of one suite
-   * can differ in those values (seen here: `<h11._readers.ChunkedReader object>` against
-   * `<ChunkedReader object>`), and with them the text's token count and the episode bytes per test
-   * and per unit. Episodes, their frame and event counts and every other column must match.
+   * traces the frames' values and what derives from them (text, its tokens, episode bytes). The
+   * host name is fixed and reprs no longer depend on load (no test hit the tracer's wall-time
+   * safety net in either run: checked), but the corpus's own values still differ between any two
+   * runs, single-process or not (measured on this test's outputs, 2026-12-01): `str()` of functions
+   * with their addresses and `hash()` of objects (toolz, 2,904 of 12,666 rows), ephemeral ports in
+   * socket reprs and the wall-clock HTTP Date header (h11, 18 of 17,588 rows). So the traces shards
+   * are not byte-identical; episodes, their functions, lines, frame and event counts and every other
+   * column must match.
    */
   const expectSameDataset = async (out: string) => {
     expect(configRows(out)).toEqual(configRows(ref));
+    for (const o of [out, ref]) for (const t of ledgerRecords(o, 'trace')) expect(t.slow_repr_tests).toBe(0);
     const traceValues = ['frames', 'text', 'text_tokens', 'test_episode_bytes'];
     expect(await rowSet(out, 'traces', traceValues)).toEqual(await rowSet(ref, 'traces', traceValues));
     const repoValues = ['build_seconds', 'validate_seconds', 'trace_episode_bytes'];
@@ -106,6 +111,11 @@ describe('the queue: workers as processes on one Redis', () => {
     const v = await cli(['verify', join(out, 'dataset')]);
     expect(v.code).toBe(0);
   };
+
+  const ledgerRecords = (out: string, stage: string) =>
+    readdirSync(join(out, 'ledger', stage))
+      .filter((n) => n.endsWith('.json'))
+      .map((n) => (JSON.parse(readFileSync(join(out, 'ledger', stage, n), 'utf8')) as { record: { slow_repr_tests: number } }).record);
 
   /** One ledger entry per (stage, unit), all ok: nothing lost, nothing left half-done. */
   const expectLedgerComplete = (out: string) => {
@@ -207,6 +217,50 @@ describe('the queue: workers as processes on one Redis', () => {
     const text = await cli(['status', '--out', out, ...q]);
     expect(finished(text)).toMatch(/dead letters:\n {2}\S+ {2}after 3 attempt\(s\) {2}clone: /);
   }, 300_000);
+
+  it('--job-timeout cancels the job: its containers (labelled with the job) are removed, it starts no more and records nothing', async () => {
+    // A suite that sleeps far past the job's timeout (and within its own suite timeout).
+    const repo = gitRepo(tempDir('sleeps'), { 'm.py': 'x = 1\n', 'test_m.py': 'import time\n\ndef test_sleeps():\n    time.sleep(900)\n' });
+    const m = join(repo, '..', 'sleeps.jsonl');
+    writeFileSync(m, JSON.stringify({ repo }) + '\n');
+    const out = join(dir, 'timeout');
+    const q = ['--redis', redis.url, '--queue', 'timeout'];
+    finished(await cli(['enqueue', '--manifest', m, '--out', out, '--stages', 'clone,build,validate', '--attempts', '1', '--job-timeout', '90', ...q]));
+    const worker = cliProcess(['worker', '--out', out, ...q, '--exit-when-drained', '--json']);
+    // The job's containers, by their job label (`unit#attempt`), while the worker runs.
+    const jobContainers = () =>
+      execFileSync('docker', ['ps', '-a', '--filter', 'label=worldline.job', '--format', '{{.Label "worldline.job"}} {{.Label "worldline.stage"}}'], {
+        encoding: 'utf8',
+      })
+        .split('\n')
+        .filter(Boolean);
+    const seen = new Set<string>();
+    let result: CliResult | null = null;
+    void worker.done.then((r) => {
+      result = r;
+    });
+    while (!result) {
+      for (const l of jobContainers()) seen.add(l);
+      await sleep(1000);
+    }
+    expect(JSON.parse(finished(result))).toEqual({ done: 0, retried: 0, dead: 1 });
+    const s = JSON.parse(finished(await cli(['status', '--out', out, ...q, '--json']))) as {
+      queue: { dead_letters: { unit_id: string; reason: string }[] };
+    };
+    const [dead] = s.queue.dead_letters;
+    expect(dead.reason).toMatch(/job timed out after 90 s/);
+    // It had containers running under its label when it timed out (validate's, or a slow build's)...
+    const ours = [...seen].filter((l) => l.startsWith(`${dead.unit_id}#0`));
+    expect(ours.length).toBeGreaterThan(0);
+    const stage = /timed out in (\w+); removed [1-9]\d* container\(s\) of job/.exec(worker.output().stderr)?.[1];
+    expect(stage).toMatch(/^(build|validate)$/);
+    // ...and none is left, now or a little later (the abandoned stage starts no new one).
+    await sleep(5000);
+    expect(jobContainers().filter((l) => l.startsWith(`${dead.unit_id}#0`))).toEqual([]);
+    // The stage it was in recorded nothing: the retry (or a rerun) runs it again.
+    const ledger = join(out, 'ledger', stage!);
+    expect(existsSync(ledger) ? readdirSync(ledger).filter((n) => n.endsWith('.json')) : []).toEqual([]);
+  }, 900_000);
 
   it('static ranks do not write the dataset unless told to (--shard)', async () => {
     const rank = (out: string, extra: string[]) =>

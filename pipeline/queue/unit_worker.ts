@@ -10,16 +10,18 @@
  * - A failed unit: the attempt throws with the stage's reason; BullMQ retries it with exponential
  *   backoff (the retry runs the failed stage again) and after the last attempt keeps it in its
  *   failed set with the reason: the dead letters `status` lists.
- * - A timed-out attempt fails like any other, but its stage is not interrupted (stages have their
- *   own container timeouts): it finishes in the background and writes the same bytes.
+ * - A timed-out attempt fails like any other. Its job is cancelled (runtime/job_scope.ts): its
+ *   containers, labelled with the job, are removed; it can start no new ones; and the stage it
+ *   was in records nothing in the ledger, so the retry runs that stage again.
  */
 import { hostname } from 'node:os';
 import { Queue, Worker } from 'bullmq';
 import { unitStages } from '../run.js';
 import { removeWorkFolders, runUnit, type UnitSummary } from '../runtime/executor.js';
+import { inJob, type JobScope, jobCancelled } from '../runtime/job_scope.js';
 import { Ledger, type StageName } from '../runtime/ledger.js';
-import type { Progress } from '../runtime/progress.js';
-import { assertDockerUp, removeOrphanContainers } from '../sandbox/engine.js';
+import type { Progress, StepsEvent } from '../runtime/progress.js';
+import { assertDockerUp, removeJobContainers, removeOrphanContainers } from '../sandbox/engine.js';
 import { ImageBudget } from '../sandbox/image_budget.js';
 import { redisConnection } from './connection.js';
 import { stageOfReason, type UnitJobData, type UnitJobProgress, type UnitJobResult } from './unit_job.js';
@@ -46,14 +48,16 @@ export type UnitHandler = (
   attempt: number,
   log: (m: string) => void,
   onStage: (stage: StageName) => void,
+  onSteps: (steps: StepsEvent) => void,
 ) => Promise<UnitSummary>;
 
 /** The stages through the executor, against this host's Docker; then the unit's scratch and, over budget, images go. */
 function stagesHandler(ledger: Ledger, budget: ImageBudget | null): UnitHandler {
-  return async (data, out, attempt, log, onStage) => {
+  return async (data, out, attempt, log, onStage, onSteps) => {
     // A retry runs the failed stage again; a first attempt keeps the ledger's answer (its own --retry-failed).
     const options = { ...data.options, out, retryFailed: data.options.retryFailed || attempt > 0 };
-    const summary = await runUnit(data.unit, unitStages(data.stages), options, ledger, log, onStage);
+    const summary = await runUnit(data.unit, unitStages(data.stages), options, ledger, log, onStage, onSteps);
+    if (jobCancelled()) return summary; // timed out: the retry owns the unit's folders now
     removeWorkFolders(out, data.unit.id);
     await budget?.unitDone(ledger, data.unit.id);
     return summary;
@@ -68,11 +72,15 @@ export interface WorkerTotals {
 
 class JobTimedOut extends Error {}
 
-function withTimeout<T>(work: Promise<T>, seconds: number, reason: () => string): Promise<T> {
+/** `work` raced against `seconds` (0: none); at the timeout the race is lost first, then `onTimeout` runs. */
+function withTimeout<T>(work: Promise<T>, seconds: number, reason: () => string, onTimeout: () => void): Promise<T> {
   if (!seconds) return work;
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new JobTimedOut(reason())), seconds * 1000);
+    timer = setTimeout(() => {
+      reject(new JobTimedOut(reason()));
+      onTimeout();
+    }, seconds * 1000);
   });
   return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
 }
@@ -94,6 +102,8 @@ export async function runWorker(o: WorkerOptions, log: (m: string) => void, prog
   const handler = o.handler ?? stagesHandler(new Ledger(o.out), budget);
   const me = `${hostname()}:${process.pid}`;
   const totals: WorkerTotals = { done: 0, retried: 0, dead: 0 };
+  // Removals of timed-out jobs' containers: the worker does not exit before they are done.
+  const removals = new Set<Promise<void>>();
   // Slots name what each concurrent job is doing on a progress display.
   const slots = new Array<string | null>(o.concurrency).fill(null);
 
@@ -105,15 +115,36 @@ export async function runWorker(o: WorkerOptions, log: (m: string) => void, prog
       slots[slot] = unit.id;
       const started = Date.now();
       let current: StageName = stages[0];
+      const scope: JobScope = { id: `${unit.id}#${job.attemptsMade}`, cancelled: false };
+      // Cancelled before its containers go: the stage they were running must not record their end.
+      const cancel = () => {
+        scope.cancelled = true;
+        if (o.handler) return; // a stand-in without Docker has no containers
+        const removal = removeJobContainers(scope.id)
+          .catch(() => 0)
+          .then((removed) => log(`${unit.id}: timed out in ${current}; removed ${removed} container(s) of job ${scope.id}`));
+        removals.add(removal);
+        void removal.finally(() => removals.delete(removal));
+      };
       try {
         const summary = await withTimeout(
-          handler(job.data, o.out, job.attemptsMade, log, (stage) => {
-            current = stage;
-            job.updateProgress({ stage } satisfies UnitJobProgress).catch(() => undefined);
-            progress?.event({ event: 'stage', unit_id: unit.id, stage, slot });
-          }),
+          inJob(scope, () =>
+            handler(
+              job.data,
+              o.out,
+              job.attemptsMade,
+              log,
+              (stage) => {
+                current = stage;
+                job.updateProgress({ stage } satisfies UnitJobProgress).catch(() => undefined);
+                progress?.event({ event: 'stage', unit_id: unit.id, stage, slot });
+              },
+              (steps) => progress?.event({ event: 'steps', unit_id: unit.id, slot, ...steps }),
+            ),
+          ),
           timeoutS,
           () => `${current}: job timed out after ${timeoutS} s`,
+          cancel,
         );
         if (summary.status === 'failed') throw new Error(`${summary.stage}: ${summary.reason}`);
         progress?.event({ event: 'unit', unit_id: unit.id, status: 'ok', stage: summary.stage, reason: null, seconds: (Date.now() - started) / 1000 });
@@ -164,6 +195,7 @@ export async function runWorker(o: WorkerOptions, log: (m: string) => void, prog
   }
   await queue.close();
   await closed;
+  await Promise.all(removals);
   process.off('SIGTERM', stop);
   process.off('SIGINT', stop);
   progress?.end();

@@ -7,11 +7,12 @@
 import { rmSync } from 'node:fs';
 import { hashOf } from '../../core/hashing.js';
 import { BudgetSpent, checkBudget } from './budgets.js';
+import { jobCancelled } from './job_scope.js';
 import { outLayout, WORK_KINDS } from './layout.js';
 import { Ledger, type StageName } from './ledger.js';
 import type { Unit } from './manifest.js';
 import type { PipelineOptions } from './options.js';
-import type { ProgressEvent } from './progress.js';
+import type { ProgressEvent, StepsEvent } from './progress.js';
 import { PrerequisiteMissing, type Stage, type StageContext, type StageResult, UnitFailure } from './stage.js';
 
 export interface UnitSummary {
@@ -47,7 +48,8 @@ export async function mapLimit<T, R>(items: T[], limit: number, fn: (item: T, sl
 
 /**
  * One unit through `stages`: what the local executor runs per unit and what a queue worker runs per
- * job. `onStage` hears each stage as it starts (progress and queue status).
+ * job. `onStage` hears each stage as it starts (progress and queue status), `onSteps` how far a
+ * long stage is inside (tests or tasks done of all).
  */
 export async function runUnit(
   unit: Unit,
@@ -56,10 +58,14 @@ export async function runUnit(
   ledger: Ledger,
   log: (m: string) => void,
   onStage: (stage: StageName) => void = () => undefined,
+  onSteps: (steps: StepsEvent) => void = () => undefined,
 ): Promise<UnitSummary> {
   const summary: UnitSummary = { unit, status: 'ok', stage: null, reason: null, ran: [] };
   const deadline = options.unitBudgetS ? Date.now() + options.unitBudgetS * 1000 : null;
-  const ctx: StageContext = { unit, options, ledger, log, deadline };
+  const steps = (done: number, total: number, of: 'tests' | 'tasks') => {
+    if (summary.stage) onSteps({ stage: summary.stage, done, total, of });
+  };
+  const ctx: StageContext = { unit, options, ledger, log, deadline, steps };
   const ref = { repo: unit.repo, url: unit.location, ref: unit.commit ?? null, python: unit.python, history_of: unit.historyOf ?? null };
   for (const stage of stages) {
     summary.stage = stage.name;
@@ -102,6 +108,8 @@ export async function runUnit(
       else
         result = { status: 'failed', reason: `internal error in ${stage.name}: ${(e as Error).stack?.split('\n').slice(0, 3).join(' ') ?? e}`, record: null };
     }
+    // A job abandoned at its timeout (its containers removed under it) records nothing: its retry does.
+    if (jobCancelled()) return { ...summary, status: 'failed', reason: 'job cancelled' };
     summary.ran.push(stage.name);
     ledger.put({
       stage: stage.name,
@@ -143,7 +151,15 @@ export async function runStages(
   const ledger = new Ledger(options.out);
   return mapLimit(units, options.concurrency, async (unit, slot) => {
     const started = Date.now();
-    const s = await runUnit(unit, stages, options, ledger, log, (stage) => onEvent({ event: 'stage', unit_id: unit.id, stage, slot }));
+    const s = await runUnit(
+      unit,
+      stages,
+      options,
+      ledger,
+      log,
+      (stage) => onEvent({ event: 'stage', unit_id: unit.id, stage, slot }),
+      (steps) => onEvent({ event: 'steps', unit_id: unit.id, slot, ...steps }),
+    );
     removeWorkFolders(options.out, unit.id);
     await afterUnit(unit);
     onEvent({ event: 'unit', unit_id: unit.id, status: s.status, stage: s.stage, reason: s.reason, seconds: (Date.now() - started) / 1000 });

@@ -10,8 +10,17 @@ import type { StageName } from './ledger.js';
 export type ProgressMode = 'bars' | 'json' | 'none';
 export const PROGRESS_MODES = ['auto', 'bars', 'json', 'none'] as const;
 
+/** How far a long stage is inside: tests traced, tasks done. */
+export interface StepsEvent {
+  stage: StageName;
+  done: number;
+  total: number;
+  of: 'tests' | 'tasks';
+}
+
 export type ProgressEvent =
   | { event: 'stage'; unit_id: string; stage: StageName; slot: number }
+  | ({ event: 'steps'; unit_id: string; slot: number } & StepsEvent)
   | { event: 'unit'; unit_id: string; status: 'ok' | 'failed' | 'retry' | 'dead'; stage: StageName | null; reason: string | null; seconds: number };
 
 export interface ProgressTotals {
@@ -80,6 +89,10 @@ export class Progress {
 
   event(e: ProgressEvent): void {
     if (this.mode === 'json') this.json(e);
+    if (e.event === 'steps') {
+      this.slotBars[e.slot]?.update(0, { what: `${e.unit_id} ${e.stage} ${e.done} of ${e.total} ${e.of}` });
+      return;
+    }
     if (e.event === 'stage') {
       this.pass(e.unit_id, Math.max(0, this.stages.indexOf(e.stage)));
       this.slotBars[e.slot]?.update(0, { what: `${e.unit_id} ${e.stage}` });

@@ -57,6 +57,12 @@ export interface TraceStageRecord {
   truncated_tests: number;
   truncation_rate: number;
   tracer_errors: number;
+  /**
+   * Tests where a repr ran past the tracer's wall-time safety net, and those classes: their values
+   * are markers, so these traces depend on the machine's load (the unit is flagged, not silently different).
+   */
+  slow_repr_tests: number;
+  slow_reprs: string[];
   /** Bytes of episode JSON the tracer wrote, after the output caps. */
   episode_bytes: number;
   /** Episodes cut before the caps, and the tests whose episodes are a seeded sample (at most 20 named). */

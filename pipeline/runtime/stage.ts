@@ -16,6 +16,8 @@ export interface StageContext {
   log: (message: string) => void;
   /** When the unit's `--unit-budget` runs out (ms since the epoch), or null without one. */
   deadline: number | null;
+  /** How far a long stage is inside: `done` of `total` tests or tasks (for progress displays). */
+  steps?: (done: number, total: number, of: 'tests' | 'tasks') => void;
 }
 
 export interface StageResult<R> {

@@ -9,6 +9,7 @@ import { hostname } from 'node:os';
 import type { Readable } from 'node:stream';
 import Docker from 'dockerode';
 import { alive } from '../../core/lock.js';
+import { JOB_LABEL } from '../runtime/job_scope.js';
 
 let client: Docker | undefined;
 
@@ -169,17 +170,11 @@ export async function imagesLabelled(label: string, since = 0): Promise<string[]
  */
 export const OWNER_LABEL = { 'worldline.owner': `${hostname()}:${process.pid}` };
 
-/**
- * Removes the containers of dead Worldline processes on this host (a killed run's orphans, which
- * may still be running and writing into a work folder a rerun reuses); a live run's stay.
- * Returns how many went.
- */
-export async function removeOrphanContainers(): Promise<number> {
-  const host = hostname();
+/** Removes the containers, running or not, with `label` (a label filter) whose labels `pick` accepts; returns how many went. */
+async function removeContainers(label: string, pick: (labels: Record<string, string>) => boolean): Promise<number> {
   let removed = 0;
-  for (const c of await docker().listContainers({ all: true, filters: { label: ['worldline.owner'] } })) {
-    const [owner, pid] = (c.Labels['worldline.owner'] ?? '').split(':');
-    if (owner !== host || alive(Number(pid))) continue;
+  for (const c of await docker().listContainers({ all: true, filters: { label: [label] } })) {
+    if (!pick(c.Labels)) continue;
     await docker()
       .getContainer(c.Id)
       .remove({ force: true })
@@ -187,4 +182,20 @@ export async function removeOrphanContainers(): Promise<number> {
       .catch(() => undefined);
   }
   return removed;
+}
+
+/** Removes the containers of one queue job (`runtime/job_scope.ts`); returns how many went. */
+export const removeJobContainers = (jobId: string): Promise<number> => removeContainers(`${JOB_LABEL}=${jobId}`, () => true);
+
+/**
+ * Removes the containers of dead Worldline processes on this host (a killed run's orphans, which
+ * may still be running and writing into a work folder a rerun reuses); a live run's stay.
+ * Returns how many went.
+ */
+export async function removeOrphanContainers(): Promise<number> {
+  const host = hostname();
+  return removeContainers('worldline.owner', (labels) => {
+    const [owner, pid] = (labels['worldline.owner'] ?? '').split(':');
+    return owner === host && !alive(Number(pid));
+  });
 }

@@ -85,6 +85,43 @@ export function readLogTail(work: string, rel: string, tail = LOG_TAIL): string 
   }
 }
 
+/**
+ * Lines of a result file a container is still writing (one per test, the tracer's output), counted
+ * from where the last call stopped: a live count for progress. A file that is refused (a symlink, not
+ * regular) counts as nothing here; reading it back for real refuses it with the reason.
+ */
+export class LineCounter {
+  private offset = 0;
+  private lines = 0;
+
+  constructor(
+    private readonly work: string,
+    private readonly rel: string,
+  ) {}
+
+  count(): number {
+    let f: ReturnType<typeof openResult>;
+    try {
+      f = openResult(this.work, this.rel);
+    } catch {
+      return this.lines;
+    }
+    if (!f) return this.lines;
+    try {
+      const buf = Buffer.alloc(1 << 20);
+      while (this.offset < f.size) {
+        const n = readSync(f.fd, buf, 0, Math.min(buf.length, f.size - this.offset), this.offset);
+        if (n === 0) break;
+        for (let at = buf.indexOf(10); at !== -1 && at < n; at = buf.indexOf(10, at + 1)) this.lines++;
+        this.offset += n;
+      }
+    } finally {
+      closeSync(f.fd);
+    }
+    return this.lines;
+  }
+}
+
 /** A large result (the tracer's episodes) as a stream over the checked descriptor, or null when absent. */
 export function streamResult(work: string, rel: string): ReadStream | null {
   const f = openResult(work, rel);

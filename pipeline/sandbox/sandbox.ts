@@ -10,6 +10,7 @@
 import { chmodSync, chownSync, mkdirSync, mkdtempSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type Docker from 'dockerode';
+import { JOB_LABEL, jobLabel } from '../runtime/job_scope.js';
 import { docker, OWNER_LABEL, tarStream } from './engine.js';
 import { tracersDir } from './tracers.js';
 
@@ -41,6 +42,14 @@ export const PRISTINE_REPO = '/opt/worldline/repo';
  */
 export const DISK_BUDGET = { repoMb: 2048, tmpMb: 1024, fileBytes: 1 << 30 };
 const OPEN_FILES = 4096;
+/**
+ * Every container's host name: Docker's default (the container id) shows in os.environ, and so in
+ * traced locals, which would make two runs of the same unit differ.
+ */
+const SANDBOX_HOSTNAME = 'worldline';
+
+/** A new container's labels: the caller's, the queue job it runs for (if any), and its owner. */
+const labelsOf = (labels: Record<string, string> = {}): Record<string, string> => ({ ...labels, ...jobLabel(), ...OWNER_LABEL });
 
 /**
  * What every container gets: no network, the limits, and no way to gain privileges: a non-root
@@ -146,8 +155,9 @@ export async function runContainer(opts: {
     Cmd: ['sh', '-c', `${PREPARE_REPO} && exec "$@"`, 'sh', ...opts.cmd],
     Env: Object.entries({ ...BASE_ENV, ...opts.env }).map(([k, v]) => `${k}=${v}`),
     User: `${SANDBOX_UID}:${SANDBOX_UID}`,
+    Hostname: SANDBOX_HOSTNAME,
     WorkingDir: opts.workdir,
-    Labels: { 'worldline.role': 'run', ...opts.labels, ...OWNER_LABEL },
+    Labels: labelsOf({ 'worldline.role': 'run', ...opts.labels }),
     NetworkDisabled: true,
     HostConfig: hostConfig(opts.binds ?? [], opts.limits),
   });
@@ -235,9 +245,10 @@ export class SandboxSession {
       Cmd: ['sleep', 'infinity'],
       Env: Object.entries({ ...BASE_ENV, ...opts.env }).map(([k, v]) => `${k}=${v}`),
       User: `${SANDBOX_UID}:${SANDBOX_UID}`,
+      Hostname: SANDBOX_HOSTNAME,
       WorkingDir: '/repo',
       NetworkDisabled: true,
-      Labels: { ...opts.labels, ...OWNER_LABEL },
+      Labels: labelsOf(opts.labels),
       HostConfig: hostConfig([`${tracersDir}:/worldline/lib:ro`], limits),
     });
     const session = new SandboxSession(container);
@@ -323,8 +334,9 @@ export async function runAndCommit(opts: {
     Cmd: ['sh', '-c', opts.script],
     WorkingDir: '/repo',
     User: '0:0',
+    Hostname: SANDBOX_HOSTNAME,
     NetworkDisabled: true,
-    Labels: { 'worldline.role': 'build', ...OWNER_LABEL },
+    Labels: labelsOf({ 'worldline.role': 'build' }),
     HostConfig: {
       NetworkMode: 'none',
       Memory: limits.memoryBytes,
@@ -345,8 +357,9 @@ export async function runAndCommit(opts: {
     const { exitCode, timedOut, oomKilled } = await startAndWait(container, opts.timeoutMs, opts.onOutput);
     if (exitCode !== 0 || timedOut) return { imageId: null, exitCode, timedOut, oomKilled };
     const [repo, tag] = opts.tag.split(':');
-    // The build container's owner label must not pass to every container of the image.
-    const committed = (await container.commit({ repo, tag, changes: [...opts.changes, 'LABEL worldline.owner=', 'LABEL worldline.role='] })) as { Id: string };
+    // The build container's owner and job labels must not pass to every container of the image.
+    const changes = [...opts.changes, 'LABEL worldline.owner=', 'LABEL worldline.role=', `LABEL ${JOB_LABEL}=`];
+    const committed = (await container.commit({ repo, tag, changes })) as { Id: string };
     return { imageId: committed.Id, exitCode, timedOut, oomKilled };
   } finally {
     await container.remove({ force: true, v: true }).catch(() => undefined);

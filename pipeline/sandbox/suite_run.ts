@@ -10,7 +10,7 @@ import { outLayout } from '../runtime/layout.js';
 import type { Unit } from '../runtime/manifest.js';
 import type { PipelineOptions } from '../runtime/options.js';
 import { foldReport, type SuiteRun } from './pytest_report.js';
-import { readLogTail, readResult } from './results.js';
+import { LineCounter, readLogTail, readResult } from './results.js';
 import { claimWork, freshWork, runSandboxed } from './sandbox.js';
 
 /** Exit status `timeout(1)` returns when the time limit hit. */
@@ -91,6 +91,8 @@ export interface SuiteSpec {
   suiteTimeoutS: number;
   pytest: string[];
   env?: Record<string, string>;
+  /** Told, about once a second while the suite runs, how many lines result file `rel` has (tests done). */
+  watch?: { rel: string; onLines: (lines: number) => void };
 }
 
 export interface SuiteOutcome {
@@ -107,6 +109,8 @@ export async function runSuite(spec: SuiteSpec): Promise<SuiteOutcome> {
   const work = freshWork(outLayout.work(options.out, spec.stage, unit.id));
   const key = writeReportKey(work);
   const started = Date.now();
+  const counter = spec.watch && new LineCounter(work, spec.watch.rel);
+  const ticker = counter && setInterval(() => spec.watch?.onLines(counter.count()), 1000);
   const result = await runSandboxed({
     image: spec.imageId,
     cmd: runnerCommand(spec.runs, spec.suiteTimeoutS, spec.pytest),
@@ -118,10 +122,13 @@ export async function runSuite(spec: SuiteSpec): Promise<SuiteOutcome> {
     // Each run has its own limit inside; this one catches a container that will not die.
     timeoutMs: (spec.suiteTimeoutS + 30) * spec.runs * 1000,
     labels: { 'worldline.unit': unit.id, 'worldline.stage': spec.stage },
-  }).catch((e) => {
-    rmSync(work, { recursive: true, force: true });
-    throw e;
-  });
+  })
+    .catch((e) => {
+      rmSync(work, { recursive: true, force: true });
+      throw e;
+    })
+    .finally(() => clearInterval(ticker));
+  if (counter) spec.watch?.onLines(counter.count()); // the last count: a quick suite may end before a tick
   const seconds = (Date.now() - started) / 1000;
   const runs: SuiteRun[] = [];
   const logParts: string[] = [result.output];

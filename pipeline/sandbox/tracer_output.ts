@@ -57,6 +57,8 @@ export interface TracedTest {
   /** Its budget (WORLDLINE_TRACE_BUDGETS) stopped it, and why. */
   timed_out_under_trace?: boolean;
   stopped?: string | null;
+  /** Classes whose repr ran past the tracer's wall-time safety net (markers that depend on load). */
+  slow_reprs?: string[];
 }
 
 /** Rows of the plugin's output file `work/rel` (one line per test, possibly large), streamed. */

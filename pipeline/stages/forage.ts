@@ -216,6 +216,7 @@ export const forageStage: Stage<'forage'> = {
     const validated = validatedDurations(o.out, ctx.unit.id);
     const done: TaskDone[] = [];
     for (const [i, task] of found.entries()) {
+      ctx.steps?.(i, found.length, 'tasks');
       const entry = await piece(ctx, join(progress, `task-${i}.json`), `task ${i + 1} of ${found.length}`, async (): Promise<TaskDone> => {
         checkBudget(ctx, `tasks ${i + 1}..${found.length} of ${found.length} (from ${task.instance_id})`);
         const timing = { gradingS: 0 };
@@ -245,6 +246,7 @@ export const forageStage: Stage<'forage'> = {
       });
       done.push(entry);
     }
+    ctx.steps?.(found.length, found.length, 'tasks');
     const fates = mined?.fates ?? [];
     for (const [i, d] of done.entries()) {
       if (!d.unsolved) continue;

@@ -83,6 +83,8 @@ export const traceStage: Stage<'trace'> = {
         `trace ${unit.id}: ${record.tests_traced} tests, ${record.episodes} episodes, ${record.mean_line_events_per_test.toFixed(0)} line events/test, ` +
           `${(record.truncation_rate * 100).toFixed(1)}% truncated, ${record.parity_mismatches} outcome mismatches (${suite.seconds.toFixed(1)} s)`,
       );
+      if (record.slow_repr_tests)
+        ctx.log(`trace ${unit.id}: ${record.slow_repr_tests} tests hit the repr safety net (${record.slow_reprs.join(', ')}): those traces depend on load`);
       return ok(record);
     } finally {
       rmSync(suite.work, { recursive: true, force: true });
@@ -90,10 +92,20 @@ export const traceStage: Stage<'trace'> = {
   },
 };
 
-/** One traced run of the unit's suite (its output in `work/traces.jsonl`). */
+/** One traced run of the unit's suite (its output in `work/traces.jsonl`, a line per test: the live count). */
 function traceSuite(ctx: StageContext, clone: CloneRecord, build: BuildRecord) {
   const { unit, options } = ctx;
+  const total = requireRecord(ctx, 'validate').collected;
+  let shown = -1;
   return runSuite({
+    watch: {
+      rel: 'traces.jsonl',
+      onLines: (done) => {
+        if (done === shown) return;
+        shown = done;
+        ctx.steps?.(done, total, 'tests');
+      },
+    },
     unit,
     imageId: build.image_id,
     srcLayout: clone.src_layout,
@@ -158,6 +170,8 @@ async function writeTraceRecords(
     truncated_tests: 0,
     truncation_rate: 0,
     tracer_errors: 0,
+    slow_repr_tests: 0,
+    slow_reprs: [],
     episode_bytes: 0,
     episodes_built: 0,
     sampled_tests: 0,
@@ -177,6 +191,10 @@ async function writeTraceRecords(
     if (test.line_events > 0) record.tests_with_line_events += 1;
     if (test.truncated) record.truncated_tests += 1;
     if (test.error) record.tracer_errors += 1;
+    if (test.slow_reprs?.length) {
+      record.slow_repr_tests += 1;
+      for (const cls of test.slow_reprs) if (!record.slow_reprs.includes(cls) && record.slow_reprs.length < 20) record.slow_reprs.push(cls);
+    }
     record.episode_bytes += test.episode_bytes ?? 0;
     record.episodes_built += test.episodes_built ?? 0;
     if (test.sampled) {

@@ -4,7 +4,7 @@ import sys
 import pytest
 from conftest import compact, load_program, run_traced
 
-from worldline_tracer import HAS_MONITORING
+from worldline_tracer import HAS_MONITORING, Serializer
 
 BACKENDS = ["settrace", "monitoring"] if HAS_MONITORING else ["settrace"]
 PY = sys.version_info[:2]
@@ -14,8 +14,8 @@ def only(cond, *rows):
     return list(rows) if cond else []
 
 
-def events_of(fn, backend):
-    result, exc, tracer = run_traced(fn, backend)
+def events_of(fn, backend, **options):
+    result, exc, tracer = run_traced(fn, backend, **options)
     assert tracer.error is None and not tracer.truncated
     return result, exc, compact(tracer.events)
 
@@ -159,7 +159,10 @@ def test_exception_uncaught(p, backend):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_awkward_values(p, backend):
-    result, exc, ev = events_of(p.values, backend)
+    # SlowRepr (60 ms) shows as a marker under a safety net below it (the default, 2 s, keeps it).
+    ser = Serializer(repr_safety_s=0.05)
+    result, exc, ev = events_of(p.values, backend, serializer=ser)
+    assert ser.slow_classes == ["SlowRepr"]
     assert result == 1
     big = ("big", "<int bit_length=14037>")
     bad = ("bad", "<BadRepr object>")

@@ -155,6 +155,7 @@ def test_outcome_parity_and_trace_lines(tmp_path):
                 assert parse(ep["text"])[0] == ep["context"]
         passing = by_id["test_suite.py::test_pass"]
         assert passing["error"] is None and not passing["truncated"] and passing["line_events"] > 0
+        assert passing["slow_reprs"] == []
         funcs = {e["function"] for e in passing["events"]}
         assert funcs == {"test_pass", "add"}
         assert all(not name.startswith("@") for e in passing["events"] for name, _ in e.get("locals", []))
@@ -206,6 +207,19 @@ LOOPING = {
 }
 
 
+def _traced_run(suite, tmp_path, **trace_env):
+    """pytest with the report and tracer plugins over ``suite``: the process, and its trace lines by node id."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([TRACERS] + [p for p in sys.path if p])
+    env.update(WORLDLINE_REPORT=str(tmp_path / "report.jsonl"), WORLDLINE_TRACE_OUT=str(tmp_path / "trace.jsonl"),
+               WORLDLINE_TRACE_ROOT=str(suite), **trace_env)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "worldline_report", "-p", "no:cacheprovider",
+                           "-p", "worldline_tracer.plugin"], cwd=str(suite), env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, timeout=100)
+    with open(str(tmp_path / "trace.jsonl")) as f:
+        return proc, {rec["nodeid"]: rec for rec in map(json.loads, f)}
+
+
 def test_budgets_stop_a_looping_test_at_the_cap_or_its_seconds(tmp_path):
     """A test known to loop is stopped once its trace hits the cap (its own `except Exception` cannot
     swallow the stop); a loop the tracer cannot see stops at its seconds; others run as usual."""
@@ -220,17 +234,9 @@ def test_budgets_stop_a_looping_test_at_the_cap_or_its_seconds(tmp_path):
         "test_loop.py::test_loops_untraced": {"seconds": 1, "stop_at_cap": True},
         "test_loop.py::test_quick": {"seconds": 60, "stop_at_cap": False},
     }))
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([TRACERS] + [p for p in sys.path if p])
-    env.update(WORLDLINE_REPORT=str(tmp_path / "report.jsonl"), WORLDLINE_TRACE_OUT=str(tmp_path / "trace.jsonl"),
-               WORLDLINE_TRACE_ROOT=str(suite), WORLDLINE_TRACE_MAX_EVENTS="2000", WORLDLINE_TRACE_MAX_LINES_PER_CALL="500",
-               WORLDLINE_TRACE_INCLUDE_TESTS="0", WORLDLINE_TRACE_BUDGETS=str(budgets))
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "worldline_report", "-p", "no:cacheprovider",
-                           "-p", "worldline_tracer.plugin"], cwd=str(suite), env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, timeout=100)
+    proc, by_id = _traced_run(suite, tmp_path, WORLDLINE_TRACE_MAX_EVENTS="2000", WORLDLINE_TRACE_MAX_LINES_PER_CALL="500",
+                              WORLDLINE_TRACE_INCLUDE_TESTS="0", WORLDLINE_TRACE_BUDGETS=str(budgets))
     assert proc.returncode == 1, proc.stdout
-    with open(str(tmp_path / "trace.jsonl")) as f:
-        by_id = {rec["nodeid"]: rec for rec in map(json.loads, f)}
     # A loop inside one call stops at the call's line cap; a loop of calls at the event cap.
     loops = by_id["test_loop.py::test_loops"]
     assert not loops["truncated"] and loops["timed_out_under_trace"] and loops["line_events"] == 500
@@ -248,3 +254,35 @@ def test_budgets_stop_a_looping_test_at_the_cap_or_its_seconds(tmp_path):
     assert outcomes == {"test_loop.py::test_loops": "failed", "test_loop.py::test_calls_forever": "failed",
                         "test_loop.py::test_loops_untraced": "failed",
                         "test_loop.py::test_quick": "passed"}
+
+
+def test_a_repr_past_the_safety_net_is_named_on_its_line(tmp_path):
+    """Reprs are bounded by output, not time; one slower than the wall-time safety net becomes a
+    marker and the line names its class, so the run is flagged as load-dependent."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "slowlib.py").write_text(textwrap.dedent('''
+        import time
+
+        class Slow:
+            def __repr__(self):
+                time.sleep(0.05)
+                return "Slow()"
+
+        def make():
+            s = Slow()
+            return s
+    ''').lstrip())
+    (suite / "test_slow.py").write_text(textwrap.dedent('''
+        import slowlib
+
+        def test_slow():
+            assert slowlib.make() is not None
+
+        def test_plain():
+            assert 1 + 1 == 2
+    ''').lstrip())
+    proc, by_id = _traced_run(suite, tmp_path, WORLDLINE_TRACE_REPR_SAFETY_S="0.01")
+    assert proc.returncode == 0, proc.stdout
+    assert by_id["test_slow.py::test_slow"]["slow_reprs"] == ["Slow"]
+    assert by_id["test_slow.py::test_plain"]["slow_reprs"] == []

@@ -23,6 +23,8 @@ and recorded in the line's "error". Environment variables (all optional):
   WORLDLINE_TRACE_MAX_UNIT_EPISODES, WORLDLINE_TRACE_MAX_UNIT_BYTES  caps on the whole run (default
                                   50000 episodes, 256 MiB; 0: none), shared out over the tests
                                   still to run so each keeps at least one episode; see caps.py
+  WORLDLINE_TRACE_REPR_SAFETY_S   wall seconds a value's repr may take before it becomes a marker and
+                                  its class is named in the line's "slow_reprs" (default 2.0)
   WORLDLINE_TRACE_BUDGETS         JSON file {nodeid: {"seconds": s, "stop_at_cap": bool}}: a listed
                                   test's call is stopped after s seconds, or as soon as its trace stops
                                   growing at a cap (events, or a call's lines) when stop_at_cap (a test
@@ -31,7 +33,9 @@ and recorded in the line's "error". Environment variables (all optional):
 Line shape: {"nodeid", "phases", "backend", "python", "tracer_version", "truncated", "error",
   "seconds", "timed_out_under_trace", "stopped", "event_count", "line_events", "events"?: [...],
   "episodes"?: [...], "episodes_dropped"?: {...}, "episodes_built"?, "episode_bytes"?,
-  "sampled"?: null | "test_cap" | "unit_cap"}
+  "sampled"?: null | "test_cap" | "unit_cap", "slow_reprs": [...]}; "slow_reprs" names the classes
+  whose repr ran past the serializer's wall-time safety net (their values are markers, so the trace
+  depends on the machine's load: the caller flags it)
 """
 import importlib.util
 import json
@@ -47,6 +51,8 @@ import pytest
 from . import __version__
 from .caps import OutputCaps
 from .episodes import EpisodeBuilder
+from .serialize import DEFAULTS as _SER_DEFAULTS
+from .serialize import Serializer
 from .source import SourceIndex
 from .tracer import Tracer, make_scope
 
@@ -87,6 +93,8 @@ def _options():
         "max_test_bytes": _env_int("WORLDLINE_TRACE_MAX_TEST_BYTES", 8 << 20),
         "max_unit_episodes": _env_int("WORLDLINE_TRACE_MAX_UNIT_EPISODES", 50000),
         "max_unit_bytes": _env_int("WORLDLINE_TRACE_MAX_UNIT_BYTES", 256 << 20),
+        "repr_safety_s": float(os.environ.get("WORLDLINE_TRACE_REPR_SAFETY_S", "").strip()
+                               or _SER_DEFAULTS["repr_safety_s"]),
     }
 
 
@@ -142,7 +150,7 @@ def pytest_unconfigure(config):
 def _record(item):
     rec = item.__dict__.get(_KEY)
     if rec is None:
-        rec = {"events": [], "truncated": False, "error": None, "phases": [], "backend": None}
+        rec = {"events": [], "truncated": False, "error": None, "phases": [], "backend": None, "slow_reprs": []}
         item.__dict__[_KEY] = rec
     return rec
 
@@ -203,7 +211,8 @@ def _traced(item, phase):
         if not rec["truncated"]:
             budget = opts["max_events"] - len(rec["events"])
             tracer = Tracer(scope=_state["scope"], backend=opts["backend"], max_events=max(budget, 1),
-                            max_lines_per_call=opts["max_lines_per_call"], sources=_state["sources"])
+                            max_lines_per_call=opts["max_lines_per_call"], sources=_state["sources"],
+                            serializer=Serializer(repr_safety_s=opts["repr_safety_s"]))
             tracer.start()
     except Exception as e:  # the tracer could not start: the test runs untraced
         tracer = None
@@ -230,6 +239,7 @@ def _traced(item, phase):
                 rec["backend"] = tracer.backend
                 rec["events"].extend(tracer.events)
                 rec["truncated"] = rec["truncated"] or tracer.truncated
+                rec["slow_reprs"].extend(getattr(tracer.ser, "slow_classes", ()))
                 if tracer.error and rec["error"] is None:
                     rec["error"] = tracer.error
             except Exception:
@@ -257,6 +267,7 @@ def _write(item):
             "stopped": rec.get("stopped"),
             "event_count": len(events),
             "line_events": sum(1 for e in events if e["kind"] == "line"),
+            "slow_reprs": sorted(set(rec.get("slow_reprs", ()))),
         }
         if opts["emit"] in ("events", "both"):
             out["events"] = events

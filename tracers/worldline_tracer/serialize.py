@@ -1,9 +1,12 @@
 """Bounded, deterministic value serializer: Python repr() strings with caps.
 
 Exact builtin types are rendered by hand (with caps on string length, items and depth); any other
-object goes through its own ``repr`` under a guard: a repr that raises, is longer than ``max_repr``
-or slower than ``slow_repr_s`` becomes ``<ClassName object>`` and that class is summarized without
-calling repr for the rest of the run (the Serializer instance's lifetime). Huge ints are summarized
+object goes through its own ``repr`` under a guard: a repr that raises or is longer than ``max_repr``
+becomes ``<ClassName object>`` and that class is summarized without calling repr for the rest of
+the run (the Serializer instance's lifetime). Those bounds are on the output, never on time, so a
+trace does not depend on how loaded the machine is; only a repr slower than ``repr_safety_s`` (a
+safety net far above any sane repr) is cut on time, and its class is named in ``slow_classes`` so
+the caller can flag the run as load-dependent rather than silently different. Huge ints are summarized
 from ``bit_length`` (no str() call), numpy-like objects (``shape`` and ``dtype`` on the type) from
 their shape and dtype. Addresses (`` at 0x...``) are stripped, sets are sorted by their rendered
 form, cycles render as ``[...]`` / ``{...}`` / ``(...)``. Standard library only; Python 3.8+.
@@ -32,7 +35,7 @@ DEFAULTS = {
     "max_items": 20,       # items of a list/tuple/dict/set kept before "..."
     "max_depth": 4,        # nesting of containers rendered before "[...]"
     "max_repr": 1000,      # a user repr longer than this becomes a marker
-    "slow_repr_s": 0.05,   # a user repr slower than this becomes a marker
+    "repr_safety_s": 2.0,  # a user repr slower than this becomes a marker (named in slow_classes)
     "max_int_digits": 1000,  # ints with more digits are summarized from bit_length
     "max_set_sort": 1000,  # sets larger than this: the first N by iteration order are sorted
 }
@@ -72,12 +75,13 @@ class Serializer(object):
         self.max_items = int(opts["max_items"])
         self.max_depth = int(opts["max_depth"])
         self.max_repr = int(opts["max_repr"])
-        self.slow_repr_s = float(opts["slow_repr_s"])
+        self.repr_safety_s = float(opts["repr_safety_s"])
         self.max_int_digits = int(opts["max_int_digits"])
         self.max_set_sort = int(opts["max_set_sort"])
         self._max_int_bits = int(self.max_int_digits * _LOG2_10)
         self._int_lim = 1 << self._max_int_bits  # |int| < this: within the digit cap
         self.bad_classes = set()      # types whose repr is no longer called
+        self.slow_classes = []        # names of classes cut by the wall-time safety net
         self._array_like = {}         # type -> bool
         self._active = set()          # ids of containers on the current path (cycles)
         self._rec = None              # containers rendered, while ``keyed`` records them
@@ -438,8 +442,12 @@ class Serializer(object):
         except Exception:
             self.bad_classes.add(cls)
             return _marker(value)
-        if type(text) is not str or len(text) > self.max_repr or _perf() - t0 > self.slow_repr_s:
+        if type(text) is not str or len(text) > self.max_repr:
             self.bad_classes.add(cls)
+            return _marker(value)
+        if _perf() - t0 > self.repr_safety_s:
+            self.bad_classes.add(cls)
+            self.slow_classes.append(cls.__name__)
             return _marker(value)
         if " at 0x" in text:
             text = _ADDR.sub("", text)
