@@ -20,7 +20,7 @@ import type { StageContext } from '../pipeline/runtime/stage.js';
 import { readResult } from '../pipeline/sandbox/results.js';
 import { runSandboxed } from '../pipeline/sandbox/sandbox.js';
 import { withoutTestPaths } from '../pipeline/sandbox/suite_run.js';
-import { addedNames, collectionErrorText, judgeFix, loadTimeouts, messageSignals, missingAddedName } from '../pipeline/tasks/fix_evidence.js';
+import { addedNames, collectionErrorText, judgeFix, loadTimeouts, messageSignals, missingAddedName, patchSignals } from '../pipeline/tasks/fix_evidence.js';
 import { candidatePatches, findIssueCandidates, isTestFile, packagesOf, skipReason } from '../pipeline/tasks/issue_candidates.js';
 import { issueReferences, matchIssue, parseIssueExport, readIssueExport } from '../pipeline/tasks/issue_export.js';
 import { behaviourStatement, chooseStatement, quotedGoldLine } from '../pipeline/tasks/issue_statement.js';
@@ -190,6 +190,58 @@ describe('issue references, fix evidence and statements (no containers)', () => 
     const featureTitle = messageSignals(['Merge pull request #9 from a/fix-x\n\nAdd a cache_info() to fix #8'], 8, null);
     expect(featureTitle).toEqual(['message:fix', 'issue:#8', '-feature_word:add']);
     expect(judgeFix([assertion], patch, featureTitle)).toMatchObject({ fix_confidence: 0.6, feature: expect.stringMatching(/^not shown to be a fix/) });
+  });
+
+  it('reads fix and feature signals from the shape of the gold patch', () => {
+    // more-itertools 0e6acdf: a guard added inside an existing function, no fix word in the message.
+    const guard = [
+      '--- a/more_itertools/more.py',
+      '+++ b/more_itertools/more.py',
+      '@@ -230,6 +230,9 @@ def chunked(iterable, n, strict=False):',
+      '     list is yielded.',
+      ' ',
+      '     """',
+      '+    if n is not None and n < 0:',
+      "+        raise ValueError('n must be at least 0')",
+      '+',
+      '     iterator = iter(partial(take, n, iter(iterable)), [])',
+      '',
+    ].join('\n');
+    expect(patchSignals(guard)).toEqual(['patch:changes_existing_code']);
+    const failure = {
+      nodeid: 'tests/test_more.py::ChunkedTests::test_negative',
+      message: 'AssertionError: "n must be at least 0" does not match "Stop argument for islice()"',
+    };
+    const signals = [...messageSignals(['Raise a clear ValueError for negative n in chunked()'], null, null), ...patchSignals(guard)];
+    expect(judgeFix([failure], guard, signals)).toEqual({
+      feature: null,
+      fix_confidence: 0.7,
+      signals: ['behavioural_failures:1/1', 'patch:changes_existing_code'],
+    });
+    // A rewritten line is a change to existing code wherever it is; a new method in a class is not.
+    expect(patchSignals('--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-    return total - 1\n+    return total\n')).toEqual(['patch:changes_existing_code']);
+    const feature = [
+      '--- a/pkg/m.py',
+      '+++ b/pkg/m.py',
+      '@@ -10,3 +10,8 @@ class Cache:',
+      '+    def cache_info(self):',
+      '+        return self._info',
+      '+',
+      '+def _helper():',
+      '+    pass',
+      '@@ -1,1 +1,1 @@',
+      '+__all__ = []',
+      '',
+    ].join('\n');
+    expect(patchSignals(feature)).toEqual(['-patch:new_public_name:cache_info']);
+    const release = "--- a/pkg/__init__.py\n+++ b/pkg/__init__.py\n@@ -1 +1 @@\n-__version__ = '1.0'\n+__version__ = '1.1'\n";
+    expect(patchSignals(release)).toEqual(['patch:changes_existing_code', '-patch:version_bump']);
+    // Behaviour alone, in a patch that only adds a public method, stays below the bar.
+    const assertion = { nodeid: 't.py::a', message: 'AssertionError: assert 3 == 4' };
+    expect(judgeFix([assertion], feature, patchSignals(feature))).toMatchObject({
+      fix_confidence: 0.4,
+      feature: expect.stringMatching(/^not shown to be a fix/),
+    });
   });
 
   it('writes the statement from the failing tests, without any line of the gold patch', () => {
@@ -400,8 +452,8 @@ describe('issue-fix tasks from the fixture repository, run in its image', () => 
       statement_source: 'issue',
       aux_patch: null,
     });
-    expect(task.fix_signals).toEqual(['behavioural_failures:1/1', 'message:fix', 'issue:#3', 'issue_text:hangs']);
-    expect(task.fix_confidence).toBeCloseTo(0.9);
+    expect(task.fix_signals).toEqual(['behavioural_failures:1/1', 'message:fix', 'issue:#3', 'issue_text:hangs', 'patch:changes_existing_code']);
+    expect(task.fix_confidence).toBeCloseTo(1);
     expect(task.instance_id).toMatch(new RegExp(`^slugs\\.${shas[4].slice(0, 8)}\\.issue__[0-9a-f]{8}$`));
     expect(task.patch).toContain('+        n += 1');
     expect(task.test_patch).toContain('+def test_several_taken_suffixes():');

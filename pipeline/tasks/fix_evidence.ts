@@ -6,7 +6,8 @@
  * AttributeError, NameError, an unexpected keyword argument, a missing module) tests a feature:
  * no behaviour was wrong before, something was absent. A test failing for any other reason (an
  * assertion, a wrong value, an exception from the old code) shows a behaviour the fix changed.
- * Messages and issues (fix, bug, regression, error, a linked issue, a bug label) only add
+ * Messages and issues (fix, bug, regression, error, a linked issue, a bug label) and the shape
+ * of the gold patch (changing existing code; adding public names or a version) only move the
  * confidence; they never turn a feature into a fix.
  */
 import type { IssueText } from './issue_export.js';
@@ -128,6 +129,49 @@ export function messageSignals(messages: string[], issueNumber: number | null, i
   }
   const feature = messages.length ? FEATURE_WORDS.exec(titleOf(messages[0]))?.[0] : undefined;
   if (feature) signals.push(`-feature_word:${feature.toLowerCase()}`);
+  return signals;
+}
+
+/** A line of code, not a blank line or a comment. */
+const isCodeLine = (body: string): boolean => body.trim() !== '' && !body.trim().startsWith('#');
+const DEFINITION = /^\s*(?:async\s+)?(?:def|class)\s+(\w+)/;
+
+/**
+ * Signals in the gold patch itself. A fix changes code that was already there: it removes or
+ * rewrites a line, or adds lines inside an existing function (a guard, a missing case), which
+ * is `patch:changes_existing_code` (`+`). A feature shows itself by new public functions or
+ * classes (`-patch:new_public_name:<name>`) and a release by a new `__version__` (`-patch:version_bump`).
+ */
+export function patchSignals(patch: string): string[] {
+  const removedNames = new Set<string>();
+  const newNames = new Set<string>();
+  let existing = false;
+  let bump = false;
+  // The enclosing definition git names in a hunk's header, and whether this hunk has added a definition yet.
+  let inDefinition = false;
+  let addedDefinition = false;
+  for (const line of patch.split('\n')) {
+    if (line.startsWith('+++') || line.startsWith('---')) continue;
+    if (line.startsWith('@@')) {
+      inDefinition = DEFINITION.test(line.replace(/^@@[^@]*@@/, ''));
+      addedDefinition = false;
+    } else if (line.startsWith('-') && isCodeLine(line.slice(1))) {
+      existing = true;
+      const name = DEFINITION.exec(line.slice(1))?.[1];
+      if (name) removedNames.add(name);
+    } else if (line.startsWith('+') && isCodeLine(line.slice(1))) {
+      const body = line.slice(1);
+      const name = DEFINITION.exec(body)?.[1];
+      if (name) {
+        addedDefinition = true;
+        if (!name.startsWith('_')) newNames.add(name);
+      } else if (inDefinition && !addedDefinition && !body.trimStart().startsWith('@')) existing = true;
+      if (/^__version__\s*=/.test(body.trim())) bump = true;
+    }
+  }
+  const signals = existing ? ['patch:changes_existing_code'] : [];
+  for (const name of [...newNames].filter((n) => !removedNames.has(n)).sort()) signals.push(`-patch:new_public_name:${name}`);
+  if (bump) signals.push('-patch:version_bump');
   return signals;
 }
 
