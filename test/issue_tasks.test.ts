@@ -189,6 +189,13 @@ describe('issue references, fix evidence and statements (no containers)', () => 
     expect(judgeFix([assertion], patch, []).feature).toMatch(/^not shown to be a fix: confidence 0.6 below 0.7/);
     const featureTitle = messageSignals(['Merge pull request #9 from a/fix-x\n\nAdd a cache_info() to fix #8'], 8, null);
     expect(featureTitle).toEqual(['message:fix', 'issue:#8', '-feature_word:add']);
+    // toolz 10e97e4: reverting a speed-up that broke isiterable() is a regression fix, not a performance change.
+    const revert = messageSignals(
+      ['Merge pull request #551 from LincolnPuzey/revert-isiterable-change\n\nRevert "Faster isiterable when x isn\'t iterable"'],
+      null,
+      null,
+    );
+    expect(revert).toEqual(['message:revert']);
     expect(judgeFix([assertion], patch, featureTitle)).toMatchObject({ fix_confidence: 0.6, feature: expect.stringMatching(/^not shown to be a fix/) });
   });
 

@@ -105,6 +105,7 @@ const FIX_WORDS =
 const FEATURE_WORDS =
   /\b(add(s|ed|ing)?|new|deprecat(e|es|ed|ion)|drop(s|ped)?|convert(s|ed)?|refactor(s|ed|ing)?|speed( up)?|faster|performance|optimi[sz](e|es|ed|ation))\b/i;
 const BUG_LABEL = /\b(bug|regression|defect|crash)\b/i;
+const REVERT = /^\s*Revert\b/i;
 
 /** The title of a change: a pull request's title (the merge message's first body line), else the subject. */
 function titleOf(message: string): string {
@@ -113,8 +114,8 @@ function titleOf(message: string): string {
 }
 
 /**
- * Secondary signals: fix words in the messages, a linked issue, its labels and text (each one
- * `+`); a feature word in the title (`-`).
+ * Secondary signals: fix words in the messages, a linked issue, its labels and text, a revert
+ * (each one `+`); a feature word in the title (`-`), unless the title reverts that change.
  */
 export function messageSignals(messages: string[], issueNumber: number | null, issue: IssueText | null): string[] {
   const signals: string[] = [];
@@ -127,7 +128,10 @@ export function messageSignals(messages: string[], issueNumber: number | null, i
     const word = FIX_WORDS.exec(`${issue.title}\n${issue.body}`)?.[0];
     if (word) signals.push(`issue_text:${word.toLowerCase()}`);
   }
-  const feature = messages.length ? FEATURE_WORDS.exec(titleOf(messages[0]))?.[0] : undefined;
+  const title = messages.length ? titleOf(messages[0]) : '';
+  // A revert undoes a change that broke something; the feature words are the reverted change's ("Revert \"Faster x\"").
+  if (REVERT.test(title)) signals.push('message:revert');
+  const feature = REVERT.test(title) ? undefined : FEATURE_WORDS.exec(title)?.[0];
   if (feature) signals.push(`-feature_word:${feature.toLowerCase()}`);
   return signals;
 }
