@@ -45,6 +45,32 @@ function args(): { outs: string[]; labels: string } {
 
 const pct = (n: number, d: number) => (d ? `${n}/${d} (${Math.round((100 * n) / d)}%)` : '-');
 
+interface Counts {
+  tried: number;
+  skipped: number;
+  fixes: number;
+  verifiable: number;
+  kept: number;
+  keptFixes: number;
+  keptVerifiable: number;
+  keptNotFix: number;
+  oracleDropped: number;
+  seconds: number;
+}
+
+const row = (name: string, c: Counts): (string | number)[] => [
+  name,
+  c.tried,
+  c.skipped,
+  c.fixes,
+  c.kept,
+  pct(c.keptFixes, c.fixes),
+  pct(c.keptVerifiable, c.verifiable),
+  pct(c.keptNotFix, c.kept),
+  pct(c.kept, c.kept + c.oracleDropped),
+  c.tried ? (c.seconds / c.tried).toFixed(1) : '-',
+];
+
 function main(): void {
   const { outs, labels: labelsFile } = args();
   const labelled: RepoLabels[] = JSON.parse(readFileSync(labelsFile, 'utf8'));
@@ -62,7 +88,18 @@ function main(): void {
       's per candidate',
     ],
   ];
-  const total = { tried: 0, skipped: 0, fixes: 0, verifiable: 0, kept: 0, keptFixes: 0, keptVerifiable: 0, keptNotFix: 0, oracleDropped: 0, seconds: 0 };
+  const total: Counts = {
+    tried: 0,
+    skipped: 0,
+    fixes: 0,
+    verifiable: 0,
+    kept: 0,
+    keptFixes: 0,
+    keptVerifiable: 0,
+    keptNotFix: 0,
+    oracleDropped: 0,
+    seconds: 0,
+  };
   const unlabelled: string[] = [];
   const misses: string[] = [];
   // A unit mined in several runs (a wider window in a later one) counts once: the run that tried the most candidates.
@@ -92,42 +129,23 @@ function main(): void {
     for (const f of fixes.filter((f) => f.fate !== 'kept'))
       misses.push(`missed fix ${repo.repo} ${f.fix_commit.slice(0, 7)}: ${(f.reason ?? '').slice(0, 160)}`);
     for (const f of keptNotFix) misses.push(`kept not fix ${repo.repo} ${f.fix_commit.slice(0, 7)}: ${labelOf(f)!.why}`);
-    rows.push([
-      `${repo.repo} (${clone.commit.slice(0, 7)})`,
-      tried.length,
-      fates.length - tried.length,
-      fixes.length,
-      kept.length,
-      pct(keptFixes.length, fixes.length),
-      pct(keptVerifiable.length, verifiable.length),
-      pct(keptNotFix.length, kept.length),
-      pct(kept.length, kept.length + oracleDropped.length),
-      tried.length ? (seconds / tried.length).toFixed(1) : '-',
-    ]);
-    total.tried += tried.length;
-    total.skipped += fates.length - tried.length;
-    total.fixes += fixes.length;
-    total.verifiable += verifiable.length;
-    total.kept += kept.length;
-    total.keptFixes += keptFixes.length;
-    total.keptVerifiable += keptVerifiable.length;
-    total.keptNotFix += keptNotFix.length;
-    total.oracleDropped += oracleDropped.length;
-    total.seconds += seconds;
+    const counts: Counts = {
+      tried: tried.length,
+      skipped: fates.length - tried.length,
+      fixes: fixes.length,
+      verifiable: verifiable.length,
+      kept: kept.length,
+      keptFixes: keptFixes.length,
+      keptVerifiable: keptVerifiable.length,
+      keptNotFix: keptNotFix.length,
+      oracleDropped: oracleDropped.length,
+      seconds,
+    };
+    rows.push(row(`${repo.repo} (${clone.commit.slice(0, 7)})`, counts));
+    for (const k of Object.keys(total) as (keyof Counts)[]) total[k] += counts[k];
   }
   if (rows.length === 1) throw new Error(`no forage ledger entry in ${outs.join(', ')} matches a repository and unit commit of ${labelsFile}`);
-  rows.push([
-    'all',
-    total.tried,
-    total.skipped,
-    total.fixes,
-    total.kept,
-    pct(total.keptFixes, total.fixes),
-    pct(total.keptVerifiable, total.verifiable),
-    pct(total.keptNotFix, total.kept),
-    pct(total.kept, total.kept + total.oracleDropped),
-    total.tried ? (total.seconds / total.tried).toFixed(1) : '-',
-  ]);
+  rows.push(row('all', total));
   console.log(table(rows));
   console.log('\ngoals: recall >= 80%, kept not fixes <= 10%, oracle resolved 100%');
   for (const m of misses) console.log(m);
