@@ -199,7 +199,7 @@ describe('issue references, fix evidence and statements (no containers)', () => 
     expect(judgeFix([assertion], patch, featureTitle)).toMatchObject({ fix_confidence: 0.6, feature: expect.stringMatching(/^not shown to be a fix/) });
   });
 
-  it('reads fix and feature signals from the shape of the gold patch', () => {
+  it('counts an error the old code did not raise, in code the fix changes, and reads feature signals from the gold patch', () => {
     // more-itertools 0e6acdf: a guard added inside an existing function, no fix word in the message.
     const guard = [
       '--- a/more_itertools/more.py',
@@ -214,19 +214,30 @@ describe('issue references, fix evidence and statements (no containers)', () => 
       '     iterator = iter(partial(take, n, iter(iterable)), [])',
       '',
     ].join('\n');
-    expect(patchSignals(guard)).toEqual(['patch:changes_existing_code']);
+    expect(patchSignals(guard)).toEqual([]);
     const failure = {
       nodeid: 'tests/test_more.py::ChunkedTests::test_negative',
       message: 'AssertionError: "n must be at least 0" does not match "Stop argument for islice()"',
     };
-    const signals = [...messageSignals(['Raise a clear ValueError for negative n in chunked()'], null, null), ...patchSignals(guard)];
+    const signals = messageSignals(['Raise a clear ValueError for negative n in chunked()'], null, null);
     expect(judgeFix([failure], guard, signals)).toEqual({
       feature: null,
       fix_confidence: 0.7,
-      signals: ['behavioural_failures:1/1', 'patch:changes_existing_code'],
+      signals: ['behavioural_failures:1/1', 'failure:expected_error'],
     });
-    // A rewritten line is a change to existing code wherever it is; a new method in a class is not.
-    expect(patchSignals('--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-    return total - 1\n+    return total\n')).toEqual(['patch:changes_existing_code']);
+    // h11 60782ad and dff7cc3: pytest's own words, and an error class expected in a comparison.
+    const rewrite = '--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-    return int(value)\n+    return parse(value)\n';
+    for (const message of [
+      "Failed: DID NOT RAISE <class 'h11._util.LocalProtocolError'>",
+      "AssertionError: assert [Data(data=b'...nk_end=False)] == [<class 'h11....otocolError'>]",
+    ]) {
+      expect(judgeFix([{ nodeid: 't.py::a', message }], rewrite, []).signals).toContain('failure:expected_error');
+    }
+    // A plain wrong value is behaviour alone; an expected error in a new function is not a change to existing code.
+    const assertion = { nodeid: 't.py::a', message: 'AssertionError: assert 3 == 4' };
+    expect(judgeFix([assertion], rewrite, [])).toMatchObject({ fix_confidence: 0.6, feature: expect.stringMatching(/^not shown to be a fix/) });
+    const added = '--- a/m.py\n+++ b/m.py\n@@ -10,0 +11,3 @@ class Cache:\n+    def check(self, n):\n+        if n < 0:\n+            raise ValueError(n)\n';
+    expect(judgeFix([{ nodeid: 't.py::a', message: 'Failed: DID NOT RAISE' }], added, []).fix_confidence).toBe(0.6);
     const feature = [
       '--- a/pkg/m.py',
       '+++ b/pkg/m.py',
@@ -236,15 +247,12 @@ describe('issue references, fix evidence and statements (no containers)', () => 
       '+',
       '+def _helper():',
       '+    pass',
-      '@@ -1,1 +1,1 @@',
-      '+__all__ = []',
       '',
     ].join('\n');
     expect(patchSignals(feature)).toEqual(['-patch:new_public_name:cache_info']);
     const release = "--- a/pkg/__init__.py\n+++ b/pkg/__init__.py\n@@ -1 +1 @@\n-__version__ = '1.0'\n+__version__ = '1.1'\n";
-    expect(patchSignals(release)).toEqual(['patch:changes_existing_code', '-patch:version_bump']);
-    // Behaviour alone, in a patch that only adds a public method, stays below the bar.
-    const assertion = { nodeid: 't.py::a', message: 'AssertionError: assert 3 == 4' };
+    expect(patchSignals(release)).toEqual(['-patch:version_bump']);
+    // Behaviour alone, in a patch that adds a public method, stays below the bar.
     expect(judgeFix([assertion], feature, patchSignals(feature))).toMatchObject({
       fix_confidence: 0.4,
       feature: expect.stringMatching(/^not shown to be a fix/),
@@ -459,8 +467,8 @@ describe('issue-fix tasks from the fixture repository, run in its image', () => 
       statement_source: 'issue',
       aux_patch: null,
     });
-    expect(task.fix_signals).toEqual(['behavioural_failures:1/1', 'message:fix', 'issue:#3', 'issue_text:hangs', 'patch:changes_existing_code']);
-    expect(task.fix_confidence).toBeCloseTo(1);
+    expect(task.fix_signals).toEqual(['behavioural_failures:1/1', 'message:fix', 'issue:#3', 'issue_text:hangs']);
+    expect(task.fix_confidence).toBeCloseTo(0.9);
     expect(task.instance_id).toMatch(new RegExp(`^slugs\\.${shas[4].slice(0, 8)}\\.issue__[0-9a-f]{8}$`));
     expect(task.patch).toContain('+        n += 1');
     expect(task.test_patch).toContain('+def test_several_taken_suffixes():');

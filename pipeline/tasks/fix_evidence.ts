@@ -6,9 +6,10 @@
  * AttributeError, NameError, an unexpected keyword argument, a missing module) tests a feature:
  * no behaviour was wrong before, something was absent. A test failing for any other reason (an
  * assertion, a wrong value, an exception from the old code) shows a behaviour the fix changed.
- * Messages and issues (fix, bug, regression, error, a linked issue, a bug label) and the shape
- * of the gold patch (changing existing code; adding public names or a version) only move the
- * confidence; they never turn a feature into a fix.
+ * Messages and issues (fix, bug, regression, error, a linked issue, a bug label, a revert), a
+ * failure showing an error the old code did not raise in code the fix changes, and the shape of
+ * the gold patch (adding public names or a version) only move the confidence; they never turn a
+ * feature into a fix.
  */
 import type { IssueText } from './issue_export.js';
 
@@ -141,17 +142,11 @@ const isCodeLine = (body: string): boolean => body.trim() !== '' && !body.trim()
 const DEFINITION = /^\s*(?:async\s+)?(?:def|class)\s+(\w+)/;
 
 /**
- * Signals in the gold patch itself. A fix changes code that was already there: it removes or
- * rewrites a line, or adds lines inside an existing function (a guard, a missing case), which
- * is `patch:changes_existing_code` (`+`). A feature shows itself by new public functions or
- * classes (`-patch:new_public_name:<name>`) and a release by a new `__version__` (`-patch:version_bump`).
+ * Whether the gold patch changes code that was already there: it removes or rewrites a line, or
+ * adds lines inside an existing function (a guard, a missing case) rather than a new definition.
  */
-export function patchSignals(patch: string): string[] {
-  const removedNames = new Set<string>();
-  const newNames = new Set<string>();
-  let existing = false;
-  let bump = false;
-  // The enclosing definition git names in a hunk's header, and whether this hunk has added a definition yet.
+function changesExistingCode(patch: string): boolean {
+  // Whether git names an enclosing definition in the hunk's header, and whether this hunk has added a definition yet.
   let inDefinition = false;
   let addedDefinition = false;
   for (const line of patch.split('\n')) {
@@ -159,25 +154,45 @@ export function patchSignals(patch: string): string[] {
     if (line.startsWith('@@')) {
       inDefinition = DEFINITION.test(line.replace(/^@@[^@]*@@/, ''));
       addedDefinition = false;
-    } else if (line.startsWith('-') && isCodeLine(line.slice(1))) {
-      existing = true;
-      const name = DEFINITION.exec(line.slice(1))?.[1];
-      if (name) removedNames.add(name);
-    } else if (line.startsWith('+') && isCodeLine(line.slice(1))) {
+    } else if (line.startsWith('-') && isCodeLine(line.slice(1))) return true;
+    else if (line.startsWith('+') && isCodeLine(line.slice(1))) {
       const body = line.slice(1);
-      const name = DEFINITION.exec(body)?.[1];
-      if (name) {
-        addedDefinition = true;
-        if (!name.startsWith('_')) newNames.add(name);
-      } else if (inDefinition && !addedDefinition && !body.trimStart().startsWith('@')) existing = true;
-      if (/^__version__\s*=/.test(body.trim())) bump = true;
+      if (DEFINITION.test(body)) addedDefinition = true;
+      else if (inDefinition && !addedDefinition && !body.trimStart().startsWith('@')) return true;
     }
   }
-  const signals = existing ? ['patch:changes_existing_code'] : [];
-  for (const name of [...newNames].filter((n) => !removedNames.has(n)).sort()) signals.push(`-patch:new_public_name:${name}`);
+  return false;
+}
+
+/**
+ * Feature signals in the gold patch itself: new public functions or classes
+ * (`-patch:new_public_name:<name>`) and a new `__version__` (`-patch:version_bump`).
+ */
+export function patchSignals(patch: string): string[] {
+  const removedNames = new Set<string>();
+  const newNames = new Set<string>();
+  let bump = false;
+  for (const line of patch.split('\n')) {
+    if (line.startsWith('+++') || line.startsWith('---')) continue;
+    const name = DEFINITION.exec(line.slice(1))?.[1];
+    if (line.startsWith('-') && name) removedNames.add(name);
+    else if (line.startsWith('+') && name && !name.startsWith('_')) newNames.add(name);
+    if (line.startsWith('+') && /^__version__\s*=/.test(line.slice(1).trim())) bump = true;
+  }
+  const signals = [...newNames]
+    .filter((n) => !removedNames.has(n))
+    .sort()
+    .map((n) => `-patch:new_public_name:${n}`);
   if (bump) signals.push('-patch:version_bump');
   return signals;
 }
+
+/**
+ * A failure saying the old code did not raise the error the test expects, or raised another one:
+ * pytest's "DID NOT RAISE", unittest's "not raised", a `match=`/assertRaisesRegex mismatch, or an
+ * exception class on the expected side of a comparison.
+ */
+const EXPECTED_ERROR = /DID NOT RAISE|\bnot raised\b|does not match|Regex pattern did not match|(Error|Exception)'>\]?\s*$/m;
 
 export interface FixVerdict {
   /** Null when it is a fix; else why it is not. */
@@ -198,12 +213,15 @@ export const MIN_FIX_CONFIDENCE = 0.7;
 export function judgeFix(
   failures: { nodeid: string; message: string | null }[],
   patch: string,
-  signals: string[],
+  given: string[],
   minConfidence = MIN_FIX_CONFIDENCE,
 ): FixVerdict {
   const added = addedNames(patch);
   const missing = failures.map((f) => ({ ...f, name: missingAddedName(f.message, added) }));
   const behavioural = missing.filter((f) => f.name === null);
+  // Old code that accepts what it should reject, in a function the fix changes: the shape of a validation fix.
+  const expectedError = behavioural.some((f) => EXPECTED_ERROR.test(f.message ?? '')) && changesExistingCode(patch);
+  const signals = expectedError ? [...given, 'failure:expected_error'] : given;
   const all = [`behavioural_failures:${behavioural.length}/${failures.length}`, ...signals];
   const score = 0.6 * (behavioural.length / failures.length) + signals.reduce((s, x) => s + (x.startsWith('-') ? -0.2 : 0.1), 0);
   const fix_confidence = Math.max(0, Math.min(1, Math.round(score * 100) / 100));
