@@ -233,6 +233,11 @@ describe('issue references, fix evidence and statements (no containers)', () => 
     ]) {
       expect(judgeFix([{ nodeid: 't.py::a', message }], rewrite, []).signals).toContain('failure:expected_error');
     }
+    // h11 fdab133: the old code raised on valid input, from a raise the fix takes out.
+    const strict =
+      '--- a/h11/_headers.py\n+++ b/h11/_headers.py\n@@ -160,2 +160,2 @@ def normalize_and_validate(headers, _parsed=False):\n-                raise LocalProtocolError("multiple Content-Length headers")\n+                pass\n';
+    const raised = { nodeid: 't.py::a', message: 'h11._util.LocalProtocolError: multiple Content-Length headers' };
+    expect(judgeFix([raised], strict, [])).toMatchObject({ feature: null, signals: ['behavioural_failures:1/1', 'failure:removed_error'] });
     // A plain wrong value is behaviour alone; an expected error in a new function is not a change to existing code.
     const assertion = { nodeid: 't.py::a', message: 'AssertionError: assert 3 == 4' };
     expect(judgeFix([assertion], rewrite, [])).toMatchObject({ fix_confidence: 0.6, feature: expect.stringMatching(/^not shown to be a fix/) });

@@ -7,9 +7,9 @@
  * no behaviour was wrong before, something was absent. A test failing for any other reason (an
  * assertion, a wrong value, an exception from the old code) shows a behaviour the fix changed.
  * Messages and issues (fix, bug, regression, error, a linked issue, a bug label, a revert), a
- * failure showing an error the old code did not raise in code the fix changes, and the shape of
- * the gold patch (adding public names or a version) only move the confidence; they never turn a
- * feature into a fix.
+ * failure showing an error the old code did not raise in code the fix changes or one it raised
+ * from a line the fix removes, and the shape of the gold patch (adding public names or a version)
+ * only move the confidence; they never turn a feature into a fix.
  */
 import type { IssueText } from './issue_export.js';
 
@@ -194,6 +194,12 @@ export function patchSignals(patch: string): string[] {
  */
 const EXPECTED_ERROR = /DID NOT RAISE|\bnot raised\b|does not match|Regex pattern did not match|(Error|Exception)'>\]?\s*$/m;
 
+/** String literals on the lines the gold patch removes, long enough to identify an error message. */
+function removedLiterals(patch: string): string[] {
+  const lines = patch.split('\n').filter((l) => l.startsWith('-') && !l.startsWith('---'));
+  return lines.flatMap((l) => [...l.matchAll(/(["'])((?:(?!\1).){12,})\1/g)].map((m) => m[2]));
+}
+
 export interface FixVerdict {
   /** Null when it is a fix; else why it is not. */
   feature: string | null;
@@ -221,7 +227,10 @@ export function judgeFix(
   const behavioural = missing.filter((f) => f.name === null);
   // Old code that accepts what it should reject, in a function the fix changes: the shape of a validation fix.
   const expectedError = behavioural.some((f) => EXPECTED_ERROR.test(f.message ?? '')) && changesExistingCode(patch);
-  const signals = expectedError ? [...given, 'failure:expected_error'] : given;
+  // An error the old code raised on input the test calls valid, whose raise the fix takes out (an over-strict check).
+  const literals = removedLiterals(patch);
+  const removedError = behavioural.some((f) => literals.some((l) => (f.message ?? '').split('\n')[0].includes(l)));
+  const signals = [...given, ...(expectedError ? ['failure:expected_error'] : []), ...(removedError ? ['failure:removed_error'] : [])];
   const all = [`behavioural_failures:${behavioural.length}/${failures.length}`, ...signals];
   const score = 0.6 * (behavioural.length / failures.length) + signals.reduce((s, x) => s + (x.startsWith('-') ? -0.2 : 0.1), 0);
   const fix_confidence = Math.max(0, Math.min(1, Math.round(score * 100) / 100));
