@@ -20,7 +20,16 @@ import type { StageContext } from '../pipeline/runtime/stage.js';
 import { readResult } from '../pipeline/sandbox/results.js';
 import { runSandboxed } from '../pipeline/sandbox/sandbox.js';
 import { withoutTestPaths } from '../pipeline/sandbox/suite_run.js';
-import { addedNames, collectionErrorText, judgeFix, loadTimeouts, messageSignals, missingAddedName, patchSignals } from '../pipeline/tasks/fix_evidence.js';
+import {
+  addedNames,
+  changedSignatures,
+  collectionErrorText,
+  judgeFix,
+  loadTimeouts,
+  messageSignals,
+  missingAddedName,
+  patchSignals,
+} from '../pipeline/tasks/fix_evidence.js';
 import { candidatePatches, findIssueCandidates, isTestFile, packagesOf, skipReason } from '../pipeline/tasks/issue_candidates.js';
 import { issueReferences, matchIssue, parseIssueExport, readIssueExport } from '../pipeline/tasks/issue_export.js';
 import { behaviourStatement, chooseStatement, quotedGoldLine } from '../pipeline/tasks/issue_statement.js';
@@ -238,6 +247,13 @@ describe('issue references, fix evidence and statements (no containers)', () => 
       '--- a/h11/_headers.py\n+++ b/h11/_headers.py\n@@ -160,2 +160,2 @@ def normalize_and_validate(headers, _parsed=False):\n-                raise LocalProtocolError("multiple Content-Length headers")\n+                pass\n';
     const raised = { nodeid: 't.py::a', message: 'h11._util.LocalProtocolError: multiple Content-Length headers' };
     expect(judgeFix([raised], strict, [])).toMatchObject({ feature: null, signals: ['behavioural_failures:1/1', 'failure:removed_error'] });
+    // h11 7370645: a test calling a method with the parameters the gold patch gives it tests a new signature.
+    const signature =
+      '--- a/r.py\n+++ b/r.py\n@@ -40,2 +40,2 @@ class ReceiveBuffer:\n-    def maybe_extract_until_next(self, needle):\n+    def maybe_extract_until_next(self, regex, max_len):\n';
+    expect(changedSignatures(signature)).toEqual(new Set(['maybe_extract_until_next']));
+    const call = { nodeid: 't.py::a', message: 'TypeError: ReceiveBuffer.maybe_extract_until_next() takes 2 positional arguments but 3 were given' };
+    expect(judgeFix([call], signature, ['message:fixed']).feature).toMatch(/^a feature, not a fix: .*'maybe_extract_until_next'/);
+    expect(judgeFix([call], rewrite, ['message:fixed']).feature).toBeNull();
     // A plain wrong value is behaviour alone; an expected error in a new function is not a change to existing code.
     const assertion = { nodeid: 't.py::a', message: 'AssertionError: assert 3 == 4' };
     expect(judgeFix([assertion], rewrite, [])).toMatchObject({ fix_confidence: 0.6, feature: expect.stringMatching(/^not shown to be a fix/) });

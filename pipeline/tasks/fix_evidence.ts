@@ -73,6 +73,21 @@ export function missingAddedName(message: string | null, added: Set<string>): st
   return null;
 }
 
+/** A call that no longer fits a function's parameters: the function's name, when its signature is what changed. */
+const SIGNATURE_MISMATCH =
+  /(\w+)\(\) (?:takes \d+ positional arguments? but \d+ (?:was|were) given|missing \d+ required (?:positional|keyword-only) arguments?)/;
+
+/** Functions whose `def` line the gold patch rewrites (a new signature: new parameters, or fewer). */
+export function changedSignatures(patch: string): Set<string> {
+  const removed = new Map<string, string>();
+  const added = new Map<string, string>();
+  for (const line of patch.split('\n')) {
+    const m = /^([-+])\s*(?:async\s+)?def\s+(\w+)\s*\((.*)$/.exec(line);
+    if (m && !line.startsWith('---') && !line.startsWith('+++')) (m[1] === '-' ? removed : added).set(m[2], m[3].replace(/\s+/g, ''));
+  }
+  return new Set([...added].filter(([name, params]) => removed.has(name) && removed.get(name) !== params).map(([name]) => name));
+}
+
 /**
  * The error lines (`E   ...`) of each "ERROR collecting <module>" section of pytest's output, by
  * module: the report holds only a collection error's first line ("ImportError while importing
@@ -223,7 +238,13 @@ export function judgeFix(
   minConfidence = MIN_FIX_CONFIDENCE,
 ): FixVerdict {
   const added = addedNames(patch);
-  const missing = failures.map((f) => ({ ...f, name: missingAddedName(f.message, added) }));
+  // A test calling a function with the parameters the gold patch gives it tests the new signature, not a fix.
+  const signatures = changedSignatures(patch);
+  const signatureOf = (message: string | null) => {
+    const name = SIGNATURE_MISMATCH.exec(message ?? '')?.[1];
+    return name && signatures.has(name) ? name : null;
+  };
+  const missing = failures.map((f) => ({ ...f, name: missingAddedName(f.message, added) ?? signatureOf(f.message) }));
   const behavioural = missing.filter((f) => f.name === null);
   // Old code that accepts what it should reject, in a function the fix changes: the shape of a validation fix.
   const expectedError = behavioural.some((f) => EXPECTED_ERROR.test(f.message ?? '')) && changesExistingCode(patch);
