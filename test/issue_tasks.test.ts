@@ -20,7 +20,16 @@ import type { StageContext } from '../pipeline/runtime/stage.js';
 import { readResult } from '../pipeline/sandbox/results.js';
 import { runSandboxed } from '../pipeline/sandbox/sandbox.js';
 import { withoutTestPaths } from '../pipeline/sandbox/suite_run.js';
-import { addedNames, collectionErrorText, judgeFix, loadTimeouts, messageSignals, missingAddedName } from '../pipeline/tasks/fix_evidence.js';
+import {
+  addedNames,
+  changedSignatures,
+  collectionErrorText,
+  judgeFix,
+  loadTimeouts,
+  messageSignals,
+  missingAddedName,
+  patchSignals,
+} from '../pipeline/tasks/fix_evidence.js';
 import { candidatePatches, findIssueCandidates, isTestFile, packagesOf, skipReason } from '../pipeline/tasks/issue_candidates.js';
 import { issueReferences, matchIssue, parseIssueExport, readIssueExport } from '../pipeline/tasks/issue_export.js';
 import { behaviourStatement, chooseStatement, quotedGoldLine } from '../pipeline/tasks/issue_statement.js';
@@ -189,7 +198,86 @@ describe('issue references, fix evidence and statements (no containers)', () => 
     expect(judgeFix([assertion], patch, []).feature).toMatch(/^not shown to be a fix: confidence 0.6 below 0.7/);
     const featureTitle = messageSignals(['Merge pull request #9 from a/fix-x\n\nAdd a cache_info() to fix #8'], 8, null);
     expect(featureTitle).toEqual(['message:fix', 'issue:#8', '-feature_word:add']);
+    // toolz 10e97e4: reverting a speed-up that broke isiterable() is a regression fix, not a performance change.
+    const revert = messageSignals(
+      ['Merge pull request #551 from LincolnPuzey/revert-isiterable-change\n\nRevert "Faster isiterable when x isn\'t iterable"'],
+      null,
+      null,
+    );
+    expect(revert).toEqual(['message:revert']);
     expect(judgeFix([assertion], patch, featureTitle)).toMatchObject({ fix_confidence: 0.6, feature: expect.stringMatching(/^not shown to be a fix/) });
+  });
+
+  it('counts an error the old code did not raise, in code the fix changes, and reads feature signals from the gold patch', () => {
+    // more-itertools 0e6acdf: a guard added inside an existing function, no fix word in the message.
+    const guard = [
+      '--- a/more_itertools/more.py',
+      '+++ b/more_itertools/more.py',
+      '@@ -230,6 +230,9 @@ def chunked(iterable, n, strict=False):',
+      '     list is yielded.',
+      ' ',
+      '     """',
+      '+    if n is not None and n < 0:',
+      "+        raise ValueError('n must be at least 0')",
+      '+',
+      '     iterator = iter(partial(take, n, iter(iterable)), [])',
+      '',
+    ].join('\n');
+    expect(patchSignals(guard)).toEqual([]);
+    const failure = {
+      nodeid: 'tests/test_more.py::ChunkedTests::test_negative',
+      message: 'AssertionError: "n must be at least 0" does not match "Stop argument for islice()"',
+    };
+    const signals = messageSignals(['Raise a clear ValueError for negative n in chunked()'], null, null);
+    expect(judgeFix([failure], guard, signals)).toEqual({
+      feature: null,
+      fix_confidence: 0.7,
+      signals: ['behavioural_failures:1/1', 'failure:expected_error'],
+    });
+    // h11 60782ad and dff7cc3: pytest's own words, and an error class expected in a comparison.
+    const rewrite = '--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-    return int(value)\n+    return parse(value)\n';
+    for (const message of [
+      "Failed: DID NOT RAISE <class 'h11._util.LocalProtocolError'>",
+      "AssertionError: assert [Data(data=b'...nk_end=False)] == [<class 'h11....otocolError'>]",
+    ]) {
+      expect(judgeFix([{ nodeid: 't.py::a', message }], rewrite, []).signals).toContain('failure:expected_error');
+    }
+    // h11 fdab133: the old code raised on valid input, from a raise the fix takes out.
+    const strict =
+      '--- a/h11/_headers.py\n+++ b/h11/_headers.py\n@@ -160,2 +160,2 @@ def normalize_and_validate(headers, _parsed=False):\n-                raise LocalProtocolError("multiple Content-Length headers")\n+                pass\n';
+    const raised = { nodeid: 't.py::a', message: 'h11._util.LocalProtocolError: multiple Content-Length headers' };
+    expect(judgeFix([raised], strict, [])).toMatchObject({ feature: null, signals: ['behavioural_failures:1/1', 'failure:removed_error'] });
+    // h11 7370645: a test calling a method with the parameters the gold patch gives it tests a new signature.
+    const signature =
+      '--- a/r.py\n+++ b/r.py\n@@ -40,2 +40,2 @@ class ReceiveBuffer:\n-    def maybe_extract_until_next(self, needle):\n+    def maybe_extract_until_next(self, regex, max_len):\n';
+    expect(changedSignatures(signature)).toEqual(new Set(['maybe_extract_until_next']));
+    const call = { nodeid: 't.py::a', message: 'TypeError: ReceiveBuffer.maybe_extract_until_next() takes 2 positional arguments but 3 were given' };
+    expect(judgeFix([call], signature, ['message:fixed']).feature).toMatch(/^a feature, not a fix: .*'maybe_extract_until_next'/);
+    expect(judgeFix([call], rewrite, ['message:fixed']).feature).toBeNull();
+    // A plain wrong value is behaviour alone; an expected error in a new function is not a change to existing code.
+    const assertion = { nodeid: 't.py::a', message: 'AssertionError: assert 3 == 4' };
+    expect(judgeFix([assertion], rewrite, [])).toMatchObject({ fix_confidence: 0.6, feature: expect.stringMatching(/^not shown to be a fix/) });
+    const added = '--- a/m.py\n+++ b/m.py\n@@ -10,0 +11,3 @@ class Cache:\n+    def check(self, n):\n+        if n < 0:\n+            raise ValueError(n)\n';
+    expect(judgeFix([{ nodeid: 't.py::a', message: 'Failed: DID NOT RAISE' }], added, []).fix_confidence).toBe(0.6);
+    const feature = [
+      '--- a/pkg/m.py',
+      '+++ b/pkg/m.py',
+      '@@ -10,3 +10,8 @@ class Cache:',
+      '+    def cache_info(self):',
+      '+        return self._info',
+      '+',
+      '+def _helper():',
+      '+    pass',
+      '',
+    ].join('\n');
+    expect(patchSignals(feature)).toEqual(['-patch:new_public_name:cache_info']);
+    const release = "--- a/pkg/__init__.py\n+++ b/pkg/__init__.py\n@@ -1 +1 @@\n-__version__ = '1.0'\n+__version__ = '1.1'\n";
+    expect(patchSignals(release)).toEqual(['-patch:version_bump']);
+    // Behaviour alone, in a patch that adds a public method, stays below the bar.
+    expect(judgeFix([assertion], feature, patchSignals(feature))).toMatchObject({
+      fix_confidence: 0.4,
+      feature: expect.stringMatching(/^not shown to be a fix/),
+    });
   });
 
   it('writes the statement from the failing tests, without any line of the gold patch', () => {

@@ -6,8 +6,10 @@
  * AttributeError, NameError, an unexpected keyword argument, a missing module) tests a feature:
  * no behaviour was wrong before, something was absent. A test failing for any other reason (an
  * assertion, a wrong value, an exception from the old code) shows a behaviour the fix changed.
- * Messages and issues (fix, bug, regression, error, a linked issue, a bug label) only add
- * confidence; they never turn a feature into a fix.
+ * Messages and issues (fix, bug, regression, error, a linked issue, a bug label, a revert), a
+ * failure showing an error the old code did not raise in code the fix changes or one it raised
+ * from a line the fix removes, and the shape of the gold patch (adding public names or a version)
+ * only move the confidence; they never turn a feature into a fix.
  */
 import type { IssueText } from './issue_export.js';
 
@@ -71,6 +73,21 @@ export function missingAddedName(message: string | null, added: Set<string>): st
   return null;
 }
 
+/** A call that no longer fits a function's parameters: the function's name, when its signature is what changed. */
+const SIGNATURE_MISMATCH =
+  /(\w+)\(\) (?:takes \d+ positional arguments? but \d+ (?:was|were) given|missing \d+ required (?:positional|keyword-only) arguments?)/;
+
+/** Functions whose `def` line the gold patch rewrites (a new signature: new parameters, or fewer). */
+export function changedSignatures(patch: string): Set<string> {
+  const removed = new Map<string, string>();
+  const added = new Map<string, string>();
+  for (const line of patch.split('\n')) {
+    const m = /^([-+])\s*(?:async\s+)?def\s+(\w+)\s*\((.*)$/.exec(line);
+    if (m && !line.startsWith('---') && !line.startsWith('+++')) (m[1] === '-' ? removed : added).set(m[2], m[3].replace(/\s+/g, ''));
+  }
+  return new Set([...added].filter(([name, params]) => removed.has(name) && removed.get(name) !== params).map(([name]) => name));
+}
+
 /**
  * The error lines (`E   ...`) of each "ERROR collecting <module>" section of pytest's output, by
  * module: the report holds only a collection error's first line ("ImportError while importing
@@ -104,6 +121,7 @@ const FIX_WORDS =
 const FEATURE_WORDS =
   /\b(add(s|ed|ing)?|new|deprecat(e|es|ed|ion)|drop(s|ped)?|convert(s|ed)?|refactor(s|ed|ing)?|speed( up)?|faster|performance|optimi[sz](e|es|ed|ation))\b/i;
 const BUG_LABEL = /\b(bug|regression|defect|crash)\b/i;
+const REVERT = /^\s*Revert\b/i;
 
 /** The title of a change: a pull request's title (the merge message's first body line), else the subject. */
 function titleOf(message: string): string {
@@ -112,8 +130,8 @@ function titleOf(message: string): string {
 }
 
 /**
- * Secondary signals: fix words in the messages, a linked issue, its labels and text (each one
- * `+`); a feature word in the title (`-`).
+ * Secondary signals: fix words in the messages, a linked issue, its labels and text, a revert
+ * (each one `+`); a feature word in the title (`-`), unless the title reverts that change.
  */
 export function messageSignals(messages: string[], issueNumber: number | null, issue: IssueText | null): string[] {
   const signals: string[] = [];
@@ -126,9 +144,75 @@ export function messageSignals(messages: string[], issueNumber: number | null, i
     const word = FIX_WORDS.exec(`${issue.title}\n${issue.body}`)?.[0];
     if (word) signals.push(`issue_text:${word.toLowerCase()}`);
   }
-  const feature = messages.length ? FEATURE_WORDS.exec(titleOf(messages[0]))?.[0] : undefined;
+  const title = messages.length ? titleOf(messages[0]) : '';
+  // A revert undoes a change that broke something; the feature words are the reverted change's ("Revert \"Faster x\"").
+  if (REVERT.test(title)) signals.push('message:revert');
+  const feature = REVERT.test(title) ? undefined : FEATURE_WORDS.exec(title)?.[0];
   if (feature) signals.push(`-feature_word:${feature.toLowerCase()}`);
   return signals;
+}
+
+/** A line of code, not a blank line or a comment. */
+const isCodeLine = (body: string): boolean => body.trim() !== '' && !body.trim().startsWith('#');
+const DEFINITION = /^\s*(?:async\s+)?(?:def|class)\s+(\w+)/;
+
+/**
+ * Whether the gold patch changes code that was already there: it removes or rewrites a line, or
+ * adds lines inside an existing function (a guard, a missing case) rather than a new definition.
+ */
+function changesExistingCode(patch: string): boolean {
+  // Whether git names an enclosing definition in the hunk's header, and whether this hunk has added a definition yet.
+  let inDefinition = false;
+  let addedDefinition = false;
+  for (const line of patch.split('\n')) {
+    if (line.startsWith('+++') || line.startsWith('---')) continue;
+    if (line.startsWith('@@')) {
+      inDefinition = DEFINITION.test(line.replace(/^@@[^@]*@@/, ''));
+      addedDefinition = false;
+    } else if (line.startsWith('-') && isCodeLine(line.slice(1))) return true;
+    else if (line.startsWith('+') && isCodeLine(line.slice(1))) {
+      const body = line.slice(1);
+      if (DEFINITION.test(body)) addedDefinition = true;
+      else if (inDefinition && !addedDefinition && !body.trimStart().startsWith('@')) return true;
+    }
+  }
+  return false;
+}
+
+/**
+ * Feature signals in the gold patch itself: new public functions or classes
+ * (`-patch:new_public_name:<name>`) and a new `__version__` (`-patch:version_bump`).
+ */
+export function patchSignals(patch: string): string[] {
+  const removedNames = new Set<string>();
+  const newNames = new Set<string>();
+  let bump = false;
+  for (const line of patch.split('\n')) {
+    if (line.startsWith('+++') || line.startsWith('---')) continue;
+    const name = DEFINITION.exec(line.slice(1))?.[1];
+    if (line.startsWith('-') && name) removedNames.add(name);
+    else if (line.startsWith('+') && name && !name.startsWith('_')) newNames.add(name);
+    if (line.startsWith('+') && /^__version__\s*=/.test(line.slice(1).trim())) bump = true;
+  }
+  const signals = [...newNames]
+    .filter((n) => !removedNames.has(n))
+    .sort()
+    .map((n) => `-patch:new_public_name:${n}`);
+  if (bump) signals.push('-patch:version_bump');
+  return signals;
+}
+
+/**
+ * A failure saying the old code did not raise the error the test expects, or raised another one:
+ * pytest's "DID NOT RAISE", unittest's "not raised", a `match=`/assertRaisesRegex mismatch, or an
+ * exception class on the expected side of a comparison.
+ */
+const EXPECTED_ERROR = /DID NOT RAISE|\bnot raised\b|does not match|Regex pattern did not match|(Error|Exception)'>\]?\s*$/m;
+
+/** String literals on the lines the gold patch removes, long enough to identify an error message. */
+function removedLiterals(patch: string): string[] {
+  const lines = patch.split('\n').filter((l) => l.startsWith('-') && !l.startsWith('---'));
+  return lines.flatMap((l) => [...l.matchAll(/(["'])((?:(?!\1).){12,})\1/g)].map((m) => m[2]));
 }
 
 export interface FixVerdict {
@@ -150,12 +234,24 @@ export const MIN_FIX_CONFIDENCE = 0.7;
 export function judgeFix(
   failures: { nodeid: string; message: string | null }[],
   patch: string,
-  signals: string[],
+  given: string[],
   minConfidence = MIN_FIX_CONFIDENCE,
 ): FixVerdict {
   const added = addedNames(patch);
-  const missing = failures.map((f) => ({ ...f, name: missingAddedName(f.message, added) }));
+  // A test calling a function with the parameters the gold patch gives it tests the new signature, not a fix.
+  const signatures = changedSignatures(patch);
+  const signatureOf = (message: string | null) => {
+    const name = SIGNATURE_MISMATCH.exec(message ?? '')?.[1];
+    return name && signatures.has(name) ? name : null;
+  };
+  const missing = failures.map((f) => ({ ...f, name: missingAddedName(f.message, added) ?? signatureOf(f.message) }));
   const behavioural = missing.filter((f) => f.name === null);
+  // Old code that accepts what it should reject, in a function the fix changes: the shape of a validation fix.
+  const expectedError = behavioural.some((f) => EXPECTED_ERROR.test(f.message ?? '')) && changesExistingCode(patch);
+  // An error the old code raised on input the test calls valid, whose raise the fix takes out (an over-strict check).
+  const literals = removedLiterals(patch);
+  const removedError = behavioural.some((f) => literals.some((l) => (f.message ?? '').split('\n')[0].includes(l)));
+  const signals = [...given, ...(expectedError ? ['failure:expected_error'] : []), ...(removedError ? ['failure:removed_error'] : [])];
   const all = [`behavioural_failures:${behavioural.length}/${failures.length}`, ...signals];
   const score = 0.6 * (behavioural.length / failures.length) + signals.reduce((s, x) => s + (x.startsWith('-') ? -0.2 : 0.1), 0);
   const fix_confidence = Math.max(0, Math.min(1, Math.round(score * 100) / 100));

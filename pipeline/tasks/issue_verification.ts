@@ -20,7 +20,7 @@ import { foldReport, type SuiteRun } from '../sandbox/pytest_report.js';
 import { readLogTail, readResult } from '../sandbox/results.js';
 import { freshWork, runSandboxed } from '../sandbox/sandbox.js';
 import { pytestCommand, TIMEOUT_EXIT, withoutTestPaths } from '../sandbox/suite_run.js';
-import { collectionErrorText, judgeFix, loadTimeouts, messageSignals } from './fix_evidence.js';
+import { collectionErrorText, judgeFix, loadTimeouts, messageSignals, patchSignals } from './fix_evidence.js';
 import { type CandidateOptions, candidatePatches, findIssueCandidates } from './issue_candidates.js';
 import { type IssueText, matchIssue } from './issue_export.js';
 import { chooseStatement } from './issue_statement.js';
@@ -229,7 +229,7 @@ export async function mineIssueTasks(ctx: StageContext, clone: CloneRecord, buil
     };
     const failures = F2P.map((id) => ({ nodeid: id, message: beforeMessages.get(id) ?? collectError(id) }));
     const { number, issue } = matchIssue(cand.messages, opts.issues);
-    const verdict = judgeFix(failures, patches.patch, messageSignals(cand.messages, number, issue));
+    const verdict = judgeFix(failures, patches.patch, [...messageSignals(cand.messages, number, issue), ...patchSignals(patches.patch)]);
     if (verdict.feature) {
       drop(verdict.feature);
       continue;
