@@ -44,11 +44,20 @@ export function withoutTestPaths(pytestArgs: string[]): string[] {
 export const OUTPUT_CAP = 16 << 20;
 
 /**
- * The container's command: our runner (isolated from the repository's site-packages) runs the
- * suite `runs` times under a timeout each, caps its output, and hands the plugin the report key
- * where the tests cannot read it.
+ * The runner's hard bound on one test, from outside the test process: twice pytest-timeout's,
+ * so pytest-timeout gets the first chance (with a traceback) and a test that ignores SIGALRM is
+ * still killed long before the suite timeout. 0 (no per-test timeout) turns it off.
  */
-export function runnerCommand(runs: number, suiteTimeoutS: number, pytest: string[]): string[] {
+export function testWallLimitS(testTimeoutS: number): number {
+  return testTimeoutS * 2;
+}
+
+/**
+ * The container's command: our runner (isolated from the repository's site-packages) runs the
+ * suite `runs` times under a timeout each, kills a test past `testLimitS`, caps its output, and
+ * hands the plugin the report key where the tests cannot read it.
+ */
+export function runnerCommand(runs: number, suiteTimeoutS: number, testLimitS: number, pytest: string[]): string[] {
   return [
     'python3',
     '-I',
@@ -57,6 +66,7 @@ export function runnerCommand(runs: number, suiteTimeoutS: number, pytest: strin
     '/worldline/out',
     String(runs),
     String(suiteTimeoutS),
+    String(testLimitS),
     String(OUTPUT_CAP),
     '--',
     ...pytest,
@@ -71,14 +81,28 @@ export function writeReportKey(work: string): string {
   return key;
 }
 
-/** What the runner wrote for run `i`: its exit code (null when it never finished) and the report text. */
-export function readRunFiles(work: string, i: number): { exitCode: number | null; report: string | null; capped: number } {
+/**
+ * What the runner wrote for run `i`: its exit code (null when it never finished), the report
+ * text, the bytes of output dropped, and the test its watchdog killed (null when none).
+ */
+export function readRunFiles(
+  work: string,
+  i: number,
+): { exitCode: number | null; report: string | null; capped: number; testTimedOut: string | null } {
   const exitText = readResult(work, `exit-${i}`);
   return {
     exitCode: exitText === null ? null : Number(exitText.trim()),
     report: readResult(work, `report-${i}.jsonl`),
     capped: Number(readResult(work, `capped-${i}`)?.trim() ?? 0),
+    testTimedOut: readResult(work, `test-timeout-${i}`),
   };
+}
+
+/** Why a run ended early, as the runner saw it; null when it ran to its end. */
+export function runnerProblem(files: ReturnType<typeof readRunFiles>, testLimitS: number): string | null {
+  if (files.testTimedOut !== null) return `test timed out: ${files.testTimedOut} (per-test limit: ${testLimitS} s, killed by the runner)`;
+  if (files.capped) return `output capped: the suite printed ${files.capped} bytes past the ${OUTPUT_CAP}-byte cap`;
+  return null;
 }
 
 export interface SuiteSpec {
@@ -89,6 +113,8 @@ export interface SuiteSpec {
   stage: 'validate' | 'trace';
   runs: number;
   suiteTimeoutS: number;
+  /** pytest-timeout's per-test limit for this run; the runner's hard bound derives from it. */
+  testTimeoutS: number;
   pytest: string[];
   env?: Record<string, string>;
 }
@@ -107,9 +133,10 @@ export async function runSuite(spec: SuiteSpec): Promise<SuiteOutcome> {
   const work = freshWork(outLayout.work(options.out, spec.stage, unit.id));
   const key = writeReportKey(work);
   const started = Date.now();
+  const testLimitS = testWallLimitS(spec.testTimeoutS);
   const result = await runSandboxed({
     image: spec.imageId,
-    cmd: runnerCommand(spec.runs, spec.suiteTimeoutS, spec.pytest),
+    cmd: runnerCommand(spec.runs, spec.suiteTimeoutS, testLimitS, spec.pytest),
     work,
     vars: unit.env.vars,
     srcLayout: spec.srcLayout,
@@ -138,16 +165,20 @@ export async function runSuite(spec: SuiteSpec): Promise<SuiteOutcome> {
 
   function readRuns(): void {
     for (let i = 1; i <= spec.runs; i++) {
-      const { exitCode, report, capped } = readRunFiles(work, i);
+      const files = readRunFiles(work, i);
+      const { exitCode, report } = files;
       logParts.push(`==== run ${i} ====\n${readLogTail(work, `output-${i}.log`) ?? '(no output)'}`);
       if (exitCode === null && report === null) break;
       const timedOut = exitCode === null || exitCode === TIMEOUT_EXIT;
       const run = foldReport(report ?? '', timedOut ? null : exitCode, timedOut, key);
-      if (exitCode === null && !result.timedOut) {
+      const stopped = runnerProblem(files, testLimitS);
+      const tampered = run.problem?.startsWith('the report was tampered') ?? false;
+      if (files.testTimedOut !== null && !tampered) run.problem = stopped;
+      else if (exitCode === null && !result.timedOut) {
         // No exit file and no timeout of ours: something killed the runner (a test may kill its parent).
         run.problem = `the runner was killed before the suite finished (container exit ${result.exitCode}${result.oomKilled ? ', out of memory' : ''})`;
       } else if (timedOut) run.problem = `${run.problem} (suite timeout: ${spec.suiteTimeoutS} s)`;
-      else if (capped) run.problem = `output capped: the suite printed ${capped} bytes past the ${OUTPUT_CAP}-byte cap`;
+      else if (stopped) run.problem = stopped;
       else if (exitCode === 137) {
         run.problem = result.oomKilled
           ? `out of memory (killed at the ${options.memoryMb} MB limit)`
