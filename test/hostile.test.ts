@@ -136,6 +136,45 @@ describe('the hostile suite, through worldline run', () => {
   });
 });
 
+describe('a conftest that forges the mutant checks', () => {
+  it('is caught: forage fails with the reason, where unsigned reports would have made tasks of its forged failures', async () => {
+    const dir = tempDir('hostile-mutant');
+    const repo = join(dir, 'forged-mutant');
+    cpSync(join(packageRoot, 'examples', 'hostile', 'repos', 'forged-mutant'), repo, { recursive: true });
+    const manifest = join(dir, 'manifest.jsonl');
+    writeFileSync(manifest, `${JSON.stringify({ repo })}\n`);
+    const out = join(dir, 'out');
+    const res = await cli([
+      'run',
+      '--manifest',
+      manifest,
+      '--out',
+      out,
+      '--stages',
+      'clone,build,validate,trace,forage',
+      '--json',
+      '--validate-runs',
+      '1',
+      '--mutations-per-unit',
+      '2',
+      '--mutation-tries',
+      '6',
+      '--issue-candidates',
+      '0',
+      '--policy',
+      'none',
+    ]);
+    const unit = (JSON.parse(res.stdout) as RunJson).units[0];
+    // validate and trace ran honestly (the conftest forges only where the mutant driver's plan is).
+    expect(unit.ran, res.stderr).toEqual(['clone', 'build', 'validate', 'trace', 'forage']);
+    expect(unit).toMatchObject({
+      status: 'failed',
+      stage: 'forage',
+      reason: expect.stringMatching(/^mutant check \d+: the report was tampered with: line 1 of the report is not signed by the reporting plugin$/),
+    });
+  }, 900_000);
+});
+
 describe('the build network', () => {
   it('gives package installs the mirror but not the host loopback', async () => {
     const listener = await loopbackListener();

@@ -39,7 +39,7 @@ PR_SET_DUMPABLE = 4
 TIMEOUT_EXIT = 124
 
 
-def _take_key(out):
+def take_key(out):
     path = os.path.join(out, "key")
     try:
         with open(path, "rb") as f:
@@ -106,8 +106,28 @@ def _watch_tests(fd, limit, proc, key, ended, fired):
         _kill_group(proc)
 
 
-def _run_once(out, i, timeout_s, test_limit_s, cap, cmd, key):
-    env = dict(os.environ, WORLDLINE_REPORT=os.path.join(out, "report-%d.jsonl" % i))
+def forbid_dumping():
+    """After this, a process of the same user can open neither /proc/<us>/fd nor /proc/<us>/mem."""
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        sys.exit("worldline_runs: prctl(PR_SET_DUMPABLE) failed: the key would be readable by tests")
+
+
+def signer(key):
+    """Signs records as the reporting plugin does (`<hmac-sha256 hex> <json with seq>`), for a
+    driver's own results: tests can write the folder they land in, but not sign a line."""
+    state = {"seq": 0}
+
+    def sign(record):
+        body = json.dumps(dict(record, seq=state["seq"]), sort_keys=True)
+        state["seq"] += 1
+        return hmac.new(key, body.encode("utf-8"), hashlib.sha256).hexdigest() + " " + body + "\n"
+
+    return sign
+
+
+def run_once(out, i, timeout_s, test_limit_s, cap, cmd, key):
+    """One pytest run; its files are named with `i` (see the module's docstring). Returns its exit status."""
+    env = dict(os.environ, WORLDLINE_REPORT=os.path.join(out, "report-%s.jsonl" % i))
     pass_fds = []
     if key is not None:
         r, w = os.pipe()
@@ -144,7 +164,7 @@ def _run_once(out, i, timeout_s, test_limit_s, cap, cmd, key):
     timer.start()
     kept = 0
     dropped = 0
-    with open(os.path.join(out, "output-%d.log" % i), "wb") as log:
+    with open(os.path.join(out, "output-%s.log" % i), "wb") as log:
         while True:
             chunk = proc.stdout.read1(1 << 16) if hasattr(proc.stdout, "read1") else proc.stdout.read(1 << 16)
             if not chunk:
@@ -164,16 +184,16 @@ def _run_once(out, i, timeout_s, test_limit_s, cap, cmd, key):
         os.close(progress)
     if test_timed_out:
         code = TIMEOUT_EXIT
-        with open(os.path.join(out, "test-timeout-%d" % i), "w", encoding="utf-8") as f:
+        with open(os.path.join(out, "test-timeout-%s" % i), "w", encoding="utf-8") as f:
             f.write(test_timed_out[0])
     elif timed_out:
         code = TIMEOUT_EXIT
     elif code < 0:
         code = 128 - code
-    with open(os.path.join(out, "exit-%d" % i), "w") as f:
+    with open(os.path.join(out, "exit-%s" % i), "w") as f:
         f.write("%d\n" % code)
     if dropped:
-        with open(os.path.join(out, "capped-%d" % i), "w") as f:
+        with open(os.path.join(out, "capped-%s" % i), "w") as f:
             f.write("%d\n" % dropped)
     return code
 
@@ -182,11 +202,10 @@ def main(argv):
     sep = argv.index("--")
     out, runs, timeout_s, test_limit_s, cap = argv[1], int(argv[2]), float(argv[3]), float(argv[4]), int(argv[5])
     cmd = argv[sep + 1 :]
-    key = _take_key(out)
-    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
-        sys.exit("worldline_runs: prctl(PR_SET_DUMPABLE) failed: the key would be readable by tests")
+    key = take_key(out)
+    forbid_dumping()
     for i in range(1, runs + 1):
-        if _run_once(out, i, timeout_s, test_limit_s, cap, cmd, key) == TIMEOUT_EXIT:
+        if run_once(out, i, timeout_s, test_limit_s, cap, cmd, key) == TIMEOUT_EXIT:
             break
 
 
