@@ -60,7 +60,7 @@ def main(plan_file, out_dir):
                 with open(path, "w", encoding="utf-8", newline="") as f:
                     f.write(m["source"])
                 code = worldline_runs.run_once(out_dir, i, cand.get("timeout", plan["timeout"]), plan["test_limit"], plan["output_cap"],
-                                               plan["pytest"] + cand["tests"], key)
+                                               plan["pytest"] + cand["tests"], key)["exit"]
                 # Nobody reads a mutant's output: it would only fill the folder.
                 os.unlink(os.path.join(out_dir, "output-%d.log" % i))
                 timed_out = code == worldline_runs.TIMEOUT_EXIT

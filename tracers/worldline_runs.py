@@ -21,6 +21,15 @@ test. Only signed lines count, and a test that closes the pipe leaves its deadli
 a test can neither extend nor disarm its own bound. Runs share the
 container's /tmp and /repo (state a run leaves there is how order-dependent flakiness shows);
 nothing persists beyond the container.
+Started as `python3 -I -S worldline_runs.py OUT --steps STEPS_JSON` it runs a list of steps
+instead, for work that changes /repo between runs (issue-fix verification, the traces around
+a fix): {"cap": bytes, "steps": [{"name", "sh": script} | {"name", "run": [argv], "timeout",
+"test_limit", "env"?}]}. A `sh` step (patches, git; started by us, so it cannot read our memory
+either) ends the list when it fails. Each step's outcome (exit status, a `sh` step's first
+`cap` bytes of output, a run's capped bytes and timed-out test, wall clock) is one line of
+OUT/steps.jsonl signed with the key, so what a test leaves in OUT cannot stand in for it.
+
+Drivers of their own (forage_mutations.py) import take_key, forbid_dumping, signer and run_once.
 Standard library only; Python 3.8+.
 """
 import ctypes
@@ -125,9 +134,11 @@ def signer(key):
     return sign
 
 
-def run_once(out, i, timeout_s, test_limit_s, cap, cmd, key):
-    """One pytest run; its files are named with `i` (see the module's docstring). Returns its exit status."""
-    env = dict(os.environ, WORLDLINE_REPORT=os.path.join(out, "report-%s.jsonl" % i))
+def run_once(out, i, timeout_s, test_limit_s, cap, cmd, key, extra_env=None):
+    """One pytest run; its files are named with `i` (see the module's docstring). Returns what the
+    files say, from our memory: {"exit", "capped" (bytes dropped), "test_timeout" (node id or None)}."""
+    env = dict(os.environ, **(extra_env or {}))
+    env["WORLDLINE_REPORT"] = os.path.join(out, "report-%s.jsonl" % i)
     pass_fds = []
     if key is not None:
         r, w = os.pipe()
@@ -195,17 +206,59 @@ def run_once(out, i, timeout_s, test_limit_s, cap, cmd, key):
     if dropped:
         with open(os.path.join(out, "capped-%s" % i), "w") as f:
             f.write("%d\n" % dropped)
-    return code
+    return {"exit": code, "capped": dropped, "test_timeout": test_timed_out[0] if test_timed_out else None}
+
+
+def _sh_step(script, cap):
+    """A step of ours: its exit status and the first `cap` bytes of its output."""
+    proc = subprocess.Popen(["sh", "-c", script], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, cwd="/repo")
+    kept = []
+    size = 0
+    while True:
+        chunk = proc.stdout.read(1 << 16)
+        if not chunk:
+            break
+        if size < cap:
+            kept.append(chunk[: cap - size])
+            size += len(kept[-1])
+    code = proc.wait()
+    _kill_group(proc)
+    return code, b"".join(kept).decode("utf-8", "replace")
+
+
+def run_steps(out, plan_file):
+    key = take_key(out)
+    forbid_dumping()
+    with open(plan_file) as f:
+        plan = json.load(f)
+    sign = signer(key) if key is not None else (lambda record: json.dumps(record, sort_keys=True) + "\n")
+    cap = int(plan["cap"])
+    with open(os.path.join(out, "steps.jsonl"), "w") as steps:
+        for step in plan["steps"]:
+            started = time.time()
+            record = {"name": step["name"]}
+            if "sh" in step:
+                record["exit"], record["output"] = _sh_step(step["sh"], cap)
+            else:
+                record.update(run_once(out, step["name"], float(step["timeout"]), float(step["test_limit"]), cap, step["run"], key, step.get("env")))
+            record.update(started=started, ended=time.time())
+            steps.write(sign(record))
+            steps.flush()
+            if "sh" in step and record["exit"] != 0:
+                break
 
 
 def main(argv):
+    if argv[2] == "--steps":
+        run_steps(argv[1], argv[3])
+        return
     sep = argv.index("--")
     out, runs, timeout_s, test_limit_s, cap = argv[1], int(argv[2]), float(argv[3]), float(argv[4]), int(argv[5])
     cmd = argv[sep + 1 :]
     key = take_key(out)
     forbid_dumping()
     for i in range(1, runs + 1):
-        if run_once(out, i, timeout_s, test_limit_s, cap, cmd, key) == TIMEOUT_EXIT:
+        if run_once(out, i, timeout_s, test_limit_s, cap, cmd, key)["exit"] == TIMEOUT_EXIT:
             break
 
 

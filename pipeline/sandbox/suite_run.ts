@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { outLayout } from '../runtime/layout.js';
 import type { Unit } from '../runtime/manifest.js';
 import type { PipelineOptions } from '../runtime/options.js';
-import { foldReport, type SuiteRun } from './pytest_report.js';
+import { foldReport, type SuiteRun, signedLines } from './pytest_report.js';
 import { readLogTail, readResult } from './results.js';
 import { claimWork, freshWork, runSandboxed } from './sandbox.js';
 
@@ -99,10 +99,52 @@ export function readRunFiles(
 }
 
 /** Why a run ended early, as the runner saw it; null when it ran to its end. */
-export function runnerProblem(files: ReturnType<typeof readRunFiles>, testLimitS: number): string | null {
+export function runnerProblem(files: { capped: number; testTimedOut: string | null }, testLimitS: number): string | null {
   if (files.testTimedOut !== null) return `test timed out: ${files.testTimedOut} (per-test limit: ${testLimitS} s, killed by the runner)`;
   if (files.capped) return `output capped: the suite printed ${files.capped} bytes past the ${OUTPUT_CAP}-byte cap`;
   return null;
+}
+
+/** One step of a runner's list (`worldline_runs.py --steps`): a script of ours, or a pytest run. */
+export type Step = { name: string; sh: string } | { name: string; run: string[]; timeoutS: number; testLimitS: number; env?: Record<string, string> };
+
+/** What the runner signed for a step: exit status, a script's output, a run's capped bytes and timed-out test, wall clock (s). */
+export interface StepOutcome {
+  name: string;
+  exit: number;
+  output?: string;
+  capped?: number;
+  test_timeout?: string | null;
+  started: number;
+  ended: number;
+}
+
+/**
+ * Writes `steps` for the runner and a fresh key; returns the container's command and the key.
+ * `cap` bounds each run's output on disk and each script's output kept.
+ */
+export function stepsRunner(work: string, steps: Step[], cap: number): { cmd: string[]; key: string } {
+  const plan = steps.map((s) => ('sh' in s ? s : { name: s.name, run: s.run, timeout: s.timeoutS, test_limit: s.testLimitS, env: s.env }));
+  writeFileSync(join(work, 'steps.json'), JSON.stringify({ cap, steps: plan }));
+  return { cmd: ['python3', '-I', '-S', '/worldline/lib/worldline_runs.py', '/worldline/out', '--steps', '/worldline/out/steps.json'], key: writeReportKey(work) };
+}
+
+/** The steps the runner finished, by name, checked against `key`; throws when a line is not the runner's. */
+export function readSteps(work: string, key: string): Map<string, StepOutcome> {
+  const { lines, tampered } = signedLines<StepOutcome>(readResult(work, 'steps.jsonl') ?? '', key, 'the step results', 'the runner');
+  if (tampered) throw new Error(tampered);
+  return new Map(lines.map((l) => [l.name, l]));
+}
+
+/** A pytest step's run: its signed report folded, with the runner's reason when it stopped it. */
+export function stepRun(work: string, step: StepOutcome | undefined, key: string, testLimitS: number): SuiteRun | null {
+  if (!step) return null;
+  // 137: SIGKILL (the runner's own, or the out-of-memory killer's): the run did not finish either.
+  const timedOut = step.exit === TIMEOUT_EXIT || step.exit === 137;
+  const run = foldReport(readResult(work, `report-${step.name}.jsonl`) ?? '', timedOut ? null : step.exit, timedOut, key);
+  const stopped = runnerProblem({ capped: step.capped ?? 0, testTimedOut: step.test_timeout ?? null }, testLimitS);
+  if (stopped && !run.problem?.startsWith('the report was tampered')) run.problem = stopped;
+  return run;
 }
 
 export interface SuiteSpec {
