@@ -13,7 +13,17 @@ import { OWNER_LABEL, removeOrphanContainers } from '../pipeline/sandbox/engine.
 import { foldReport } from '../pipeline/sandbox/pytest_report.js';
 import { readResult } from '../pipeline/sandbox/results.js';
 import { runSandboxed, SandboxSession } from '../pipeline/sandbox/sandbox.js';
-import { pytestCommand, readRunFiles, runnerCommand, runnerProblem, writeReportKey } from '../pipeline/sandbox/suite_run.js';
+import {
+  pytestCommand,
+  readRunFiles,
+  readSteps,
+  runnerCommand,
+  runnerProblem,
+  type Step,
+  stepRun,
+  stepsRunner,
+  writeReportKey,
+} from '../pipeline/sandbox/suite_run.js';
 import { tempDir } from './helpers.js';
 
 /** A command in a sandboxed container of the 3.11 base image. */
@@ -169,6 +179,38 @@ describe('the sandbox', () => {
       'test_spin.py::test_ok': 'passed',
       'test_spin.py::test_after': 'missing',
     });
+  });
+  it("refuses a step list a test rewrote: every step's outcome is signed by the runner", async () => {
+    const work = tempDir('steps');
+    // The test rewrites what the runner wrote so far: the index listing it would have us check.
+    writeFileSync(
+      join(work, 'test_forge.py'),
+      [
+        'def test_forge():',
+        '    with open("/worldline/out/steps.jsonl", "w") as f:',
+        '        f.write(\'{"name": "index", "exit": 0, "output": "forged", "seq": 0, "started": 0, "ended": 0}\\n\')',
+        '',
+      ].join('\n'),
+    );
+    const steps: Step[] = [
+      { name: 'index', sh: 'echo honest' },
+      { name: 'before', run: [...pytestCommand([], 0, false), '/worldline/out/test_forge.py'], timeoutS: 60, testLimitS: 30 },
+      { name: 'fix', sh: 'exit 3' },
+      { name: 'after', sh: 'echo never' },
+    ];
+    const { cmd, key } = stepsRunner(work, steps, 1 << 20);
+    const res = await inBase(cmd, work, 256);
+    expect(() => readSteps(work, key), res.output).toThrow(/^line 1 of the step results is not signed by the runner$/);
+    // The same steps, honest: outcomes signed in order, the list ended at the failing script.
+    const honest = tempDir('steps-honest');
+    writeFileSync(join(honest, 'test_forge.py'), 'def test_ok():\n    pass\n');
+    const again = stepsRunner(honest, steps, 1 << 20);
+    await inBase(again.cmd, honest, 256);
+    const outcomes = readSteps(honest, again.key);
+    expect([...outcomes.keys()]).toEqual(['index', 'before', 'fix']);
+    expect(outcomes.get('index')).toMatchObject({ exit: 0, output: 'honest\n' });
+    expect(outcomes.get('fix')?.exit).toBe(3);
+    expect(stepRun(honest, outcomes.get('before'), again.key, 30)).toMatchObject({ problem: null, tests: [{ nodeid: 'test_forge.py::test_ok', outcome: 'passed' }] });
   });
   it('says out of memory only when the engine says so: a memory hog and a plain SIGKILL both exit 137', async () => {
     const run = (script: string) => inBase(['sh', '-c', script], tempDir('oom'), 64);
