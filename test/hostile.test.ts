@@ -144,26 +144,9 @@ describe('a conftest that forges the mutant checks', () => {
     const manifest = join(dir, 'manifest.jsonl');
     writeFileSync(manifest, `${JSON.stringify({ repo })}\n`);
     const out = join(dir, 'out');
-    const res = await cli([
-      'run',
-      '--manifest',
-      manifest,
-      '--out',
-      out,
-      '--stages',
-      'clone,build,validate,trace,forage',
-      '--json',
-      '--validate-runs',
-      '1',
-      '--mutations-per-unit',
-      '2',
-      '--mutation-tries',
-      '6',
-      '--issue-candidates',
-      '0',
-      '--policy',
-      'none',
-    ]);
+    const flags =
+      '--stages clone,build,validate,trace,forage --json --validate-runs 1 --mutations-per-unit 2 --mutation-tries 6 --issue-candidates 0 --policy none';
+    const res = await cli(['run', '--manifest', manifest, '--out', out, ...flags.split(' ')]);
     const unit = (JSON.parse(res.stdout) as RunJson).units[0];
     // validate and trace ran honestly (the conftest forges only where the mutant driver's plan is).
     expect(unit.ran, res.stderr).toEqual(['clone', 'build', 'validate', 'trace', 'forage']);

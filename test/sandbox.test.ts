@@ -210,7 +210,10 @@ describe('the sandbox', () => {
     expect([...outcomes.keys()]).toEqual(['index', 'before', 'fix']);
     expect(outcomes.get('index')).toMatchObject({ exit: 0, output: 'honest\n' });
     expect(outcomes.get('fix')?.exit).toBe(3);
-    expect(stepRun(honest, outcomes.get('before'), again.key, 30)).toMatchObject({ problem: null, tests: [{ nodeid: 'test_forge.py::test_ok', outcome: 'passed' }] });
+    expect(stepRun(honest, outcomes.get('before'), again.key, 30)).toMatchObject({
+      problem: null,
+      tests: [{ nodeid: 'test_forge.py::test_ok', outcome: 'passed' }],
+    });
   });
   it('says out of memory only when the engine says so: a memory hog and a plain SIGKILL both exit 137', async () => {
     const run = (script: string) => inBase(['sh', '-c', script], tempDir('oom'), 64);

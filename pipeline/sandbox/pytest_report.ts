@@ -88,8 +88,7 @@ export function signedLines<T = ReportLine>(
     const body = raw.slice(space + 1);
     const mac = createHmac('sha256', key).update(body, 'utf8').digest('hex');
     const given = raw.slice(0, space);
-    if (space !== 64 || !timingSafeEqual(Buffer.from(given), Buffer.from(mac)))
-      return { lines, tampered: `line ${i + 1} of ${what} is not signed by ${by}` };
+    if (space !== 64 || !timingSafeEqual(Buffer.from(given), Buffer.from(mac))) return { lines, tampered: `line ${i + 1} of ${what} is not signed by ${by}` };
     const line = JSON.parse(body) as T & { seq: number };
     if (line.seq !== lines.length) return { lines, tampered: `line ${i + 1} of ${what} is out of sequence (lines were removed, repeated or reordered)` };
     lines.push(line);

@@ -85,10 +85,7 @@ export function writeReportKey(work: string): string {
  * What the runner wrote for run `i`: its exit code (null when it never finished), the report
  * text, the bytes of output dropped, and the test its watchdog killed (null when none).
  */
-export function readRunFiles(
-  work: string,
-  i: number,
-): { exitCode: number | null; report: string | null; capped: number; testTimedOut: string | null } {
+export function readRunFiles(work: string, i: number): { exitCode: number | null; report: string | null; capped: number; testTimedOut: string | null } {
   const exitText = readResult(work, `exit-${i}`);
   return {
     exitCode: exitText === null ? null : Number(exitText.trim()),
@@ -126,7 +123,10 @@ export interface StepOutcome {
 export function stepsRunner(work: string, steps: Step[], cap: number): { cmd: string[]; key: string } {
   const plan = steps.map((s) => ('sh' in s ? s : { name: s.name, run: s.run, timeout: s.timeoutS, test_limit: s.testLimitS, env: s.env }));
   writeFileSync(join(work, 'steps.json'), JSON.stringify({ cap, steps: plan }));
-  return { cmd: ['python3', '-I', '-S', '/worldline/lib/worldline_runs.py', '/worldline/out', '--steps', '/worldline/out/steps.json'], key: writeReportKey(work) };
+  return {
+    cmd: ['python3', '-I', '-S', '/worldline/lib/worldline_runs.py', '/worldline/out', '--steps', '/worldline/out/steps.json'],
+    key: writeReportKey(work),
+  };
 }
 
 /** The steps the runner finished, by name, checked against `key`; throws when a line is not the runner's. */

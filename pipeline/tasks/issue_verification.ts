@@ -18,16 +18,7 @@ import { type StageContext, UnitFailure } from '../runtime/stage.js';
 import type { SuiteRun } from '../sandbox/pytest_report.js';
 import { readLogTail } from '../sandbox/results.js';
 import { freshWork, runSandboxed } from '../sandbox/sandbox.js';
-import {
-  pytestCommand,
-  readSteps,
-  type Step,
-  type StepOutcome,
-  stepRun,
-  stepsRunner,
-  testWallLimitS,
-  withoutTestPaths,
-} from '../sandbox/suite_run.js';
+import { pytestCommand, readSteps, type Step, type StepOutcome, stepRun, stepsRunner, testWallLimitS, withoutTestPaths } from '../sandbox/suite_run.js';
 import { collectionErrorText, judgeFix, loadTimeouts, messageSignals } from './fix_evidence.js';
 import { type CandidateOptions, candidatePatches, findIssueCandidates } from './issue_candidates.js';
 import { type IssueText, matchIssue } from './issue_export.js';

@@ -5,9 +5,7 @@ def add(a, b):
     return a + b
 
 
-def clamp(x, lo, hi):
-    if x < lo:
-        return lo
-    if x > hi:
-        return hi
-    return x
+def sign(x):
+    if x > 0:
+        return 1
+    return -1 if x < 0 else 0

@@ -1,11 +1,9 @@
-from calc import add, clamp
+from calc import add, sign
 
 
 def test_add():
     assert add(2, 3) == 5
 
 
-def test_clamp():
-    assert clamp(5, 0, 3) == 3
-    assert clamp(-1, 0, 3) == 0
-    assert clamp(2, 0, 3) == 2
+def test_sign():
+    assert [sign(-4), sign(0), sign(9)] == [-1, 0, 1]
