@@ -90,7 +90,7 @@ describe('the hostile suite, through worldline run', () => {
       }
     }, 500);
     const stages = 'clone,build,validate,trace';
-    const args = ['run', '--manifest', manifest, '--out', out, '--stages', stages, '--json', '--suite-timeout', '20', '--test-timeout', '0'];
+    const args = ['run', '--manifest', manifest, '--out', out, '--stages', stages, '--json', '--suite-timeout', '90', '--test-timeout', '15'];
     const res = await cli([...args, '--memory', '256', '--pids', '64', '--concurrency', '2']).finally(() => clearInterval(poll));
     expect(res.code, res.stderr).toBe(1);
     run = JSON.parse(res.stdout) as RunJson;
@@ -104,7 +104,8 @@ describe('the hostile suite, through worldline run', () => {
     // Contained inside the test: the pids limit refuses the fork, the network and the root file system are not there.
     for (const name of ['fork-bomb', 'network-test', 'writes-outside']) expect(unit(name), name).toMatchObject({ status: 'ok' });
     failedAt('memory-hog', 'validate', /^run 1: out of memory \(killed at the 256 MB limit\)$/);
-    failedAt('sigalrm-loop', 'validate', /^run 1: the suite exceeded its wall timeout and was killed; .*\(suite timeout: 20 s\)$/);
+    // Bounded by the runner's per-test limit (twice --test-timeout), well inside the 90 s suite timeout.
+    failedAt('sigalrm-loop', 'validate', /^run 1: test timed out: tests\/test_loop\.py::test_spin \(per-test limit: 30 s, killed by the runner\)$/);
     failedAt('network-build', 'build', /^image build failed: setup returned a non-zero code: 1/);
     failedAt('stdout-flood', 'validate', /^run 1: output capped: the suite printed \d+ bytes past the 16777216-byte cap$/);
     failedAt('symlink-result', 'validate', /is a symlink; refused/);
@@ -133,6 +134,28 @@ describe('the hostile suite, through worldline run', () => {
     expect(peakRssKb).toBeGreaterThan(0);
     expect(peakRssKb).toBeLessThan(1 << 20);
   });
+});
+
+describe('a conftest that forges the mutant checks', () => {
+  it('is caught: forage fails with the reason, where unsigned reports would have made tasks of its forged failures', async () => {
+    const dir = tempDir('hostile-mutant');
+    const repo = join(dir, 'forged-mutant');
+    cpSync(join(packageRoot, 'examples', 'hostile', 'repos', 'forged-mutant'), repo, { recursive: true });
+    const manifest = join(dir, 'manifest.jsonl');
+    writeFileSync(manifest, `${JSON.stringify({ repo })}\n`);
+    const out = join(dir, 'out');
+    const flags =
+      '--stages clone,build,validate,trace,forage --json --validate-runs 1 --mutations-per-unit 2 --mutation-tries 6 --issue-candidates 0 --policy none';
+    const res = await cli(['run', '--manifest', manifest, '--out', out, ...flags.split(' ')]);
+    const unit = (JSON.parse(res.stdout) as RunJson).units[0];
+    // validate and trace ran honestly (the conftest forges only where the mutant driver's plan is).
+    expect(unit.ran, res.stderr).toEqual(['clone', 'build', 'validate', 'trace', 'forage']);
+    expect(unit).toMatchObject({
+      status: 'failed',
+      stage: 'forage',
+      reason: expect.stringMatching(/^mutant check \d+: the report was tampered with: line 1 of the report is not signed by the reporting plugin$/),
+    });
+  }, 900_000);
 });
 
 describe('the build network', () => {

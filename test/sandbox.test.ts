@@ -13,7 +13,17 @@ import { OWNER_LABEL, removeOrphanContainers } from '../pipeline/sandbox/engine.
 import { foldReport } from '../pipeline/sandbox/pytest_report.js';
 import { readResult } from '../pipeline/sandbox/results.js';
 import { runSandboxed, SandboxSession } from '../pipeline/sandbox/sandbox.js';
-import { pytestCommand, readRunFiles, runnerCommand, writeReportKey } from '../pipeline/sandbox/suite_run.js';
+import {
+  pytestCommand,
+  readRunFiles,
+  readSteps,
+  runnerCommand,
+  runnerProblem,
+  type Step,
+  stepRun,
+  stepsRunner,
+  writeReportKey,
+} from '../pipeline/sandbox/suite_run.js';
 import { tempDir } from './helpers.js';
 
 /** A command in a sandboxed container of the 3.11 base image. */
@@ -115,7 +125,7 @@ describe('the sandbox', () => {
       ].join('\n'),
     );
     const key = writeReportKey(work);
-    const res = await inBase(runnerCommand(1, 60, [...pytestCommand(['-s'], 0, false), '/worldline/out/test_steal.py']), work, 256);
+    const res = await inBase(runnerCommand(1, 60, 0, [...pytestCommand(['-s'], 0, false), '/worldline/out/test_steal.py']), work, 256);
     const run = readRunFiles(work, 1);
     const output = readResult(work, 'output-1.log') as string;
     expect(output, res.output).toContain('STOLEN:');
@@ -125,6 +135,85 @@ describe('the sandbox', () => {
     const folded = foldReport(run.report ?? '', run.exitCode, false, key);
     expect(folded.problem).toBeNull();
     expect(folded.tests.map((t) => t.outcome)).toEqual(['passed']);
+  });
+  it('kills a test that ignores SIGALRM at the per-test limit from outside, whatever it forges on or closes of its descriptors', async () => {
+    const work = tempDir('test-limit');
+    writeFileSync(
+      join(work, 'test_spin.py'),
+      [
+        'import os, signal',
+        '',
+        'def test_ok():',
+        '    pass',
+        '',
+        'def test_spin():',
+        '    signal.signal(signal.SIGALRM, signal.SIG_IGN)',
+        '    signal.alarm(1)',
+        // An unsigned "this test ended" on every descriptor, then every descriptor closed.
+        '    forged = b\'{"event": "end", "nodeid": "test_spin.py::test_spin", "seq": 3}\\n\'',
+        '    for fd in range(3, 256):',
+        '        try:',
+        '            os.write(fd, forged)',
+        '        except OSError:',
+        '            pass',
+        '    os.closerange(3, 256)',
+        '    while True:',
+        '        pass',
+        '',
+        'def test_after():',
+        '    pass',
+        '',
+      ].join('\n'),
+    );
+    const key = writeReportKey(work);
+    // A suite timeout far past the per-test limit: only the runner's watchdog can end this run in time.
+    const res = await inBase(runnerCommand(1, 600, 3, [...pytestCommand([], 1, false), '/worldline/out/test_spin.py']), work, 256);
+    const run = readRunFiles(work, 1);
+    expect(res.timedOut, res.output).toBe(false);
+    expect(run.exitCode).toBe(124);
+    expect(run.testTimedOut).toBe('test_spin.py::test_spin');
+    expect(runnerProblem(run, 3)).toBe('test timed out: test_spin.py::test_spin (per-test limit: 3 s, killed by the runner)');
+    // The tests before it reported (signed); the one after never ran.
+    const folded = foldReport(run.report ?? '', null, true, key);
+    expect(Object.fromEntries(folded.tests.map((t) => [t.nodeid, t.outcome]))).toMatchObject({
+      'test_spin.py::test_ok': 'passed',
+      'test_spin.py::test_after': 'missing',
+    });
+  });
+  it("refuses a step list a test rewrote: every step's outcome is signed by the runner", async () => {
+    const work = tempDir('steps');
+    // The test rewrites what the runner wrote so far: the index listing it would have us check.
+    writeFileSync(
+      join(work, 'test_forge.py'),
+      [
+        'def test_forge():',
+        '    with open("/worldline/out/steps.jsonl", "w") as f:',
+        '        f.write(\'{"name": "index", "exit": 0, "output": "forged", "seq": 0, "started": 0, "ended": 0}\\n\')',
+        '',
+      ].join('\n'),
+    );
+    const steps: Step[] = [
+      { name: 'index', sh: 'echo honest' },
+      { name: 'before', run: [...pytestCommand([], 0, false), '/worldline/out/test_forge.py'], timeoutS: 60, testLimitS: 30 },
+      { name: 'fix', sh: 'exit 3' },
+      { name: 'after', sh: 'echo never' },
+    ];
+    const { cmd, key } = stepsRunner(work, steps, 1 << 20);
+    const res = await inBase(cmd, work, 256);
+    expect(() => readSteps(work, key), res.output).toThrow(/^line 1 of the step results is not signed by the runner$/);
+    // The same steps, honest: outcomes signed in order, the list ended at the failing script.
+    const honest = tempDir('steps-honest');
+    writeFileSync(join(honest, 'test_forge.py'), 'def test_ok():\n    pass\n');
+    const again = stepsRunner(honest, steps, 1 << 20);
+    await inBase(again.cmd, honest, 256);
+    const outcomes = readSteps(honest, again.key);
+    expect([...outcomes.keys()]).toEqual(['index', 'before', 'fix']);
+    expect(outcomes.get('index')).toMatchObject({ exit: 0, output: 'honest\n' });
+    expect(outcomes.get('fix')?.exit).toBe(3);
+    expect(stepRun(honest, outcomes.get('before'), again.key, 30)).toMatchObject({
+      problem: null,
+      tests: [{ nodeid: 'test_forge.py::test_ok', outcome: 'passed' }],
+    });
   });
   it('says out of memory only when the engine says so: a memory hog and a plain SIGKILL both exit 137', async () => {
     const run = (script: string) => inBase(['sh', '-c', script], tempDir('oom'), 64);

@@ -94,7 +94,7 @@ describe('signed reports (validate, trace, grading)', () => {
     key = writeReportKey(dir);
     await runSandboxed({
       image: inject('base311'),
-      cmd: runnerCommand(1, 60, [...pytestCommand([], 0, false), '/worldline/out/test_x.py']),
+      cmd: runnerCommand(1, 60, 0, [...pytestCommand([], 0, false), '/worldline/out/test_x.py']),
       work: dir,
       vars: {},
       srcLayout: false,

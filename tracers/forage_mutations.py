@@ -1,19 +1,26 @@
 """Tries mutation candidates inside a repository container: for each, mutate one function in
 /repo, run the tests that reach it with the reporting plugin, and restore the file.
 
-Usage: python3 forage_mutations.py PLAN_JSON OUT_DIR   (stdlib + worldline_mutate only)
-PLAN: {"pytest": [argv...], "timeout": seconds, "max_failing": N, "candidates": [{"file",
-"qualname", "operator", "seed", "tests": [node ids], "timeout"?: seconds for this one}]}. It stops after N applied mutants made
-pytest fail (the kept tasks can only be fewer, never more). Writes OUT_DIR/results.jsonl, one line per candidate, and
-OUT_DIR/report-<i>.jsonl per run. The TypeScript side decides which mutants to keep.
+Usage: python3 -I -S forage_mutations.py PLAN_JSON OUT_DIR   (stdlib + worldline_mutate + worldline_runs only)
+PLAN: {"pytest": [argv...], "timeout": seconds, "test_limit": seconds, "output_cap": bytes, "max_failing": N,
+"candidates": [{"file", "qualname", "operator", "seed", "tests": [node ids], "timeout"?: seconds for this one}]}.
+It stops after N applied mutants made pytest fail (the kept tasks can only be fewer, never more).
+
+Like validate's runner (worldline_runs.py, whose run_once runs each mutant's tests), it takes
+OUT_DIR/key off the file system and makes itself non-dumpable before any repository code
+runs: each run's report is signed by the plugin, and OUT_DIR/results.jsonl, one line per
+candidate, is signed here, so a conftest can forge neither which mutants failed nor the
+patches. The TypeScript side checks both and decides which mutants to keep.
 """
 import difflib
 import json
 import os
-import subprocess
 import sys
 
-from worldline_mutate.core import MutationError, mutate
+# Isolated mode (-I) leaves our own folder off the path: only it, never the repository's site.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import worldline_runs  # noqa: E402
+from worldline_mutate.core import MutationError, mutate  # noqa: E402
 
 
 def unified(a_text, b_text, path):
@@ -28,6 +35,9 @@ def unified(a_text, b_text, path):
 
 
 def main(plan_file, out_dir):
+    key = worldline_runs.take_key(out_dir)
+    worldline_runs.forbid_dumping()
+    sign = worldline_runs.signer(key) if key is not None else (lambda record: json.dumps(record, sort_keys=True) + "\n")
     with open(plan_file) as f:
         plan = json.load(f)
     results = open(os.path.join(out_dir, "results.jsonl"), "w")
@@ -46,17 +56,16 @@ def main(plan_file, out_dir):
         except Exception as e:  # a mutator bug must not end the whole plan
             record.update(status="error", error="%s: %s" % (type(e).__name__, e))
         else:
-            report = os.path.join(out_dir, "report-%d.jsonl" % i)
             try:
                 with open(path, "w", encoding="utf-8", newline="") as f:
                     f.write(m["source"])
-                env = dict(os.environ, WORLDLINE_REPORT=report)
-                try:
-                    proc = subprocess.run(plan["pytest"] + cand["tests"], cwd="/repo", env=env, stdout=subprocess.DEVNULL,
-                                          stderr=subprocess.DEVNULL, timeout=cand.get("timeout", plan["timeout"]))
-                    code, timed_out = proc.returncode, False
-                except subprocess.TimeoutExpired:
-                    code, timed_out = None, True
+                code = worldline_runs.run_once(out_dir, i, cand.get("timeout", plan["timeout"]), plan["test_limit"], plan["output_cap"],
+                                               plan["pytest"] + cand["tests"], key)["exit"]
+                # Nobody reads a mutant's output: it would only fill the folder.
+                os.unlink(os.path.join(out_dir, "output-%d.log" % i))
+                timed_out = code == worldline_runs.TIMEOUT_EXIT
+                if timed_out:
+                    code = None
             finally:
                 with open(path, "w", encoding="utf-8", newline="") as f:
                     f.write(original)
@@ -66,7 +75,7 @@ def main(plan_file, out_dir):
                           exit_code=code, timed_out=timed_out, report="report-%d.jsonl" % i)
             if code != 0:
                 failing += 1
-        results.write(json.dumps(record, sort_keys=True) + "\n")
+        results.write(sign(record))
         results.flush()
     results.close()
 

@@ -10,6 +10,10 @@ overwrite the report. The grader then hands us a key on an inherited file descri
 any conftest or repository code runs, close the descriptor, and sign every line
 (`<hmac-sha256 hex> <json>`, with a sequence number) so that a rewritten, reordered, cut or
 injected line is detected (pipeline/sandbox/pytest_report.ts).
+
+With WORLDLINE_PROGRESS_FD, each test's start and end also go, signed the same way, down that
+pipe to the runner (worldline_runs.py), whose watchdog kills a test that runs past its limit
+whatever the test does with signals.
 """
 import hashlib
 import hmac
@@ -50,7 +54,23 @@ def _emitter(key):
 
 # Hooks take these as default arguments (which pluggy does not pass), so code under test that
 # reassigns module attributes cannot reroute what the hooks write.
-_emit, _state = _emitter(_read_key())
+_key = _read_key()
+_emit, _state = _emitter(_key)
+_progress, _progress_state = _emitter(_key)
+
+
+def _progress_fd():
+    fd = os.environ.pop("WORLDLINE_PROGRESS_FD", None)
+    if fd is None:
+        return None
+    fd = int(fd)
+    # The tests' own subprocesses get no copy to hold open.
+    os.set_inheritable(fd, False)
+    return fd
+
+
+_progress_state["fd"] = _progress_fd()
+del _key
 
 
 def _message(report):
@@ -81,6 +101,14 @@ def pytest_collectreport(report, _emit=_emit):
 
 def pytest_collection_finish(session, _emit=_emit):
     _emit({"event": "collected", "nodeids": [item.nodeid for item in session.items]})
+
+
+def pytest_runtest_logstart(nodeid, location, _progress=_progress):
+    _progress({"event": "start", "nodeid": nodeid})
+
+
+def pytest_runtest_logfinish(nodeid, location, _progress=_progress):
+    _progress({"event": "end", "nodeid": nodeid})
 
 
 def pytest_runtest_logreport(report, _emit=_emit):

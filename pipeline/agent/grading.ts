@@ -20,7 +20,7 @@ import type { PipelineOptions } from '../runtime/options.js';
 import { foldReport, type Outcome } from '../sandbox/pytest_report.js';
 import { readResult } from '../sandbox/results.js';
 import { freshWork, runSandboxed } from '../sandbox/sandbox.js';
-import { pytestCommand, runnerCommand, TIMEOUT_EXIT, withoutTestPaths, writeReportKey } from '../sandbox/suite_run.js';
+import { pytestCommand, runnerCommand, TIMEOUT_EXIT, testWallLimitS, withoutTestPaths, writeReportKey } from '../sandbox/suite_run.js';
 import { hunksOf } from './policy.js';
 
 export interface Grade {
@@ -95,7 +95,7 @@ async function gradeOnce(task: TaskRecord, submission: string | null, env: Grade
       `{ git ls-files --others | grep -E '${TEST_FILES}'; git ls-files --others | grep -E '${STARTUP_FILES}' | grep -vxF -f /worldline/out/gold-paths; } | xargs -r rm -rf`,
       // The runner takes the key off the file system before any submitted code runs, and holds
       // it where the tests cannot read it (no shell of ours keeps it on a descriptor).
-      `exec ${runnerCommand(1, suiteS, [...pytest, ...tests])
+      `exec ${runnerCommand(1, suiteS, testWallLimitS(env.options.testTimeoutS), [...pytest, ...tests])
         .map(shQuote)
         .join(' ')}`,
       '',

@@ -67,24 +67,30 @@ function phaseOutcome(phases: PhaseReport[]): { outcome: Outcome; message: strin
 const FAILING: ReadonlySet<Outcome> = new Set(['failed', 'error']);
 
 /**
- * Lines of a report signed with `key` (see tracers/worldline_report.py): each must carry a valid
- * HMAC and the next sequence number. Returns the lines, or why the report was tampered with.
+ * Lines of a file signed with `key` (the reporting plugin's report, tracers/worldline_report.py,
+ * or a driver's results, worldline_runs.signer): each must carry a valid HMAC and the next
+ * sequence number. Returns the lines, or why the file was tampered with; `what` names the file
+ * and `by` its signer in that reason.
  */
-function signedLines(reportText: string, key: string): { lines: ReportLine[]; tampered: string | null } {
+export function signedLines<T = ReportLine>(
+  reportText: string,
+  key: string,
+  what = 'the report',
+  by = 'the reporting plugin',
+): { lines: T[]; tampered: string | null } {
   const raws = reportText.split('\n');
   // A torn last line from a killed run is expected, and is not ours to trust.
   if (!reportText.endsWith('\n')) raws.pop();
-  const lines: ReportLine[] = [];
+  const lines: T[] = [];
   for (const [i, raw] of raws.entries()) {
     if (!raw) continue;
     const space = raw.indexOf(' ');
     const body = raw.slice(space + 1);
     const mac = createHmac('sha256', key).update(body, 'utf8').digest('hex');
     const given = raw.slice(0, space);
-    if (space !== 64 || !timingSafeEqual(Buffer.from(given), Buffer.from(mac)))
-      return { lines, tampered: `line ${i + 1} of the report is not signed by the reporting plugin` };
-    const line = JSON.parse(body) as ReportLine & { seq: number };
-    if (line.seq !== lines.length) return { lines, tampered: `line ${i + 1} of the report is out of sequence (lines were removed, repeated or reordered)` };
+    if (space !== 64 || !timingSafeEqual(Buffer.from(given), Buffer.from(mac))) return { lines, tampered: `line ${i + 1} of ${what} is not signed by ${by}` };
+    const line = JSON.parse(body) as T & { seq: number };
+    if (line.seq !== lines.length) return { lines, tampered: `line ${i + 1} of ${what} is out of sequence (lines were removed, repeated or reordered)` };
     lines.push(line);
   }
   return { lines, tampered: null };

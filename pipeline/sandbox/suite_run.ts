@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { outLayout } from '../runtime/layout.js';
 import type { Unit } from '../runtime/manifest.js';
 import type { PipelineOptions } from '../runtime/options.js';
-import { foldReport, type SuiteRun } from './pytest_report.js';
+import { foldReport, type SuiteRun, signedLines } from './pytest_report.js';
 import { LineCounter, readLogTail, readResult } from './results.js';
 import { claimWork, freshWork, runSandboxed } from './sandbox.js';
 
@@ -44,11 +44,20 @@ export function withoutTestPaths(pytestArgs: string[]): string[] {
 export const OUTPUT_CAP = 16 << 20;
 
 /**
- * The container's command: our runner (isolated from the repository's site-packages) runs the
- * suite `runs` times under a timeout each, caps its output, and hands the plugin the report key
- * where the tests cannot read it.
+ * The runner's hard bound on one test, from outside the test process: twice pytest-timeout's,
+ * so pytest-timeout gets the first chance (with a traceback) and a test that ignores SIGALRM is
+ * still killed long before the suite timeout. 0 (no per-test timeout) turns it off.
  */
-export function runnerCommand(runs: number, suiteTimeoutS: number, pytest: string[]): string[] {
+export function testWallLimitS(testTimeoutS: number): number {
+  return testTimeoutS * 2;
+}
+
+/**
+ * The container's command: our runner (isolated from the repository's site-packages) runs the
+ * suite `runs` times under a timeout each, kills a test past `testLimitS`, caps its output, and
+ * hands the plugin the report key where the tests cannot read it.
+ */
+export function runnerCommand(runs: number, suiteTimeoutS: number, testLimitS: number, pytest: string[]): string[] {
   return [
     'python3',
     '-I',
@@ -57,6 +66,7 @@ export function runnerCommand(runs: number, suiteTimeoutS: number, pytest: strin
     '/worldline/out',
     String(runs),
     String(suiteTimeoutS),
+    String(testLimitS),
     String(OUTPUT_CAP),
     '--',
     ...pytest,
@@ -71,14 +81,70 @@ export function writeReportKey(work: string): string {
   return key;
 }
 
-/** What the runner wrote for run `i`: its exit code (null when it never finished) and the report text. */
-export function readRunFiles(work: string, i: number): { exitCode: number | null; report: string | null; capped: number } {
+/**
+ * What the runner wrote for run `i`: its exit code (null when it never finished), the report
+ * text, the bytes of output dropped, and the test its watchdog killed (null when none).
+ */
+export function readRunFiles(work: string, i: number): { exitCode: number | null; report: string | null; capped: number; testTimedOut: string | null } {
   const exitText = readResult(work, `exit-${i}`);
   return {
     exitCode: exitText === null ? null : Number(exitText.trim()),
     report: readResult(work, `report-${i}.jsonl`),
     capped: Number(readResult(work, `capped-${i}`)?.trim() ?? 0),
+    testTimedOut: readResult(work, `test-timeout-${i}`),
   };
+}
+
+/** Why a run ended early, as the runner saw it; null when it ran to its end. */
+export function runnerProblem(files: { capped: number; testTimedOut: string | null }, testLimitS: number): string | null {
+  if (files.testTimedOut !== null) return `test timed out: ${files.testTimedOut} (per-test limit: ${testLimitS} s, killed by the runner)`;
+  if (files.capped) return `output capped: the suite printed ${files.capped} bytes past the ${OUTPUT_CAP}-byte cap`;
+  return null;
+}
+
+/** One step of a runner's list (`worldline_runs.py --steps`): a script of ours, or a pytest run. */
+export type Step = { name: string; sh: string } | { name: string; run: string[]; timeoutS: number; testLimitS: number; env?: Record<string, string> };
+
+/** What the runner signed for a step: exit status, a script's output, a run's capped bytes and timed-out test, wall clock (s). */
+export interface StepOutcome {
+  name: string;
+  exit: number;
+  output?: string;
+  capped?: number;
+  test_timeout?: string | null;
+  started: number;
+  ended: number;
+}
+
+/**
+ * Writes `steps` for the runner and a fresh key; returns the container's command and the key.
+ * `cap` bounds each run's output on disk and each script's output kept.
+ */
+export function stepsRunner(work: string, steps: Step[], cap: number): { cmd: string[]; key: string } {
+  const plan = steps.map((s) => ('sh' in s ? s : { name: s.name, run: s.run, timeout: s.timeoutS, test_limit: s.testLimitS, env: s.env }));
+  writeFileSync(join(work, 'steps.json'), JSON.stringify({ cap, steps: plan }));
+  return {
+    cmd: ['python3', '-I', '-S', '/worldline/lib/worldline_runs.py', '/worldline/out', '--steps', '/worldline/out/steps.json'],
+    key: writeReportKey(work),
+  };
+}
+
+/** The steps the runner finished, by name, checked against `key`; throws when a line is not the runner's. */
+export function readSteps(work: string, key: string): Map<string, StepOutcome> {
+  const { lines, tampered } = signedLines<StepOutcome>(readResult(work, 'steps.jsonl') ?? '', key, 'the step results', 'the runner');
+  if (tampered) throw new Error(tampered);
+  return new Map(lines.map((l) => [l.name, l]));
+}
+
+/** A pytest step's run: its signed report folded, with the runner's reason when it stopped it. */
+export function stepRun(work: string, step: StepOutcome | undefined, key: string, testLimitS: number): SuiteRun | null {
+  if (!step) return null;
+  // 137: SIGKILL (the runner's own, or the out-of-memory killer's): the run did not finish either.
+  const timedOut = step.exit === TIMEOUT_EXIT || step.exit === 137;
+  const run = foldReport(readResult(work, `report-${step.name}.jsonl`) ?? '', timedOut ? null : step.exit, timedOut, key);
+  const stopped = runnerProblem({ capped: step.capped ?? 0, testTimedOut: step.test_timeout ?? null }, testLimitS);
+  if (stopped && !run.problem?.startsWith('the report was tampered')) run.problem = stopped;
+  return run;
 }
 
 export interface SuiteSpec {
@@ -89,6 +155,8 @@ export interface SuiteSpec {
   stage: 'validate' | 'trace';
   runs: number;
   suiteTimeoutS: number;
+  /** pytest-timeout's per-test limit for this run; the runner's hard bound derives from it. */
+  testTimeoutS: number;
   pytest: string[];
   env?: Record<string, string>;
   /** Told, about once a second while the suite runs, how many lines result file `rel` has (tests done). */
@@ -111,9 +179,10 @@ export async function runSuite(spec: SuiteSpec): Promise<SuiteOutcome> {
   const started = Date.now();
   const counter = spec.watch && new LineCounter(work, spec.watch.rel);
   const ticker = counter && setInterval(() => spec.watch?.onLines(counter.count()), 1000);
+  const testLimitS = testWallLimitS(spec.testTimeoutS);
   const result = await runSandboxed({
     image: spec.imageId,
-    cmd: runnerCommand(spec.runs, spec.suiteTimeoutS, spec.pytest),
+    cmd: runnerCommand(spec.runs, spec.suiteTimeoutS, testLimitS, spec.pytest),
     work,
     vars: unit.env.vars,
     srcLayout: spec.srcLayout,
@@ -145,16 +214,20 @@ export async function runSuite(spec: SuiteSpec): Promise<SuiteOutcome> {
 
   function readRuns(): void {
     for (let i = 1; i <= spec.runs; i++) {
-      const { exitCode, report, capped } = readRunFiles(work, i);
+      const files = readRunFiles(work, i);
+      const { exitCode, report } = files;
       logParts.push(`==== run ${i} ====\n${readLogTail(work, `output-${i}.log`) ?? '(no output)'}`);
       if (exitCode === null && report === null) break;
       const timedOut = exitCode === null || exitCode === TIMEOUT_EXIT;
       const run = foldReport(report ?? '', timedOut ? null : exitCode, timedOut, key);
-      if (exitCode === null && !result.timedOut) {
+      const stopped = runnerProblem(files, testLimitS);
+      const tampered = run.problem?.startsWith('the report was tampered') ?? false;
+      if (files.testTimedOut !== null && !tampered) run.problem = stopped;
+      else if (exitCode === null && !result.timedOut) {
         // No exit file and no timeout of ours: something killed the runner (a test may kill its parent).
         run.problem = `the runner was killed before the suite finished (container exit ${result.exitCode}${result.oomKilled ? ', out of memory' : ''})`;
       } else if (timedOut) run.problem = `${run.problem} (suite timeout: ${spec.suiteTimeoutS} s)`;
-      else if (capped) run.problem = `output capped: the suite printed ${capped} bytes past the ${OUTPUT_CAP}-byte cap`;
+      else if (stopped) run.problem = stopped;
       else if (exitCode === 137) {
         run.problem = result.oomKilled
           ? `out of memory (killed at the ${options.memoryMb} MB limit)`

@@ -113,6 +113,7 @@ function traceSuite(ctx: StageContext, clone: CloneRecord, build: BuildRecord) {
     stage: 'trace',
     runs: 1,
     suiteTimeoutS: options.suiteTimeoutS * options.traceSlowdown,
+    testTimeoutS: options.testTimeoutS * options.traceSlowdown,
     pytest: pytestCommand(unit.env.pytest_args, options.testTimeoutS * options.traceSlowdown, build.pytest_timeout, ['worldline_tracer.plugin']),
     env: {
       WORLDLINE_TRACE_OUT: '/worldline/out/traces.jsonl',

@@ -51,6 +51,7 @@ export const validateStage: Stage<'validate'> = {
       stage: 'validate',
       runs: options.validateRuns,
       suiteTimeoutS: options.suiteTimeoutS,
+      testTimeoutS: options.testTimeoutS,
       pytest: pytestCommand(unit.env.pytest_args, options.testTimeoutS, build.pytest_timeout),
     });
     rmSync(work, { recursive: true, force: true });

@@ -8,17 +8,16 @@
  * there is traced to the event cap and then stopped (`timed_out_under_trace`), never run to a
  * product of options; the container's own limit is the sum of those budgets.
  */
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { writeJsonl } from '../../core/jsonl.js';
-import { shQuote } from '../../core/shell.js';
 import type { TaskRecord } from '../../schemas/tasks.js';
 import type { TraceRecord } from '../../schemas/traces.js';
 import { earnedS, type Measured, measuredStartupS } from '../runtime/budgets.js';
 import type { BuildRecord, CloneRecord, TaskCost, TraceCut } from '../runtime/records.js';
-import type { StageContext } from '../runtime/stage.js';
+import { type StageContext, UnitFailure } from '../runtime/stage.js';
 import { freshWork, runSandboxed } from '../sandbox/sandbox.js';
-import { pytestCommand, withoutTestPaths } from '../sandbox/suite_run.js';
+import { OUTPUT_CAP, pytestCommand, readSteps, type Step, type StepOutcome, stepsRunner, withoutTestPaths } from '../sandbox/suite_run.js';
 import { traceRows } from '../sandbox/tracer_output.js';
 import { traceCapsEnv } from '../sandbox/tracers.js';
 
@@ -55,18 +54,17 @@ export function traceBudgets(
 
 const phaseLimitS = (budgets: Record<string, { seconds: number }>, startupS: number) => Object.values(budgets).reduce((s, b) => s + b.seconds, startupS);
 
-/** Reads `stamps` (name, ns since the epoch) the script wrote, in seconds. */
-function readStamps(work: string): Map<string, number> {
-  const stamps = new Map<string, number>();
-  try {
-    for (const line of readFileSync(join(work, 'stamps'), 'utf8').split('\n')) {
-      const [name, ns] = line.trim().split(' ');
-      if (name && ns && /^\d+$/.test(ns)) stamps.set(name, Number(BigInt(ns) / 1_000_000n) / 1000);
-    }
-  } catch {
-    // No stamps: the container never ran the script; every second counts as container time.
-  }
-  return stamps;
+/** Marks of the container's work (seconds since the epoch) from the steps the runner signed. */
+function stampsOf(steps: Map<string, StepOutcome>): Map<string, number> {
+  const marks: [string, StepOutcome | undefined, 'started' | 'ended'][] = [
+    ['start', steps.get('bug'), 'started'],
+    ['applied', steps.get('test'), 'ended'],
+    ['before', steps.get('before'), 'ended'],
+    ['fixed', steps.get('fix'), 'ended'],
+    ['after', steps.get('after'), 'ended'],
+  ];
+  // A missing step: the container never got there; its seconds count as container time.
+  return new Map(marks.filter(([, st]) => st).map(([name, st, at]) => [name, st![at]]));
 }
 
 /**
@@ -89,37 +87,34 @@ export async function traceAroundFix(
     writeFileSync(join(work, 'test.patch'), task.test_patch);
     writeFileSync(join(work, 'fix.patch'), task.patch);
     // The plugin enforces each test's budget, so pytest-timeout stays off (both would own SIGALRM).
-    const pytest = pytestCommand(withoutTestPaths(ctx.unit.env.pytest_args), 0, build.pytest_timeout, ['worldline_tracer.plugin']).map(shQuote).join(' ');
-    const tests = task.FAIL_TO_PASS.map(shQuote).join(' ');
+    const pytest = [...pytestCommand(withoutTestPaths(ctx.unit.env.pytest_args), 0, build.pytest_timeout, ['worldline_tracer.plugin']), ...task.FAIL_TO_PASS];
     const limits = {} as Record<Phase, number>;
     const startupS = earnedS(measuredStartupS(ctx), TRACER_STARTUP_SLOWDOWN);
+    const steps: Step[] = [];
     for (const phase of PHASES) {
       const budgets = traceBudgets(task.FAIL_TO_PASS, measured[phase], o);
       writeFileSync(join(work, `budgets-${phase}.json`), JSON.stringify(budgets));
       limits[phase] = phaseLimitS(budgets, startupS);
+      if (phase === 'before') {
+        steps.push({ name: 'bug', sh: '[ ! -s /worldline/out/bug.patch ] || git apply /worldline/out/bug.patch' });
+        steps.push({ name: 'test', sh: '[ ! -s /worldline/out/test.patch ] || git apply /worldline/out/test.patch' });
+      } else steps.push({ name: 'fix', sh: 'git apply /worldline/out/fix.patch' });
+      steps.push({
+        name: phase,
+        run: pytest,
+        timeoutS: limits[phase],
+        // No per-test watchdog: the plugin stops each test at its earned budget, and the phase limit
+        // (their sum plus start-up) bounds the run; a watchdog at a multiple of one small budget
+        // killed a first test still paying the tracer's start-up under load (no rows after the fix).
+        testLimitS: 0,
+        env: { WORLDLINE_TRACE_BUDGETS: `/worldline/out/budgets-${phase}.json`, WORLDLINE_TRACE_OUT: `/worldline/out/${phase}.jsonl` },
+      });
     }
-    const run = (phase: Phase) =>
-      `WORLDLINE_TRACE_BUDGETS=/worldline/out/budgets-${phase}.json WORLDLINE_TRACE_OUT=/worldline/out/${phase}.jsonl WORLDLINE_REPORT=/worldline/out/report-${phase}.jsonl timeout -k 5 ${limits[phase]} ${pytest} ${tests} > /worldline/out/${phase}.log 2>&1`;
-    const stamp = (name: string) => `echo "${name} $(date +%s%N)" >> /worldline/out/stamps`;
-    const script = [
-      'cd /repo',
-      stamp('start'),
-      '[ -s /worldline/out/bug.patch ] && git apply /worldline/out/bug.patch',
-      '[ -s /worldline/out/test.patch ] && git apply /worldline/out/test.patch',
-      stamp('applied'),
-      run('before'),
-      stamp('before'),
-      'git apply /worldline/out/fix.patch || exit 3',
-      stamp('fixed'),
-      run('after'),
-      stamp('after'),
-      '',
-    ].join('\n');
-    writeFileSync(join(work, 'trace.sh'), script);
+    const { cmd, key } = stepsRunner(work, steps, OUTPUT_CAP);
     const started = Date.now() / 1000;
     await runSandboxed({
       image: build.image_id,
-      cmd: ['sh', '/worldline/out/trace.sh'],
+      cmd,
       work,
       vars: ctx.unit.env.vars,
       srcLayout: clone.src_layout,
@@ -151,7 +146,12 @@ export async function traceAroundFix(
       }
     }
     await writeJsonl(rowsFile, rows());
-    const s = readStamps(work);
+    let s: Map<string, number>;
+    try {
+      s = stampsOf(readSteps(work, key));
+    } catch (e) {
+      throw new UnitFailure(`traces around ${task.instance_id}: ${(e as Error).message}`);
+    }
     const span = (a: string, b: string) => (s.has(a) && s.has(b) ? s.get(b)! - s.get(a)! : 0);
     const round = (x: number) => Math.round(Math.max(0, x) * 1000) / 1000;
     const traced = testSeconds.before + testSeconds.after;

@@ -11,15 +11,14 @@ import { createHash } from 'node:crypto';
 import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { git } from '../../core/git.js';
-import { shQuote } from '../../core/shell.js';
 import type { TaskRecord } from '../../schemas/tasks.js';
 import { mirrorPath, outLayout } from '../runtime/layout.js';
 import type { BuildRecord, CandidateFate, CloneRecord } from '../runtime/records.js';
-import type { StageContext } from '../runtime/stage.js';
-import { foldReport, type SuiteRun } from '../sandbox/pytest_report.js';
-import { readLogTail, readResult } from '../sandbox/results.js';
+import { type StageContext, UnitFailure } from '../runtime/stage.js';
+import type { SuiteRun } from '../sandbox/pytest_report.js';
+import { readLogTail } from '../sandbox/results.js';
 import { freshWork, runSandboxed } from '../sandbox/sandbox.js';
-import { pytestCommand, TIMEOUT_EXIT, withoutTestPaths } from '../sandbox/suite_run.js';
+import { pytestCommand, readSteps, type Step, type StepOutcome, stepRun, stepsRunner, testWallLimitS, withoutTestPaths } from '../sandbox/suite_run.js';
 import { collectionErrorText, judgeFix, loadTimeouts, messageSignals, patchSignals } from './fix_evidence.js';
 import { type CandidateOptions, candidatePatches, findIssueCandidates } from './issue_candidates.js';
 import { type IssueText, matchIssue } from './issue_export.js';
@@ -63,33 +62,39 @@ interface CandidateRun {
   after: SuiteRun[];
 }
 
-function runScript(pytest: string, modules: string[], suiteTimeoutS: number, afterRuns: number): string {
-  const run = (name: string) =>
-    `WORLDLINE_REPORT=$O/report-${name}.jsonl timeout -k 10 ${suiteTimeoutS} ${pytest} ${modules.map(shQuote).join(' ')} > $O/output-${name}.log 2>&1; echo $? > $O/exit-${name}`;
+/** A step's output in a drop reason: its first lines. */
+const firstLines = (text: string | undefined) => (text ?? '').trim().split('\n').slice(0, 2).join(' | ');
+
+/**
+ * The candidate's steps for the runner: the task state (bug and test patches, the index as
+ * staged), the touched modules before the fix, the gold patch, and the runs after it. A script
+ * that fails ends the list; `why` says what its failure means.
+ */
+function candidateSteps(pytest: string[], modules: string[], suiteTimeoutS: number, testLimitS: number, afterRuns: number): Step[] {
+  const O = '/worldline/out';
+  const run = (name: string): Step => ({ name, run: [...pytest, ...modules], timeoutS: suiteTimeoutS, testLimitS });
   return [
-    'O=/worldline/out',
-    'cd /repo',
-    'fail() { echo "$1" > $O/failed; cat $O/apply.log >> $O/failed 2>/dev/null; exit 0; }',
-    'if [ -s $O/bug.patch ]; then git apply --whitespace=nowarn $O/bug.patch 2>$O/apply.log || fail "the bug patch (unit commit -> fix parent) does not apply"; fi',
+    { name: 'bug', sh: `if [ -s ${O}/bug.patch ]; then git apply --whitespace=nowarn ${O}/bug.patch; fi` },
     // Stage exactly the paths the bug patch touched, so the index can be checked against the parent's tree.
-    'if [ -s $O/changed.z ]; then git --literal-pathspecs add -A -f --pathspec-from-file=$O/changed.z --pathspec-file-nul 2>$O/apply.log || fail "cannot stage the task state"; fi',
-    'git ls-files -s -z > $O/index.z',
-    'git apply --whitespace=nowarn $O/test.patch 2>$O/apply.log || fail "the test patch does not apply on the fix parent"',
+    { name: 'stage', sh: `if [ -s ${O}/changed.z ]; then git --literal-pathspecs add -A -f --pathspec-from-file=${O}/changed.z --pathspec-file-nul; fi` },
+    { name: 'index', sh: 'git ls-files -s -z' },
+    { name: 'test', sh: `git apply --whitespace=nowarn ${O}/test.patch` },
     run('before'),
-    'git apply --whitespace=nowarn $O/fix.patch 2>$O/apply.log || fail "the gold patch does not apply on the task state"',
-    `i=1; while [ $i -le ${afterRuns} ]; do ${run('after-$i')}; i=$((i+1)); done`,
-    '',
-  ].join('\n');
+    { name: 'fix', sh: `git apply --whitespace=nowarn ${O}/fix.patch` },
+    ...Array.from({ length: afterRuns }, (_, k) => run(`after-${k + 1}`)),
+  ];
 }
 
-function readRun(work: string, name: string): SuiteRun | null {
-  const exitText = readResult(work, `exit-${name}`);
-  if (exitText === null) return null;
-  const exitCode = Number(exitText.trim());
-  const report = readResult(work, `report-${name}.jsonl`) ?? '';
-  const timedOut = exitCode === TIMEOUT_EXIT || exitCode === 137;
-  return foldReport(report, timedOut ? null : exitCode, timedOut);
-}
+const STEP_FAILURE: Record<string, string> = {
+  bug: 'the bug patch (unit commit -> fix parent) does not apply',
+  stage: 'cannot stage the task state',
+  index: 'cannot list the task state',
+  test: 'the test patch does not apply on the fix parent',
+  fix: 'the gold patch does not apply on the task state',
+};
+
+/** A candidate's index listing is as long as its repository's: the runner keeps this much of a step's output. */
+const STEP_OUTPUT_CAP = 64 << 20;
 
 /**
  * Checks, from the container's index after the bug patch, that every path the patch touched now
@@ -132,9 +137,8 @@ export async function mineIssueTasks(ctx: StageContext, clone: CloneRecord, buil
     ['--rootdir=/repo', '--continue-on-collection-errors', ...withoutTestPaths(unit.env.pytest_args)],
     testTimeoutS,
     build.pytest_timeout,
-  )
-    .map(shQuote)
-    .join(' ');
+  );
+  const testLimitS = testWallLimitS(testTimeoutS);
   const suiteTimeoutS = Math.min(options.suiteTimeoutS, 900);
   const seen = new Set<string>();
   for (const [i, cand] of candidates.entries()) {
@@ -169,10 +173,11 @@ export async function mineIssueTasks(ctx: StageContext, clone: CloneRecord, buil
       writeFileSync(join(work, 'test.patch'), patches.test_patch);
       writeFileSync(join(work, 'fix.patch'), patches.patch);
       writeFileSync(join(work, 'changed.z'), patches.changed.map((p) => `${p}\0`).join(''));
-      writeFileSync(join(work, 'run.sh'), runScript(pytest, cand.test_modules, suiteTimeoutS, afterRuns));
+      // The runner holds the key that signs the reports and its steps' outcomes, as in validate.
+      const { cmd, key } = stepsRunner(work, candidateSteps(pytest, cand.test_modules, suiteTimeoutS, testLimitS, afterRuns), STEP_OUTPUT_CAP);
       await runSandboxed({
         image: build.image_id,
-        cmd: ['sh', '/worldline/out/run.sh'],
+        cmd,
         work,
         vars: unit.env.vars,
         srcLayout: clone.src_layout,
@@ -180,13 +185,21 @@ export async function mineIssueTasks(ctx: StageContext, clone: CloneRecord, buil
         timeoutMs: ((suiteTimeoutS + 30) * (1 + afterRuns) + 60) * 1000,
         labels: { 'worldline.unit': unit.id, 'worldline.stage': 'forage', 'worldline.issue': cand.fix_commit },
       });
-      const failed = readResult(work, 'failed');
+      let steps: Map<string, StepOutcome>;
+      try {
+        steps = readSteps(work, key);
+      } catch (e) {
+        throw new UnitFailure(`issue-fix verification of ${cand.fix_commit}: ${(e as Error).message}`);
+      }
+      const failedStep = [...steps.values()].find((st) => st.name in STEP_FAILURE && st.exit !== 0);
       result = {
-        failed: failed === null ? null : failed.trim().split('\n').slice(0, 3).join(' | '),
-        index: readResult(work, 'index.z') ?? '',
-        before: readRun(work, 'before'),
+        failed: failedStep ? `${STEP_FAILURE[failedStep.name]}${failedStep.output?.trim() ? `: ${firstLines(failedStep.output)}` : ''}` : null,
+        index: steps.get('index')?.output ?? '',
+        before: stepRun(work, steps.get('before'), key, testLimitS),
         beforeCollection: collectionErrorText(readLogTail(work, 'output-before.log') ?? ''),
-        after: Array.from({ length: afterRuns }, (_, k) => readRun(work, `after-${k + 1}`)).filter((r): r is SuiteRun => r !== null),
+        after: Array.from({ length: afterRuns }, (_, k) => stepRun(work, steps.get(`after-${k + 1}`), key, testLimitS)).filter(
+          (r): r is SuiteRun => r !== null,
+        ),
       };
     } finally {
       rmSync(work, { recursive: true, force: true });

@@ -13,11 +13,11 @@ import type { TraceRecord } from '../../schemas/traces.js';
 import { earnedS, type Measured, measuredStartupS, validatedDurations } from '../runtime/budgets.js';
 import { outLayout } from '../runtime/layout.js';
 import type { BuildRecord, CloneRecord } from '../runtime/records.js';
-import type { StageContext } from '../runtime/stage.js';
-import { foldReport } from '../sandbox/pytest_report.js';
+import { type StageContext, UnitFailure } from '../runtime/stage.js';
+import { foldReport, signedLines } from '../sandbox/pytest_report.js';
 import { readResult } from '../sandbox/results.js';
 import { freshWork, runSandboxed } from '../sandbox/sandbox.js';
-import { pytestCommand, withoutTestPaths } from '../sandbox/suite_run.js';
+import { pytestCommand, testWallLimitS, withoutTestPaths, writeReportKey } from '../sandbox/suite_run.js';
 
 /** Must match the operators of tracers/worldline_mutate. */
 export const OPERATORS = [
@@ -109,6 +109,9 @@ export function planCandidates(reached: ReturnType<typeof reachedFunctions>, see
     .map(({ order: _order, ...c }) => c);
 }
 
+/** A mutant's output is never read: the cap bounds it while written, and the driver deletes it after each run. */
+const MUTANT_OUTPUT_CAP = 1 << 20;
+
 interface DriverResult {
   index: number;
   status: 'applied' | 'no_site' | 'error';
@@ -180,12 +183,21 @@ export async function mutationTasks(ctx: StageContext, clone: CloneRecord, build
     const containerS = timed.reduce((s, c) => s + c.timeout, 60);
     writeFileSync(
       join(work, 'plan.json'),
-      JSON.stringify({ pytest, timeout: testTimeoutS * MAX_TESTS_PER_CANDIDATE + 60, max_failing: options.mutationsPerUnit, candidates: timed }),
+      JSON.stringify({
+        pytest,
+        timeout: testTimeoutS * MAX_TESTS_PER_CANDIDATE + 60,
+        test_limit: testWallLimitS(testTimeoutS),
+        output_cap: MUTANT_OUTPUT_CAP,
+        max_failing: options.mutationsPerUnit,
+        candidates: timed,
+      }),
     );
+    const key = writeReportKey(work);
     const started = Date.now();
     await runSandboxed({
       image: build.image_id,
-      cmd: ['python3', '/worldline/lib/forage_mutations.py', '/worldline/out/plan.json', '/worldline/out'],
+      // Isolated like validate's runner: it holds the key that signs the results and the reports.
+      cmd: ['python3', '-I', '-S', '/worldline/lib/forage_mutations.py', '/worldline/out/plan.json', '/worldline/out'],
       work,
       vars: unit.env.vars,
       srcLayout: clone.src_layout,
@@ -194,10 +206,8 @@ export async function mutationTasks(ctx: StageContext, clone: CloneRecord, build
       labels: { 'worldline.unit': unit.id, 'worldline.stage': 'forage' },
     });
     outcome.seconds = (Date.now() - started) / 1000;
-    const results = (readResult(work, 'results.jsonl') ?? '')
-      .split('\n')
-      .filter((l) => l.trim())
-      .map((l) => JSON.parse(l) as DriverResult);
+    const { lines: results, tampered } = signedLines<DriverResult>(readResult(work, 'results.jsonl') ?? '', key, 'the mutant results', 'the mutant driver');
+    if (tampered) throw new UnitFailure(`mutant checks: ${tampered}`);
     const seen = new Set<string>();
     for (const r of results) {
       const cand = candidates[r.index];
@@ -208,7 +218,9 @@ export async function mutationTasks(ctx: StageContext, clone: CloneRecord, build
       outcome.applied += 1;
       // The driver names its report files from inside the container: checked like every result.
       const report = (r.report && readResult(work, r.report)) || '';
-      const run = foldReport(report, r.timed_out ? null : (r.exit_code ?? null), Boolean(r.timed_out));
+      const run = foldReport(report, r.timed_out ? null : (r.exit_code ?? null), Boolean(r.timed_out), key);
+      // A conftest that rewrites a mutant's report would make tasks of mutants no test catches.
+      if (run.problem?.startsWith('the report was tampered')) throw new UnitFailure(`mutant check ${r.index}: ${run.problem}`);
       const byId = new Map(run.tests.map((t) => [t.nodeid, t]));
       const failing = cand.tests.filter((id) => byId.get(id)?.outcome !== 'passed');
       const passing = cand.tests.filter((id) => byId.get(id)?.outcome === 'passed');

@@ -1,4 +1,4 @@
-"""Ignores SIGALRM (pytest-timeout's signal method) and spins: only the suite timeout can stop it."""
+"""Ignores SIGALRM (pytest-timeout's signal method) and spins: only a watchdog outside the test process can stop it."""
 import signal
 
 
