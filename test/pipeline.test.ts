@@ -293,18 +293,7 @@ describe('the real corpus on Python 3.13 (trixie base)', () => {
     );
     // Every passing test must keep an episode under the default caps: the unit's budget is shared
     // across its tests, so a large early test cannot starve the later ones (issue 15).
-    const res = await cli([
-      'run',
-      '--manifest',
-      manifestFile,
-      '--out',
-      out,
-      '--stages',
-      'clone,build,validate,trace,shard',
-      '--json',
-      '--validate-runs',
-      '1',
-    ]);
+    const res = await cli(['run', '--manifest', manifestFile, '--out', out, '--stages', 'clone,build,validate,trace,shard', '--json', '--validate-runs', '1']);
     expect(res.code, res.stderr).toBe(0);
     const units = (JSON.parse(res.stdout) as RunJson).units;
     const rows = await sql<{ repo: string; python_version: string; pytest_version: string; passed: bigint; image: string }>(
