@@ -93,6 +93,8 @@ export function readLogTail(work: string, rel: string, tail = LOG_TAIL): string 
 export class LineCounter {
   private offset = 0;
   private lines = 0;
+  // One buffer for the counter's life: it is asked once a second for as long as the suite runs.
+  private readonly buf = Buffer.alloc(1 << 20);
 
   constructor(
     private readonly work: string,
@@ -108,7 +110,7 @@ export class LineCounter {
     }
     if (!f) return this.lines;
     try {
-      const buf = Buffer.alloc(1 << 20);
+      const buf = this.buf;
       while (this.offset < f.size) {
         const n = readSync(f.fd, buf, 0, Math.min(buf.length, f.size - this.offset), this.offset);
         if (n === 0) break;
