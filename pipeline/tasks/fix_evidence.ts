@@ -204,12 +204,12 @@ function newReturnValues(patch: string): string[] {
       continue;
     }
     const body = line.slice(1);
-    const quotes = (body.match(/"""|\'\'\'/g) ?? []).length;
+    const quotes = (body.match(/"""|'''/g) ?? []).length;
     const prose = line[0] !== '-' && (inDoc || quotes > 0 || body.trimStart().startsWith('#'));
     if (line[0] !== '-') {
       // A lone quote opens a docstring only right under a `def` or `class` line: in a hunk that starts
       // inside a docstring, the quote that closes it must not open one.
-      const opens = /^\s*[rRuU]?("""|\'\'\')/.test(body) && (body.trim().length > 3 || /:\s*$/.test(previous));
+      const opens = /^\s*[rRuU]?("""|''')/.test(body) && (body.trim().length > 3 || /:\s*$/.test(previous));
       if (quotes % 2 === 1) inDoc = !inDoc && opens;
       previous = body;
     }
