@@ -103,7 +103,7 @@ describe('forage with issue-fix mining', () => {
     expect((await cli(['shard', '--out', out, '--issue-fix-share', '1.5'])).code).toBe(2);
   }, 900_000);
 
-  it('on real toolz code with every commit shape: keeps the fix and the pull request, drops the feature, skips the release and the branch merge, and says so in status and audit', async () => {
+  it('on real toolz code with every commit shape: keeps the fix and the pull request, drops the feature, two fix-titled features and a change no test fails before, skips the release and the branch merge, and says so in status and audit', async () => {
     const dir = tempDir('forage-corpus-history');
     const shas = buildCorpusHistory(join(inject('corpusRoot'), 'toolz'), join(dir, 'toolz'));
     const manifest = join(dir, 'manifest.jsonl');
@@ -159,16 +159,21 @@ describe('forage with issue-fix mining', () => {
       candidates: { tried: number; kept: number; dropped: number; skipped: number; seconds_per_candidate: number };
       candidate_fates: { fix_commit: string; fate: string; reason: string | null; seconds: number }[];
     };
-    expect(status.candidates).toMatchObject({ tried: 3, kept: 2, dropped: 1, skipped: 2 });
+    expect(status.candidates).toMatchObject({ tried: 6, kept: 2, dropped: 4, skipped: 2 });
     expect(status.candidates.seconds_per_candidate).toBeGreaterThan(0);
     const fate = (sha: string) => status.candidate_fates.find((f) => f.fix_commit === sha)!;
     expect(fate(shas.feature)).toMatchObject({ fate: 'dropped', reason: expect.stringMatching(/^a feature, not a fix: .*'penultimate'/) });
     expect(fate(shas.release)).toMatchObject({ fate: 'skipped', reason: expect.stringMatching(/^a release/) });
     expect(fate(shas.branch)).toMatchObject({ fate: 'skipped', reason: expect.stringMatching(/^a merge of one branch into another/) });
     expect(fate(shas.prHead).fate).toBe('kept');
-    expect((await cli(['status', '--out', out])).stdout).toContain('issue candidates: 3 tried, 2 kept, 1 dropped, 2 commits skipped');
+    // Fix-titled features: a new protocol on Compose, a new documented return value of do().
+    expect(fate(shas.protocol)).toMatchObject({ fate: 'dropped', reason: expect.stringMatching(/-patch:new_public_name:__repr__/) });
+    expect(fate(shas.returns)).toMatchObject({ fate: 'dropped', reason: expect.stringMatching(/^not shown to be a fix: .*-patch:new_return_value:do/) });
+    // Every test passed before it: the gold patch and the run after it were not needed.
+    expect(fate(shas.passing)).toMatchObject({ fate: 'dropped', reason: 'no test fails before the fix and passes after it (every test passed before it)' });
+    expect((await cli(['status', '--out', out])).stdout).toContain('issue candidates: 6 tried, 2 kept, 4 dropped, 2 commits skipped');
     const audit = await cli(['audit', join(out, 'dataset')]);
-    expect(audit.stdout).toContain('issue candidates: 3 tried, 2 kept, 1 dropped, 2 commits skipped');
+    expect(audit.stdout).toContain('issue candidates: 6 tried, 2 kept, 4 dropped, 2 commits skipped');
     expect(audit.stdout).toMatch(/dropped\s+1\s+a feature, not a fix/);
   }, 900_000);
 });

@@ -37,7 +37,7 @@ import { type IssueMiningOutcome, mineIssueTasks } from '../pipeline/tasks/issue
 import { modelStatementWriter } from '../pipeline/tasks/statement_model.js';
 import type { TaskRecord } from '../schemas/tasks.js';
 import { buildCorpusHistory, GOLD_LINES } from './fixtures/corpus_history.js';
-import { buildHistoryRepo } from './fixtures/history_repo.js';
+import { buildHistoryRepo, FIXTURE_GIT_ENV } from './fixtures/history_repo.js';
 import { cli, tempDir } from './helpers.js';
 
 const ISSUE_3 = {
@@ -116,6 +116,33 @@ describe('issue export and history scan (no containers)', () => {
     expect(patch).not.toContain('tests/');
     expect(test_patch).toContain('+def test_several_taken_suffixes():');
     expect(test_patch).not.toContain('slugs/__init__.py');
+  });
+
+  it('pairs a code-only fix with the tests-only commit after it when the tests import the package relatively', async () => {
+    // h11 26ec787 (a fix) and ccfe8f9 ("Add a test for 26ec787"): h11/tests import `from .._abnf import ...`.
+    const dir = join(tempDir('issue-relative'), 'pkg');
+    mkdirSync(join(dir, 'web', 'tests'), { recursive: true });
+    const git = (...args: string[]) =>
+      execFileSync('git', ['-c', 'commit.gpgsign=false', ...args], { cwd: dir, env: { ...process.env, ...FIXTURE_GIT_ENV }, encoding: 'utf8' }).trim();
+    const commit = (message: string, files: Record<string, string>) => {
+      for (const [path, text] of Object.entries(files)) writeFileSync(join(dir, path), text);
+      git('add', '-A');
+      git('commit', '-q', '-m', message);
+      return git('rev-parse', 'HEAD');
+    };
+    git('init', '-q', '-b', 'main');
+    commit('Import', {
+      'web/__init__.py': '',
+      'web/_abnf.py': 'chunk_header = r"[0-9a-fA-F]+"\n',
+      'web/tests/__init__.py': '',
+      'web/tests/test_abnf.py': 'from .._abnf import chunk_header\n\n\ndef test_hex():\n    assert chunk_header\n',
+    });
+    const fix = commit('Fix issue #133 by allowing whitespace in chunk headers', { 'web/_abnf.py': 'chunk_header = r"[0-9a-fA-F]+[ \\t]*"\n' });
+    const tests = commit('Add a test for the chunk header fix', {
+      'web/tests/test_abnf.py': 'import re\n\nfrom .._abnf import chunk_header\n\n\ndef test_whitespace():\n    assert re.fullmatch(chunk_header, "a ")\n',
+    });
+    const { candidates } = await findIssueCandidates(join(dir, '.git'), tests);
+    expect(candidates.map((c) => [c.fix_commit, c.tests_commit, c.shape, c.test_modules])).toEqual([[fix, tests, 'paired', ['web/tests/test_abnf.py']]]);
   });
 });
 
@@ -273,6 +300,46 @@ describe('issue references, fix evidence and statements (no containers)', () => 
     expect(patchSignals(feature)).toEqual(['-patch:new_public_name:cache_info']);
     const release = "--- a/pkg/__init__.py\n+++ b/pkg/__init__.py\n@@ -1 +1 @@\n-__version__ = '1.0'\n+__version__ = '1.1'\n";
     expect(patchSignals(release)).toEqual(['-patch:version_bump']);
+    // cachetools bb4b37c: expire() starts returning the expired pairs and its docstring says so (a
+    // feature asked for in "Fix #292"); a forgotten return adds the statement under a docstring that already promised it.
+    const newReturn = [
+      '--- a/src/cachetools/__init__.py',
+      '+++ b/src/cachetools/__init__.py',
+      '@@ -469,19 +467,26 @@ class TTLCache(_TimedCache):',
+      '     def expire(self, time=None):',
+      '-        """Remove expired items from the cache."""',
+      '+        """Remove expired items from the cache and return an iterable of the',
+      '+        expired `(key, value)` pairs.',
+      '+',
+      '+        """',
+      '         if time is None:',
+      '@@ -596,3 +599,5 @@ class TTLCache(_TimedCache):',
+      '+        expired = []',
+      '         while curr is not root:',
+      '             curr = curr.next',
+      '+        return expired',
+      '',
+    ].join('\n');
+    expect(patchSignals(newReturn)).toEqual(['-patch:new_return_value:expire']);
+    const forgotten = '--- a/m.py\n+++ b/m.py\n@@ -1,4 +1,5 @@\n def total(xs):\n     """Return the sum of xs."""\n     s = sum(xs)\n+    return s\n';
+    expect(patchSignals(forgotten)).toEqual([]);
+    const changedReturn =
+      '--- a/m.py\n+++ b/m.py\n@@ -1,3 +1,3 @@\n def total(xs):\n-    """Sum."""\n-    return 0\n+    """Return the sum."""\n+    return sum(xs)\n';
+    expect(patchSignals(changedReturn)).toEqual([]);
+    // toolz 7764358: special methods a class did not have are a protocol it newly offers; rewriting one it had is not.
+    const protocol =
+      '--- a/f.py\n+++ b/f.py\n@@ -520,2 +520,6 @@ class Compose(object):\n+    def __repr__(self):\n+        return "Compose"\n+    def __eq__(self, other):\n+        return True\n';
+    expect(patchSignals(protocol)).toEqual(['-patch:new_public_name:__eq__', '-patch:new_public_name:__repr__']);
+    const rewritten = '--- a/f.py\n+++ b/f.py\n@@ -520,2 +520,2 @@ class R:\n-    def __hash__(self):\n+    def __hash__(self):  # equal ranges hash alike\n';
+    expect(patchSignals(rewritten)).toEqual([]);
+    const reprFailure = {
+      nodeid: 't.py::test_compose_metadata',
+      message: "AssertionError: assert '<toolz.funct...7f65d6fc3190>' == 'Compose(<fun...f65d7c29e30>)'",
+    };
+    expect(judgeFix([reprFailure], protocol, [...messageSignals(['Fix #31: compose'], 31, null), ...patchSignals(protocol)])).toMatchObject({
+      fix_confidence: 0.4,
+      feature: expect.stringMatching(/^not shown to be a fix/),
+    });
     // Behaviour alone, in a patch that adds a public method, stays below the bar.
     expect(judgeFix([assertion], feature, patchSignals(feature))).toMatchObject({
       fix_confidence: 0.4,
@@ -423,6 +490,8 @@ describe('a history of every shape on real corpus code (toolz), scanned without 
     const work = join(dir, 'work');
     execFileSync('git', ['clone', '-q', join(dir, 'toolz'), work]);
     const g = (...args: string[]) => execFileSync('git', args, { cwd: work, encoding: 'utf8' });
+    // The history goes on past the unit commit this scan used (the fix-titled features after it).
+    g('checkout', '-q', shas.rename);
     writeFileSync(join(dir, 'bug.diff'), patches.bug_patch);
     writeFileSync(join(dir, 'test.diff'), patches.test_patch);
     writeFileSync(join(dir, 'fix.diff'), patches.patch);
@@ -432,6 +501,26 @@ describe('a history of every shape on real corpus code (toolz), scanned without 
     g('apply', join(dir, 'test.diff'));
     g('apply', join(dir, 'fix.diff'));
     for (const line of GOLD_LINES.slice(1)) expect(patches.patch).not.toContain(line);
+  });
+
+  it('reads a new protocol and a documented new return value from the gold patches of fix-titled features', async () => {
+    const dir = tempDir('corpus-history-signals');
+    const shas = buildCorpusHistory(join(inject('corpusRoot'), 'toolz'), join(dir, 'toolz'));
+    const gitDir = join(dir, 'toolz', '.git');
+    const { candidates } = await findIssueCandidates(gitDir, shas.returns, { maxCandidates: 2 });
+    expect(candidates.map((c) => [c.fix_commit, c.shape])).toEqual([
+      [shas.returns, 'together'],
+      [shas.protocol, 'together'],
+    ]);
+    const signals = async (i: number) => patchSignals((await candidatePatches(gitDir, shas.returns, candidates[i])).patch);
+    expect(await signals(0)).toEqual(['-patch:new_return_value:do']);
+    expect(await signals(1)).toEqual([
+      '-patch:new_public_name:__eq__',
+      '-patch:new_public_name:__hash__',
+      '-patch:new_public_name:__ne__',
+      '-patch:new_public_name:__repr__',
+    ]);
+    for (const c of candidates) expect(messageSignals(c.messages, null, null)).toEqual(['message:fix']);
   });
 });
 

@@ -179,9 +179,57 @@ function changesExistingCode(patch: string): boolean {
   return false;
 }
 
+/** A public name: not private, or a special method (`__repr__`, `__eq__`: a protocol the class newly offers). */
+const isPublic = (name: string): boolean => !name.startsWith('_') || /^__\w+__$/.test(name);
+
 /**
- * Feature signals in the gold patch itself: new public functions or classes
- * (`-patch:new_public_name:<name>`) and a new `__version__` (`-patch:version_bump`).
+ * Functions the gold patch makes return a value they did not, and documents so: a `return <value>`
+ * added where no `return` is removed, beside an added docstring or comment line that speaks of what
+ * it returns. That is a new contract (a feature asked for), where a forgotten return (a fix) finds
+ * the contract already documented and adds only the statement.
+ */
+function newReturnValues(patch: string): string[] {
+  const seen = new Map<string, { added: boolean; removed: boolean; documented: boolean }>();
+  let fn: string | null = null;
+  // Whether the new side's line starts inside a docstring, and the new side's previous line.
+  let inDoc = false;
+  let previous = '';
+  for (const line of patch.split('\n')) {
+    if (line.startsWith('+++') || line.startsWith('---')) continue;
+    if (line.startsWith('diff ')) fn = null;
+    if (line.startsWith('@@')) {
+      // A header naming a class (git's default funcname) leaves the hunk in the function the last one was in.
+      fn = /^\s*(?:async\s+)?def\s+(\w+)/.exec(line.replace(/^@@[^@]*@@/, ''))?.[1] ?? fn;
+      inDoc = false;
+      continue;
+    }
+    const body = line.slice(1);
+    const quotes = (body.match(/"""|'''/g) ?? []).length;
+    const prose = line[0] !== '-' && (inDoc || quotes > 0 || body.trimStart().startsWith('#'));
+    if (line[0] !== '-') {
+      // A lone quote opens a docstring only right under a `def` or `class` line: in a hunk that starts
+      // inside a docstring, the quote that closes it must not open one.
+      const opens = /^\s*[rRuU]?("""|''')/.test(body) && (body.trim().length > 3 || /:\s*$/.test(previous));
+      if (quotes % 2 === 1) inDoc = !inDoc && opens;
+      previous = body;
+    }
+    const def = /^\s*(?:async\s+)?def\s+(\w+)/.exec(body);
+    if (def) fn = def[1];
+    if (!fn || def || line[0] === ' ') continue;
+    const f = seen.get(fn) ?? { added: false, removed: false, documented: false };
+    seen.set(fn, f);
+    const statement = !prose && /^\s*return\b/.test(body);
+    if (line[0] === '-' && /^\s*return\b/.test(body)) f.removed = true;
+    else if (line[0] === '+' && statement && !/^\s*return\s*(None\s*)?(#.*)?$/.test(body)) f.added = true;
+    else if (line[0] === '+' && prose && /\breturns?\b/i.test(body)) f.documented = true;
+  }
+  return [...seen].filter(([, f]) => f.added && !f.removed && f.documented).map(([name]) => name);
+}
+
+/**
+ * Feature signals in the gold patch itself: new public functions, classes or special methods
+ * (`-patch:new_public_name:<name>`), a documented new return value (`-patch:new_return_value:<name>`)
+ * and a new `__version__` (`-patch:version_bump`).
  */
 export function patchSignals(patch: string): string[] {
   const removedNames = new Set<string>();
@@ -191,13 +239,14 @@ export function patchSignals(patch: string): string[] {
     if (line.startsWith('+++') || line.startsWith('---')) continue;
     const name = DEFINITION.exec(line.slice(1))?.[1];
     if (line.startsWith('-') && name) removedNames.add(name);
-    else if (line.startsWith('+') && name && !name.startsWith('_')) newNames.add(name);
+    else if (line.startsWith('+') && name && isPublic(name)) newNames.add(name);
     if (line.startsWith('+') && /^__version__\s*=/.test(line.slice(1).trim())) bump = true;
   }
   const signals = [...newNames]
     .filter((n) => !removedNames.has(n))
     .sort()
     .map((n) => `-patch:new_public_name:${n}`);
+  signals.push(...newReturnValues(patch).map((n) => `-patch:new_return_value:${n}`));
   if (bump) signals.push('-patch:version_bump');
   return signals;
 }

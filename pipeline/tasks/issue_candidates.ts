@@ -118,10 +118,15 @@ export function packagesOf(codeFiles: string[]): string[] {
   return [...names];
 }
 
+/**
+ * Whether any of the test modules imports one of the packages: by name, or, for a test module
+ * that lives inside the package (h11/tests/test_io.py), by a relative import (`from .._abnf import`).
+ */
 async function importsAny(gitDir: string, commit: string, modules: string[], packages: string[]): Promise<boolean> {
   for (const m of modules) {
     const text = await git(['--git-dir', gitDir, 'show', `${commit}:${m}`]).catch(() => '');
     if (packages.some((p) => new RegExp(`^\\s*(from|import)\\s+${p}\\b`, 'm').test(text))) return true;
+    if (packages.some((p) => m.startsWith(`${p}/`) || m.startsWith(`src/${p}/`)) && /^\s*from\s+\.+\w*\s+import\b/m.test(text)) return true;
   }
   return false;
 }

@@ -55,6 +55,8 @@ export interface IssueMiningOutcome {
 
 interface CandidateRun {
   failed: string | null;
+  /** Every test passed before the fix (pytest's exit status 0): the steps after it were not run. */
+  allPassedBefore: boolean;
   index: string;
   before: SuiteRun | null;
   /** The before run's collection errors in full, by module (see collectionErrorText). */
@@ -80,6 +82,9 @@ function candidateSteps(pytest: string[], modules: string[], suiteTimeoutS: numb
     { name: 'index', sh: 'git ls-files -s -z' },
     { name: 'test', sh: `git apply --whitespace=nowarn ${O}/test.patch` },
     run('before'),
+    // pytest exits 0 only when every test it collected passed: then no test can go from fail to
+    // pass, and the gold patch and the runs after it are not needed (the list ends here).
+    { name: 'gate', sh: `test "$(cat ${O}/exit-before 2>/dev/null)" != 0` },
     { name: 'fix', sh: `git apply --whitespace=nowarn ${O}/fix.patch` },
     ...Array.from({ length: afterRuns }, (_, k) => run(`after-${k + 1}`)),
   ];
@@ -194,6 +199,7 @@ export async function mineIssueTasks(ctx: StageContext, clone: CloneRecord, buil
       const failedStep = [...steps.values()].find((st) => st.name in STEP_FAILURE && st.exit !== 0);
       result = {
         failed: failedStep ? `${STEP_FAILURE[failedStep.name]}${failedStep.output?.trim() ? `: ${firstLines(failedStep.output)}` : ''}` : null,
+        allPassedBefore: steps.get('gate')?.exit !== undefined && steps.get('gate')?.exit !== 0,
         index: steps.get('index')?.output ?? '',
         before: stepRun(work, steps.get('before'), key, testLimitS),
         beforeCollection: collectionErrorText(readLogTail(work, 'output-before.log') ?? ''),
@@ -215,6 +221,16 @@ export async function mineIssueTasks(ctx: StageContext, clone: CloneRecord, buil
     }
     if (!result.before || result.before.timedOut) {
       drop('the run before the fix did not finish in time');
+      continue;
+    }
+    // The signed report, not the exit status the gate read, decides: every test it holds passed.
+    if (
+      result.allPassedBefore &&
+      result.before.problem === null &&
+      !result.before.collectErrors.length &&
+      result.before.tests.every((t) => t.outcome === 'passed')
+    ) {
+      drop('no test fails before the fix and passes after it (every test passed before it)');
       continue;
     }
     if (result.after.length < afterRuns || result.after.some((r) => r.problem !== null)) {
