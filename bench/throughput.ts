@@ -126,7 +126,7 @@ async function main(): Promise<void> {
     ]),
     '',
     `docker run floor on this machine: ${floor.toFixed(2)} s per container (goal <= 0.5 s overhead per unit-stage);`,
-    'containers per unit-stage: validate 1 (all its runs), trace 1, forage 1 mutant check + 3 per task (agent, grading, traces).',
+    'containers per unit-stage: validate 1 (all its runs), trace 1, forage 1 mutant check + 2 per task (agent; grading, then the traces when the submission is the gold fix, else a third).',
   ];
   process.stdout.write(lines.join('\n') + '\n');
 }

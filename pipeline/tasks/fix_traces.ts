@@ -1,7 +1,10 @@
 /**
  * Traces around a fix: one task's FAIL_TO_PASS tests traced on the task state (phase `before`)
- * and again with the gold fix applied (phase `after`), in one fresh container, written as
- * `traces` rows marked with the task id and phase.
+ * and again with the gold fix applied (phase `after`), in one container, written as `traces` rows
+ * marked with the task id and phase. The container is a fresh one, or the one that graded a
+ * submission making the gold fix's change (the oracle's): after the graded run, /repo is put
+ * back to the task state and traced there, so the code that runs is the code a fresh container
+ * would run, one container start sooner.
  *
  * Every test is traced inside a budget earned from what it did when last run on that state (the
  * mutant check timed it on the task state, validate on the fixed one): a test that timed out
