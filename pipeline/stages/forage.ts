@@ -230,6 +230,7 @@ export const forageStage: Stage<'forage'> = {
         const rowsFile = join(progress, `traces-${i}.jsonl`);
         // A gold submission (the oracle's) is traced in its grading container: one container less.
         let folded: TaskTraceOutcome | null = null;
+        let foldedS = 0;
         const afterGold = (work: string): AfterGrading => {
           const t = traceSteps(ctx, task, clone, build, measured, work, rowsFile, 'graded');
           return {
@@ -237,12 +238,15 @@ export const forageStage: Stage<'forage'> = {
             limitS: t.limitS,
             read: async (done, key, containerS) => {
               folded = await t.read(done, key, containerS);
-              return sum(Object.values(folded.seconds));
+              const spent = sum(Object.values(folded.seconds));
+              foldedS += spent;
+              return spent;
             },
           };
         };
         const trajectory = await rolloutOne(ctx, clone, build, task, i, timing, testTimeoutS, afterGold);
-        const rolloutS = (Date.now() - started) / 1000 - timing.gradingS;
+        // The traces' seconds in a grading container are theirs (below), neither grading's nor the rollout's.
+        const rolloutS = (Date.now() - started) / 1000 - timing.gradingS - foldedS;
         const cost = { task_id: task.instance_id, kind: task.kind, rollout: sum([rolloutS]), grading: sum([timing.gradingS]) };
         // Only solvable tasks: one the oracle (the gold patch, through the real tools) cannot resolve is dropped, with why, untraced.
         if (o.policy === 'oracle' && trajectory && !trajectory.resolved) {
