@@ -70,7 +70,11 @@ async function main(): Promise<void> {
   mkdirSync(dir, { recursive: true });
   const corpus = await materializeCorpus(names, join(dir, 'corpus'));
   const manifest = join(dir, 'manifest.jsonl');
-  writeFileSync(manifest, corpus.map((p) => JSON.stringify({ repo: p.path })).join('\n') + '\n');
+  // Each project's Debian test dependencies (isodate's tests import six) and pytest arguments, as the tests' manifests give them.
+  writeFileSync(
+    manifest,
+    corpus.map((p) => JSON.stringify({ repo: p.path, env: { apt: p.project.apt, pytest_args: p.project.pytestArgs } })).join('\n') + '\n',
+  );
   const out = join(dir, 'out');
   const common = ['--manifest', manifest, '--out', out, '--mutation-tries', args['mutation-tries'], '--mutations-per-unit', args['mutations-per-unit']];
   const upToTrace = runCli(['run', '--stages', 'clone,build,validate,trace', ...common]);
@@ -84,7 +88,7 @@ async function main(): Promise<void> {
     return [s, entries.filter((e) => e.status === 'ok').length, secs.toFixed(1), entries.length ? (secs / entries.length).toFixed(1) : ''];
   });
   const costs = ledger(out, 'forage').flatMap((e) => e.record?.task_seconds ?? []);
-  const phases = ['rollout', 'grading', 'container', 'patch_apply', 'pytest_startup', 'traced_tests'];
+  const phases = ['rollout', 'grading', 'container', 'patch_apply', 'pytest_startup', 'tracer_around_tests', 'traced_tests'];
   const unitPhases = ['mutant_check', 'issue_mining'];
   const unitPhaseS = (p: string) => ledger(out, 'forage').reduce((t, e) => t + (e.record?.seconds_by_phase?.[p] ?? 0), 0);
   const tasks = costs.length;
@@ -122,7 +126,7 @@ async function main(): Promise<void> {
     ]),
     '',
     `docker run floor on this machine: ${floor.toFixed(2)} s per container (goal <= 0.5 s overhead per unit-stage);`,
-    'containers per unit-stage: validate 1 (all its runs), trace 1, forage 1 mutant check + 3 per task (agent, grading, traces).',
+    'containers per unit-stage: validate 1 (all its runs), trace 1, forage 1 mutant check + 2 per task (agent; grading, then the traces when the submission is the gold fix, else a third).',
   ];
   process.stdout.write(lines.join('\n') + '\n');
 }

@@ -6,12 +6,12 @@
  * (examples/make-history-repo.sh) gives an issue-fix task, oracle-resolved and traced around its fix.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { packageRoot } from '../core/package.js';
 import { readRows } from '../datasets/reader.js';
-import { type GradeEnv, gradeSubmission } from '../pipeline/agent/grading.js';
+import { type GradeEnv, gradeSubmission, isGoldChange } from '../pipeline/agent/grading.js';
 import type { LedgerEntry } from '../pipeline/runtime/ledger.js';
 import { DEFAULTS } from '../pipeline/runtime/options.js';
 import type { ForageRecord } from '../pipeline/runtime/records.js';
@@ -109,7 +109,8 @@ describe('budgets earned from measurements', () => {
     expect(existsSync(join(out, 'progress', 'forage'))).toBe(true);
     expect(readdirSync(join(out, 'progress', 'forage'))).toEqual([]);
     expect(status).toMatch(/forage cost \(\d+ tasks\)/);
-    for (const phase of ['mutant_check', 'rollout', 'grading', 'container', 'patch_apply', 'pytest_startup', 'traced_tests']) expect(status).toContain(phase);
+    for (const phase of ['mutant_check', 'rollout', 'grading', 'container', 'patch_apply', 'pytest_startup', 'tracer_around_tests', 'traced_tests'])
+      expect(status).toContain(phase);
   });
 
   it('a mutant looping in several FAIL_TO_PASS tests is traced and graded inside budgets from its measured timeouts; the task records what was cut', async () => {
@@ -143,8 +144,29 @@ describe('budgets earned from measurements', () => {
     const trajectories = await rows<TrajectoryRecord>(out, 'trajectories');
     expect(trajectories.find((t) => t.task_id === loop.instance_id)?.resolved).toBe(true);
     const cost = record.task_seconds!.find((c) => c.task_id === loop.instance_id)!;
-    for (const phase of ['rollout', 'grading', 'container', 'pytest_startup', 'traced_tests'] as const) expect(cost[phase], phase).toBeGreaterThan(0);
+    for (const phase of ['rollout', 'grading', 'pytest_startup', 'traced_tests'] as const) expect(cost[phase], phase).toBeGreaterThan(0);
   });
+
+  it("the oracle's gold submissions are traced in their grading containers, with the rows a fresh trace container makes", async () => {
+    const record = forageEntry(out).record!;
+    expect(record.task_seconds!.length).toBeGreaterThan(0);
+    // No trace container of their own: their container time is grading's.
+    for (const c of record.task_seconds!) expect(c.container, c.task_id).toBe(0);
+    // With no policy there is no grading container: each task is traced in a fresh one.
+    const fresh = join(dir, 'fresh');
+    cpSync(out, fresh, { recursive: true });
+    const res = await cli(['run', '--stages', 'forage,shard', ...args().map((a) => (a === out ? fresh : a)), '--policy', 'none']);
+    expect(res.code, res.stderr).toBe(0);
+    for (const c of forageEntry(fresh).record!.task_seconds!) expect(c.container, c.task_id).toBeGreaterThan(0);
+    const taskRows = async (o: string) =>
+      (await rows<TraceRecord>(o, 'traces'))
+        .filter((t) => t.task_id !== null)
+        .map((t) => JSON.stringify([t.task_id, t.phase, t.node_id, t.text]))
+        .sort();
+    const folded = await taskRows(out);
+    expect(folded.length).toBeGreaterThan(0);
+    expect(await taskRows(fresh)).toEqual(folded);
+  }, 900_000);
 });
 
 describe("the demo's history repository", () => {
@@ -205,4 +227,41 @@ describe("the demo's history repository", () => {
     expect(gold.resolved, JSON.stringify(gold.fail_to_pass)).toBe(true);
     expect(regraded.timing!.gradingS).toBeGreaterThan(0);
   }, 300_000);
+});
+
+describe('a submission that is the gold fix', () => {
+  // h11's `_obsolete_line_fold` mutant (two statements swapped): git's diff (the oracle's
+  // submission) and difflib (the gold patch) align the moved line on opposite sides.
+  const before = ['            last = bytearray(last)', '            last += line[match.end() :]', '            last += b" "', '        else:'];
+  const gitDiff = `diff --git a/h11/_readers.py b/h11/_readers.py
+index 2785c13..1348565 100644
+--- a/h11/_readers.py
++++ b/h11/_readers.py
+@@ -51,4 +51,4 @@ def _obsolete_line_fold(lines):
+ ${before[0]}
+-${before[1]}
+ ${before[2]}
++${before[1]}
+ ${before[3]}
+`;
+  const difflib = `--- a/h11/_readers.py
++++ b/h11/_readers.py
+@@ -51,4 +51,4 @@
+ ${before[0]}
++${before[2]}
+ ${before[1]}
+-${before[2]}
+ ${before[3]}
+`;
+
+  it('is told by its change, not by how a tool wrote the diff; anything else is not', () => {
+    expect(isGoldChange(gitDiff, difflib)).toBe(true);
+    expect(isGoldChange(difflib, difflib)).toBe(true);
+    // Another change at the same place, the same change elsewhere, or nothing at all.
+    expect(isGoldChange(gitDiff.replace('+            last += line', '+            last += line[1:]  #'), difflib)).toBe(false);
+    expect(isGoldChange(gitDiff.replace('@@ -51,4 +51,4 @@', '@@ -61,4 +61,4 @@'), difflib)).toBe(false);
+    expect(isGoldChange(gitDiff.replaceAll('h11/_readers.py', 'h11/_writers.py'), difflib)).toBe(false);
+    expect(isGoldChange(null, difflib)).toBe(false);
+    expect(isGoldChange('', difflib)).toBe(false);
+  });
 });

@@ -64,6 +64,8 @@ export interface EnvLimits {
 }
 
 const TOOL_ARG_CAP = 96 * 1024;
+/** Largest base64 patch passed as one exec argument (Linux takes up to 128 KiB in one). */
+const PATCH_ARG_CAP = 96 * 1024;
 
 export class AgentEnv {
   private constructor(
@@ -73,32 +75,42 @@ export class AgentEnv {
 
   /** Starts a container at the task state: base + bug patch + test patch, as one fresh commit. */
   static async start(task: TaskRecord, env: Record<string, string>, limits: EnvLimits): Promise<AgentEnv> {
-    const session = await SandboxSession.start({
-      image: task.image_id,
-      env,
-      limits,
-      labels: { 'worldline.role': 'rollout', 'worldline.task': task.instance_id },
-    });
-    const agentEnv = new AgentEnv(session, limits);
+    const identity = Object.entries(FIXED_COMMIT_ENV)
+      .map(([k, v]) => `${k}='${v}'`)
+      .join(' ');
+    // The patches arrive as base64 arguments ($1, $2) or, past one argument's size, as files
+    // written before. The old .git (which holds the environment baseline, i.e. the unmutated
+    // code) goes away.
+    const script = [
+      'set -e',
+      'cd /repo',
+      '[ -z "$1" ] || printf %s "$1" | base64 -d > /tmp/bug.patch',
+      '[ -z "$2" ] || printf %s "$2" | base64 -d > /tmp/test.patch',
+      '[ -s /tmp/bug.patch ] && git apply /tmp/bug.patch',
+      '[ -s /tmp/test.patch ] && git apply /tmp/test.patch',
+      'rm -f /tmp/bug.patch /tmp/test.patch',
+      'rm -rf .git',
+      'git init -q',
+      'git add -A',
+      `${identity} git -c commit.gpgsign=false commit -q -m "task state"`,
+    ].join('\n');
+    const patches = [task.bug_patch ?? '', task.test_patch];
+    const args = patches.map((p) => Buffer.from(p).toString('base64'));
+    // Small patches (the usual case): the task state is set up in the exec that copies /repo.
+    const inline = args.every((a) => a.length <= PATCH_ARG_CAP);
+    const opts = { image: task.image_id, env, limits, labels: { 'worldline.role': 'rollout', 'worldline.task': task.instance_id } };
+    let session: SandboxSession;
     try {
-      await session.writeFile('/tmp/bug.patch', task.bug_patch ?? '');
-      await session.writeFile('/tmp/test.patch', task.test_patch);
-      const identity = Object.entries(FIXED_COMMIT_ENV)
-        .map(([k, v]) => `${k}='${v}'`)
-        .join(' ');
-      // The old .git (which holds the environment baseline, i.e. the unmutated code) goes away.
-      const setup = [
-        'set -e',
-        'cd /repo',
-        '[ -s /tmp/bug.patch ] && git apply /tmp/bug.patch',
-        '[ -s /tmp/test.patch ] && git apply /tmp/test.patch',
-        'rm -f /tmp/bug.patch /tmp/test.patch',
-        'rm -rf .git',
-        'git init -q',
-        'git add -A',
-        `${identity} git -c commit.gpgsign=false commit -q -m "task state"`,
-      ].join('\n');
-      const res = await agentEnv.exec(['sh', '-c', setup], 120);
+      session = await SandboxSession.start(inline ? { ...opts, setup: { script, args } } : opts);
+    } catch (e) {
+      throw new Error(`cannot set up the task state for ${task.instance_id}: ${(e as Error).message}`);
+    }
+    const agentEnv = new AgentEnv(session, limits);
+    if (inline) return agentEnv;
+    try {
+      await session.writeFile('/tmp/bug.patch', patches[0]);
+      await session.writeFile('/tmp/test.patch', patches[1]);
+      const res = await agentEnv.exec(['sh', '-c', script], 120);
       if (res.exitCode !== 0) throw new Error(`cannot set up the task state for ${task.instance_id}: ${res.output.slice(-500)}`);
       return agentEnv;
     } catch (e) {

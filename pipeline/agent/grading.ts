@@ -14,13 +14,22 @@
  */
 import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { shQuote } from '../../core/shell.js';
 import type { TaskRecord } from '../../schemas/tasks.js';
 import type { PipelineOptions } from '../runtime/options.js';
 import { foldReport, type Outcome } from '../sandbox/pytest_report.js';
 import { readResult } from '../sandbox/results.js';
 import { freshWork, runSandboxed } from '../sandbox/sandbox.js';
-import { pytestCommand, runnerCommand, TIMEOUT_EXIT, testWallLimitS, withoutTestPaths, writeReportKey } from '../sandbox/suite_run.js';
+import {
+  OUTPUT_CAP,
+  pytestCommand,
+  readSteps,
+  type Step,
+  type StepOutcome,
+  stepsRunner,
+  TIMEOUT_EXIT,
+  testWallLimitS,
+  withoutTestPaths,
+} from '../sandbox/suite_run.js';
 import { hunksOf } from './policy.js';
 
 export interface Grade {
@@ -47,6 +56,22 @@ export interface GradeEnv {
   suiteBudgetS?: number;
   /** Adds the grading containers' wall seconds, for the task's cost by phase. */
   timing?: { gradingS: number };
+  /**
+   * More steps for the grading container, made in its work folder (the task's traces before and
+   * after its fix): run after the graded run when the submission is the gold fix (the code that
+   * ran there is then the code they run; grading itself stays first in a fresh container), else
+   * not at all.
+   */
+  afterGold?: (work: string) => AfterGrading;
+}
+
+/** Steps run in the grading container after the graded run, and how their results are read. */
+export interface AfterGrading {
+  steps: Step[];
+  /** Wall seconds the steps may take. */
+  limitS: number;
+  /** Reads their results (the folder, the runner's key, the container's wall seconds); returns the seconds they took there. */
+  read(work: string, key: string, containerS: number): Promise<number>;
 }
 
 /** Test files: the submission may never change or add them. */
@@ -58,6 +83,21 @@ const TEST_FILES = String.raw`(^|/)(tests?/|test_[^/]*\.py$|[^/]*_test\.py$|conf
 const STARTUP_FILES = String.raw`(^|/)(pytest\.ini|tox\.ini|setup\.cfg|pyproject\.toml|sitecustomize\.py|usercustomize\.py|[^/]*\.pth)$`;
 
 const APPLY = (file: string) => `git apply --whitespace=nowarn ${file} 2>/dev/null || patch -p1 --batch --forward --silent < ${file} >/dev/null 2>&1`;
+
+/**
+ * A patch's change: each hunk's file, line ranges and text before and after. Two tools that make
+ * the same change may align its lines differently (git's diff and difflib put a moved line on
+ * either side); the blocks before and after are the same.
+ */
+function changeOf(patch: string): string {
+  const ranges = patch.split('\n').flatMap((l) => /^@@ (-\S+ \+\S+) @@/.exec(l)?.[1] ?? []);
+  return JSON.stringify([ranges, hunksOf(patch)]);
+}
+
+/** Whether the submission makes exactly the gold patch's change (as the oracle's does). */
+export function isGoldChange(submission: string | null, gold: string): boolean {
+  return submission !== null && submission.trim() !== '' && changeOf(submission) === changeOf(gold);
+}
 
 export async function gradeSubmission(task: TaskRecord, submission: string | null, env: GradeEnv): Promise<Grade> {
   const grade = await gradeOnce(task, submission, env, env.suiteBudgetS ?? env.options.suiteTimeoutS);
@@ -77,11 +117,9 @@ async function gradeOnce(task: TaskRecord, submission: string | null, env: Grade
     writeFileSync(join(work, 'test.patch'), task.test_patch);
     writeFileSync(join(work, 'submission.patch'), submission ?? '');
     writeFileSync(join(work, 'gold-paths'), [...new Set(hunksOf(task.patch).map((h) => `${h.path}\n`))].join(''));
-    const key = writeReportKey(work);
     const tests = [...task.FAIL_TO_PASS, ...task.PASS_TO_PASS];
     const pytest = pytestCommand(withoutTestPaths(env.pytestArgs), env.options.testTimeoutS, env.hasTimeoutPlugin);
-    const script = [
-      'cd /repo',
+    const prepare = [
       'set -e',
       '[ -s /worldline/out/bug.patch ] && git apply /worldline/out/bug.patch',
       '[ -s /worldline/out/test.patch ] && git apply /worldline/out/test.patch',
@@ -93,26 +131,32 @@ async function gradeOnce(task: TaskRecord, submission: string | null, env: Grade
       // Protected files go back to the task's version, whatever the submission did to them.
       `{ git diff --name-only HEAD | grep -E '${TEST_FILES}'; git diff --name-only HEAD | grep -E '${STARTUP_FILES}' | grep -vxF -f /worldline/out/gold-paths; } | xargs -r git checkout HEAD -- 2>/dev/null`,
       `{ git ls-files --others | grep -E '${TEST_FILES}'; git ls-files --others | grep -E '${STARTUP_FILES}' | grep -vxF -f /worldline/out/gold-paths; } | xargs -r rm -rf`,
-      // The runner takes the key off the file system before any submitted code runs, and holds
-      // it where the tests cannot read it (no shell of ours keeps it on a descriptor).
-      `exec ${runnerCommand(1, suiteS, testWallLimitS(env.options.testTimeoutS), [...pytest, ...tests])
-        .map(shQuote)
-        .join(' ')}`,
-      '',
+      'exit 0',
     ].join('\n');
-    writeFileSync(join(work, 'grade.sh'), script);
+    const after = env.afterGold && isGoldChange(submission, task.patch) ? env.afterGold(work) : null;
+    // The runner takes the key off the file system before any step runs, and holds it where the
+    // tests cannot read it (no shell of ours keeps it on a descriptor).
+    const { cmd, key } = stepsRunner(
+      work,
+      [
+        { name: 'prepare', sh: prepare },
+        { name: 'graded', run: [...pytest, ...tests], timeoutS: suiteS, testLimitS: testWallLimitS(env.options.testTimeoutS) },
+        ...(after?.steps ?? []),
+      ],
+      OUTPUT_CAP,
+    );
     const started = Date.now();
     await runSandboxed({
       image: task.image_id,
-      cmd: ['sh', '/worldline/out/grade.sh'],
+      cmd,
       work,
       vars: env.vars,
       srcLayout: env.srcLayout,
       limits: env.options,
-      timeoutMs: (suiteS + 60) * 1000,
+      timeoutMs: (suiteS + (after?.limitS ?? 0) + 60) * 1000,
       labels: { 'worldline.stage': 'grade', 'worldline.task': task.instance_id },
     });
-    if (env.timing) env.timing.gradingS += (Date.now() - started) / 1000;
+    const containerS = (Date.now() - started) / 1000;
     const read = (f: string) => {
       try {
         // A refused file (a symlink, say) reads as empty: the submission is then not resolved.
@@ -121,14 +165,22 @@ async function gradeOnce(task: TaskRecord, submission: string | null, env: Grade
         return '';
       }
     };
-    const exitText = read('exit-1').trim();
-    const exitCode = exitText ? Number(exitText) : null;
-    const run = foldReport(read('report-1.jsonl'), exitCode, exitCode === null || exitCode === TIMEOUT_EXIT, key);
+    let graded: StepOutcome | undefined;
+    try {
+      graded = readSteps(work, key).get('graded');
+    } catch {
+      graded = undefined; // a step list not the runner's: no exit status to trust
+    }
+    const exitCode = graded ? graded.exit : null;
+    const run = foldReport(read('report-graded.jsonl'), exitCode, exitCode === null || exitCode === TIMEOUT_EXIT, key);
     const outcomes = Object.fromEntries(run.tests.map((t) => [t.nodeid, t.outcome])) as Record<string, Outcome>;
     const split = (ids: string[]) => ({ passed: ids.filter((id) => outcomes[id] === 'passed'), failed: ids.filter((id) => outcomes[id] !== 'passed') });
     const fail_to_pass = split(task.FAIL_TO_PASS);
     const pass_to_pass = split(task.PASS_TO_PASS);
     const applied = read('applied').trim() === '1';
+    // The later steps' share of the container is theirs, not grading's.
+    const afterS = after ? await after.read(work, key, containerS) : 0;
+    if (env.timing) env.timing.gradingS += containerS - afterS;
     return {
       // A report that disagrees with pytest's exit code is never a resolution.
       resolved: applied && run.problem === null && fail_to_pass.failed.length === 0 && pass_to_pass.failed.length === 0 && task.FAIL_TO_PASS.length > 0,

@@ -149,8 +149,11 @@ export interface TaskCost {
   /** The trace container's create, start, wait and removal: its wall minus its script's. */
   container: number;
   patch_apply: number;
-  /** pytest's start-up and collection in the traces: each phase's wall minus its tests. */
+  /** pytest's start-up, collection and exit in the traces: each phase's wall minus pytest's seconds in its tests. */
   pytest_startup: number;
+  /** The tracer's work in the tests' set-up and teardown, outside their calls: mostly building and writing episodes. */
+  tracer_around_tests: number;
+  /** The tests' calls under the tracer. */
   traced_tests: number;
 }
 

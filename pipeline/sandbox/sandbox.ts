@@ -238,7 +238,17 @@ export function runSandboxed(spec: SandboxSpec): Promise<RunResult> {
 export class SandboxSession {
   private constructor(private readonly container: Docker.Container) {}
 
-  static async start(opts: { image: string; env: Record<string, string>; limits: SandboxLimits; labels: Record<string, string> }): Promise<SandboxSession> {
+  /**
+   * `setup`: a script (with its arguments as $1..) run in /repo once it is copied, in the same exec:
+   * each exec is three round trips to the engine.
+   */
+  static async start(opts: {
+    image: string;
+    env: Record<string, string>;
+    limits: SandboxLimits;
+    labels: Record<string, string>;
+    setup?: { script: string; args: string[] };
+  }): Promise<SandboxSession> {
     const limits = toRunLimits(opts.limits);
     const container = await docker().createContainer({
       Image: opts.image,
@@ -254,8 +264,9 @@ export class SandboxSession {
     const session = new SandboxSession(container);
     try {
       await container.start();
-      const prepared = await session.exec(['sh', '-c', PREPARE_REPO], 300, 4096);
-      if (prepared.exitCode !== 0) throw new Error(`cannot copy the checkout into the session's /repo: ${prepared.output}`);
+      const script = opts.setup ? `${PREPARE_REPO} || exit $?\n${opts.setup.script}` : PREPARE_REPO;
+      const prepared = await session.exec(['sh', '-c', script, 'sh', ...(opts.setup?.args ?? [])], 300, 4096);
+      if (prepared.exitCode !== 0) throw new Error(`cannot prepare the session's /repo: ${prepared.output.slice(-500)}`);
     } catch (e) {
       await session.close();
       throw e;

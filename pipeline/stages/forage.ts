@@ -11,6 +11,7 @@ import { hashOf, sha256 } from '../../core/hashing.js';
 import { readRows } from '../../datasets/reader.js';
 import type { TaskRecord } from '../../schemas/tasks.js';
 import type { TrajectoryRecord } from '../../schemas/trajectories.js';
+import type { AfterGrading, GradeEnv } from '../agent/grading.js';
 import { openaiPolicy } from '../agent/policies/openai.js';
 import { oraclePolicy, oracleTurns } from '../agent/policies/oracle.js';
 import { type ReplayPolicy, replayBudgets, replayOutcome, replayPolicy } from '../agent/policies/replay.js';
@@ -21,7 +22,7 @@ import { outLayout } from '../runtime/layout.js';
 import type { BuildRecord, CandidateFate, CloneRecord, TaskCost, TraceCut } from '../runtime/records.js';
 import { ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
 import { TRACER_CODE, tracerCodeHash } from '../sandbox/tracers.js';
-import { traceAroundFix } from '../tasks/fix_traces.js';
+import { type TaskTraceOutcome, traceAroundFix, traceSteps } from '../tasks/fix_traces.js';
 import { type IssueText, readIssueExport } from '../tasks/issue_export.js';
 import { type IssueMiningOutcome, mineIssueTasks } from '../tasks/issue_verification.js';
 import { mutationTasks } from '../tasks/mutation_tasks.js';
@@ -89,6 +90,7 @@ async function rolloutOne(
   i: number,
   timing: { gradingS: number },
   testTimeoutS: number,
+  afterGold: GradeEnv['afterGold'],
 ) {
   const o = ctx.options;
   if (o.policy === 'none') return null;
@@ -117,6 +119,7 @@ async function rolloutOne(
       work: outLayout.work(o.out, 'grade', ctx.unit.id, String(i)),
       suiteBudgetS,
       timing,
+      afterGold,
     },
   );
   if (chosen.replay) {
@@ -223,25 +226,42 @@ export const forageStage: Stage<'forage'> = {
         const started = Date.now();
         // The oracle's test runs on the task state get the mutant check's earned per-test timeout.
         const testTimeoutS = task.kind === 'mutation_fix' ? m.testTimeoutS : o.mutantTestTimeoutS;
-        const trajectory = await rolloutOne(ctx, clone, build, task, i, timing, testTimeoutS);
-        const rolloutS = (Date.now() - started) / 1000 - timing.gradingS;
+        const measured = { before: new Map(Object.entries(m.measured[task.instance_id] ?? {})), after: validated };
+        const rowsFile = join(progress, `traces-${i}.jsonl`);
+        // A gold submission (the oracle's) is traced in its grading container: one container less.
+        let folded: TaskTraceOutcome | null = null;
+        let foldedS = 0;
+        const afterGold = (work: string): AfterGrading => {
+          const t = traceSteps(ctx, task, clone, build, measured, work, rowsFile, 'graded');
+          return {
+            steps: t.steps,
+            limitS: t.limitS,
+            read: async (done, key, containerS) => {
+              folded = await t.read(done, key, containerS);
+              const spent = sum(Object.values(folded.seconds));
+              foldedS += spent;
+              return spent;
+            },
+          };
+        };
+        const trajectory = await rolloutOne(ctx, clone, build, task, i, timing, testTimeoutS, afterGold);
+        // The traces' seconds in a grading container are theirs (below), neither grading's nor the rollout's.
+        const rolloutS = (Date.now() - started) / 1000 - timing.gradingS - foldedS;
         const cost = { task_id: task.instance_id, kind: task.kind, rollout: sum([rolloutS]), grading: sum([timing.gradingS]) };
         // Only solvable tasks: one the oracle (the gold patch, through the real tools) cannot resolve is dropped, with why, untraced.
         if (o.policy === 'oracle' && trajectory && !trajectory.resolved) {
           const last = trajectory.steps.at(-1)?.observation.replace(/\s+/g, ' ').slice(0, 200) ?? '';
           const unsolved = `the oracle did not resolve it (${trajectory.exit_status} after ${trajectory.turns} of ${trajectory.max_turns} turns; last observation: ${last})`;
-          return { trajectory: null, cuts: [], cost: { ...cost, container: 0, patch_apply: 0, pytest_startup: 0, traced_tests: 0 }, unsolved };
+          rmSync(rowsFile, { force: true });
+          return {
+            trajectory: null,
+            cuts: [],
+            cost: { ...cost, container: 0, patch_apply: 0, pytest_startup: 0, tracer_around_tests: 0, traced_tests: 0 },
+            unsolved,
+          };
         }
-        const measured = { before: new Map(Object.entries(m.measured[task.instance_id] ?? {})), after: validated };
-        const traced = await traceAroundFix(
-          ctx,
-          task,
-          clone,
-          build,
-          measured,
-          outLayout.work(o.out, 'task-traces', ctx.unit.id, String(i)),
-          join(progress, `traces-${i}.jsonl`),
-        );
+        const traced =
+          folded ?? (await traceAroundFix(ctx, task, clone, build, measured, outLayout.work(o.out, 'task-traces', ctx.unit.id, String(i)), rowsFile));
         return { trajectory, cuts: traced.cuts, cost: { ...cost, ...traced.seconds } };
       });
       done.push(entry);
@@ -273,7 +293,7 @@ export const forageStage: Stage<'forage'> = {
     const cuts = done.flatMap((d) => d.cuts);
     for (const c of cuts) ctx.log(`forage ${ctx.unit.id}: ${c.task_id} ${c.phase} ${c.node_id}: ${c.reason}`);
     const costs = done.map((d) => d.cost);
-    const phases = ['rollout', 'grading', 'container', 'patch_apply', 'pytest_startup', 'traced_tests'] as const;
+    const phases = ['rollout', 'grading', 'container', 'patch_apply', 'pytest_startup', 'tracer_around_tests', 'traced_tests'] as const;
     ctx.log(`forage ${ctx.unit.id}: ${m.tasks.length} mutation tasks kept (${m.applied} applied, ${m.survived} survived, ${m.noSite} without a site)`);
     const resolved = trajectories.filter((t) => t.resolved).length;
     if (trajectories.length) ctx.log(`forage ${ctx.unit.id}: ${ctx.options.policy} resolved ${resolved} of ${trajectories.length} tasks`);
