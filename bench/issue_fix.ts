@@ -113,7 +113,8 @@ function main(): void {
       const repo = labelled.find((r) => r.repo === entry.unit.repo && clone?.commit.startsWith(r.unit_commit));
       if (!entry.record || !clone || !repo) continue;
       const seen = units.get(entry.unit_id);
-      if (!seen || seen.fates.length < entry.record.candidates.length) units.set(entry.unit_id, { fates: entry.record.candidates, clone, repo, python: entry.unit.python });
+      if (!seen || seen.fates.length < entry.record.candidates.length)
+        units.set(entry.unit_id, { fates: entry.record.candidates, clone, repo, python: entry.unit.python });
     }
   }
   for (const { fates, clone, repo, python } of units.values()) {
