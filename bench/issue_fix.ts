@@ -22,6 +22,8 @@ interface Label {
   label: 'fix' | 'not_fix';
   /** False for a real fix no test can show (no test of its own fails before it): it can never be a verified task. */
   verifiable?: boolean;
+  /** The only Pythons (`3.9`) where a test of its own can show it; on the others it counts as unverifiable. */
+  verifiable_on?: string[];
   why: string;
 }
 
@@ -103,7 +105,7 @@ function main(): void {
   const unlabelled: string[] = [];
   const misses: string[] = [];
   // A unit mined in several runs (a wider window in a later one) counts once: the run that tried the most candidates.
-  const units = new Map<string, { fates: CandidateFate[]; clone: CloneRecord; repo: RepoLabels }>();
+  const units = new Map<string, { fates: CandidateFate[]; clone: CloneRecord; repo: RepoLabels; python: string }>();
   for (const out of outs) {
     const ledger = new Ledger(out);
     for (const entry of ledger.all<ForageRecord>('forage')) {
@@ -111,18 +113,23 @@ function main(): void {
       const repo = labelled.find((r) => r.repo === entry.unit.repo && clone?.commit.startsWith(r.unit_commit));
       if (!entry.record || !clone || !repo) continue;
       const seen = units.get(entry.unit_id);
-      if (!seen || seen.fates.length < entry.record.candidates.length) units.set(entry.unit_id, { fates: entry.record.candidates, clone, repo });
+      if (!seen || seen.fates.length < entry.record.candidates.length)
+        units.set(entry.unit_id, { fates: entry.record.candidates, clone, repo, python: entry.unit.python });
     }
   }
-  for (const { fates, clone, repo } of units.values()) {
+  for (const { fates, clone, repo, python } of units.values()) {
     const labelOf = (f: CandidateFate) => repo.labels.find((l) => f.fix_commit.startsWith(l.commit));
+    const canVerify = (f: CandidateFate) => {
+      const l = labelOf(f);
+      return l?.verifiable !== false && (!l?.verifiable_on || l.verifiable_on.includes(python));
+    };
     const tried = fates.filter((f) => f.fate !== 'skipped');
     const kept = tried.filter((f) => f.fate === 'kept');
     for (const f of tried.filter((f) => !labelOf(f))) unlabelled.push(`${repo.repo} ${f.fix_commit.slice(0, 7)} (${f.fate})`);
     const fixes = tried.filter((f) => labelOf(f)?.label === 'fix');
-    const verifiable = fixes.filter((f) => labelOf(f)?.verifiable !== false);
+    const verifiable = fixes.filter(canVerify);
     const keptFixes = kept.filter((f) => labelOf(f)?.label === 'fix');
-    const keptVerifiable = keptFixes.filter((f) => labelOf(f)?.verifiable !== false);
+    const keptVerifiable = keptFixes.filter(canVerify);
     const keptNotFix = kept.filter((f) => labelOf(f)?.label === 'not_fix');
     const oracleDropped = tried.filter((f) => ORACLE_DROP.test(f.reason ?? ''));
     const seconds = tried.reduce((s, f) => s + f.seconds, 0);
@@ -141,7 +148,7 @@ function main(): void {
       oracleDropped: oracleDropped.length,
       seconds,
     };
-    rows.push(row(`${repo.repo} (${clone.commit.slice(0, 7)})`, counts));
+    rows.push(row(`${repo.repo} (${clone.commit.slice(0, 7)}, py${python})`, counts));
     for (const k of Object.keys(total) as (keyof Counts)[]) total[k] += counts[k];
   }
   if (rows.length === 1) throw new Error(`no forage ledger entry in ${outs.join(', ')} matches a repository and unit commit of ${labelsFile}`);

@@ -1,6 +1,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
+import { PYTHON_VERSIONS } from '../pipeline/runtime/manifest.js';
 import { BASE_RECIPES, baseTag, userBaseImage } from '../pipeline/sandbox/base_images.js';
 import { buildImage, inspectImage, removeImage, tarStream } from '../pipeline/sandbox/engine.js';
 import { tempDir } from './helpers.js';
@@ -17,6 +18,14 @@ describe('base images', () => {
       expect(labels['worldline.pytest']).toMatch(/^\d+\.\d+/);
       expect(labels['worldline.pytest_timeout']).toBe('true');
     }
+  });
+
+  it('3.9 has its own recipe, from bullseye, for histories whose tests need what 3.10 removed', () => {
+    // Building it costs a bullseye debootstrap, so CI checks the recipe, not the image (README: Python 3.9).
+    expect(BASE_RECIPES['3.9']).toMatchObject({ suite: 'bullseye', python: '3.9' });
+    expect(BASE_RECIPES['3.9'].packages).toEqual(BASE_RECIPES['3.11'].packages);
+    expect(new Set(PYTHON_VERSIONS.map((v) => baseTag(BASE_RECIPES[v]))).size).toBe(PYTHON_VERSIONS.length);
+    expect(baseTag(BASE_RECIPES['3.9'])).toMatch(/^worldline\/base:py3\.9-[0-9a-f]{12}$/);
   });
 
   it('a user-named base image is probed, and what it lacks is named', async () => {

@@ -14,18 +14,22 @@ describe('manifest', () => {
       '{"repo": "z", "python": "2.7"}',
       '{"repo": "https://github.com/pytoolz/toolz.git", "commit": "abc123"}',
       '{"repo": "w", "env": {"vars": {"X": 1}}}',
+      '{"repo": "https://github.com/pytoolz/toolz.git", "commit": "abc123", "python": "3.9"}',
     ].join('\n');
     const m = parseManifest(text, '/data/manifest.jsonl');
-    expect(m.units.map((u) => u.line)).toEqual([1, 6]);
+    expect(m.units.map((u) => u.line)).toEqual([1, 6, 11]);
     expect(m.errors.map((e) => [e.line, e.message])).toEqual([
       [2, 'unknown key: bogus (allowed: repo, commit, env, python)'],
       [3, expect.stringMatching(/^not valid JSON/)],
       [7, 'unknown key in "env": aptt (allowed: apt, pip, setup, vars, pytest_args)'],
-      [8, '"python" must be one of 3.11, 3.13 (got "2.7")'],
+      [8, '"python" must be one of 3.9, 3.11, 3.13 (got "2.7")'],
       [9, 'duplicate of line 1 (same repository, commit and python)'],
       [10, '"env.vars.X" must be a string'],
     ]);
-    const [toolz, h11] = m.units;
+    const [toolz, h11, toolz39] = m.units;
+    // The same commit on another Python is another unit (old histories need an old Python).
+    expect(toolz39).toMatchObject({ slug: 'pytoolz__toolz', commit: 'abc123', python: '3.9' });
+    expect(toolz39.id).not.toBe(toolz.id);
     expect(toolz).toMatchObject({ slug: 'pytoolz__toolz', sourceKind: 'git-url', commit: 'abc123', python: '3.11' });
     expect(toolz.id).toMatch(/^pytoolz__toolz-[0-9a-f]{8}$/);
     expect(h11).toMatchObject({ location: '/data/local/h11', sourceKind: 'local', python: '3.13' });

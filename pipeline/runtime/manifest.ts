@@ -3,8 +3,11 @@ import { basename, dirname, isAbsolute, resolve } from 'node:path';
 import { hashOf } from '../../core/hashing.js';
 import { jsonObjectLine, LineError } from '../../core/jsonl.js';
 
-/** Python versions we have an offline base recipe for; `--base-image` lifts the restriction. */
-export const PYTHON_VERSIONS = ['3.11', '3.13'] as const;
+/**
+ * Python versions we have an offline base recipe for; `--base-image` lifts the restriction.
+ * 3.9 (bullseye) is for old histories whose tests need what 3.10 removed (`collections.Mapping`).
+ */
+export const PYTHON_VERSIONS = ['3.9', '3.11', '3.13'] as const;
 export type PythonVersion = (typeof PYTHON_VERSIONS)[number];
 export const DEFAULT_PYTHON: PythonVersion = '3.11';
 

@@ -17,7 +17,7 @@ import { runContainer } from './sandbox.js';
 const execFile = promisify(execFileCb);
 
 export interface BaseRecipe {
-  suite: 'bookworm' | 'trixie';
+  suite: 'bullseye' | 'bookworm' | 'trixie';
   python: PythonVersion;
   packages: string[];
   /** Bump when the steps below change in a way the fields above do not show. */
@@ -27,6 +27,7 @@ export interface BaseRecipe {
 const PACKAGES = ['python3', 'python3-pytest', 'python3-pytest-timeout', 'git', 'netbase', 'ca-certificates'];
 
 export const BASE_RECIPES: Record<PythonVersion, BaseRecipe> = {
+  '3.9': { suite: 'bullseye', python: '3.9', packages: PACKAGES, revision: 1 },
   '3.11': { suite: 'bookworm', python: '3.11', packages: PACKAGES, revision: 1 },
   '3.13': { suite: 'trixie', python: '3.13', packages: PACKAGES, revision: 1 },
 };

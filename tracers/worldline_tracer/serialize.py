@@ -45,10 +45,10 @@ _LOG2_10 = 3.321928094887362
 
 
 def deep_overflow():
-    """True when a RecursionError must not be swallowed: on Python 3.8 a RecursionError caught
+    """True when a RecursionError must not be swallowed: on Python 3.8 and 3.9 a RecursionError caught
     near the recursion limit leaves the interpreter "overflowed", and a program that keeps
     recursing then aborts ("Cannot recover from stack overflow") instead of raising."""
-    if sys.version_info >= (3, 9):
+    if sys.version_info >= (3, 10):
         return False
     depth = 0
     f = sys._getframe(1)
