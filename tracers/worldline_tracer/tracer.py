@@ -595,20 +595,19 @@ class Tracer(object):
         max_events = self.max_events
 
         def callback(code, line):
-            if self._off:
+            frame = getframe(1)
+            st = frames.get(frame)
+            if st is None or self._off:
+                return None
+            n = st[_NLINES] = st[_NLINES] + 1
+            if n > max_lines:
+                st[_CAPPED] = True
                 return None
             try:
-                frame = getframe(1)
-                st = frames.get(frame)
-                if st is not None:
-                    n = st[_NLINES] = st[_NLINES] + 1
-                    if n > max_lines:
-                        st[_CAPPED] = True
-                        return None
-                    raw.append((_LINE, st[_HEAD], line, snapshot(frame, st)))
-                    if len(raw) >= max_events:
-                        self.truncated = True
-                        self._halt()
+                raw.append((_LINE, st[_HEAD], line, snapshot(frame, st)))
+                if len(raw) >= max_events:
+                    self.truncated = True
+                    self._halt()
             except Exception:
                 self._fault()
             return None
