@@ -52,6 +52,7 @@ def main():
     codes = {}
     capped = {}
     written = {}
+    failed = {}
     for _ in range(rounds):
         for name, (plugins, env) in VARIANTS.items():
             if name in capped:
@@ -65,19 +66,26 @@ def main():
                 run_env["PYTHONPATH"] = run_env["PYTHONPATH"].replace("/worldline/lib", BASELINE)
             start = time.perf_counter()
             try:
-                proc = subprocess.run(cmd, cwd="/repo", env=run_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=budget)
+                proc = subprocess.run(cmd, cwd="/repo", env=run_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=budget)
             except subprocess.TimeoutExpired:
                 capped[name] = True
                 times[name] = [budget]
                 in_test[name] = [budget]
                 continue
-            times[name].append(time.perf_counter() - start)
-            with open("/tmp/in_test") as f:
-                in_test[name].append(float(f.read()))
+            elapsed = time.perf_counter() - start
+            try:
+                with open("/tmp/in_test") as f:
+                    in_test[name].append(float(f.read()))
+            except (OSError, ValueError):
+                # the run did not reach the end of its session: no sample, and why (one rare
+                # failure must not lose the whole table)
+                failed[name] = "exit %d: %s" % (proc.returncode, proc.stderr.decode("utf-8", "replace")[-300:])
+                continue
+            times[name].append(elapsed)
             codes.setdefault(name, proc.returncode)
             written[name] = output(name)
     json.dump({"times": times, "in_test": in_test, "exit_codes": codes, "capped": capped, "written": written,
-               "python": sys.version.split()[0]}, sys.stdout)
+               "failed": failed, "python": sys.version.split()[0]}, sys.stdout)
 
 
 main()

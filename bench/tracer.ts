@@ -86,10 +86,19 @@ for (const python of values.python!.split(',')) {
       exit_codes: Record<string, number>;
       capped: Record<string, boolean>;
       written: Record<string, [number, number]>;
+      failed?: Record<string, string>;
       python: string;
     };
+    for (const [k, why] of Object.entries(r.failed ?? {})) process.stderr.write(`${suite.name}, ${k}: a round gave no sample (${why})\n`);
     const parity = new Set(Object.values(r.exit_codes)).size === 1 ? 'same' : JSON.stringify(r.exit_codes);
-    const inTest = Object.fromEntries(Object.entries(r.in_test).map(([k, v]) => [k, median(v)]));
+    // a variant whose every round failed has no samples: its cells show '-'
+    const medians = (samples: Record<string, number[]>) =>
+      Object.fromEntries(
+        Object.entries(samples)
+          .filter(([, v]) => v.length > 0)
+          .map(([k, v]) => [k, median(v)]),
+      );
+    const inTest = medians(r.in_test);
     // events/s and MB/s of test time, from the variant's last round
     const rate = (k: string) => {
       const w = r.written[k];
@@ -99,7 +108,7 @@ for (const python of values.python!.split(',')) {
       ['in tests', r.in_test],
       ['whole run', r.times],
     ] as const) {
-      const m = Object.fromEntries(Object.entries(samples).map(([k, v]) => [k, median(v)]));
+      const m = medians(samples);
       const atLeast = (k: string) => (r.capped[k] ? '>= ' : '');
       const cell = (k: string) => (k in m ? `${atLeast(k)}${m[k].toFixed(2)} (${(m[k] / m.untraced).toFixed(1)}x)` : '-');
       rows.push([

@@ -169,6 +169,14 @@ def test_incremental_snapshot_matches_full_serialization(backend):
     assert ref.error is None and got.error is None
     assert len(got.events) > 100
     assert got.events == ref.events
+    # functions keep their text across events while their qualname object stays (tracer.py)
+    plain = Serializer()
+    ref = run_traced(lambda: p.rename(6), backend, serializer=lambda v: plain(v))[2]
+    got = run_traced(lambda: p.rename(6), backend)[2]
+    assert ref.error is None and got.error is None
+    assert got.events == ref.events
+    shown = {v for ev in got.events for n, v in ev.get("locals", ()) if n == "inner"}
+    assert {"<function renamed_0>", "<function renamed_1>", "<function object>"} <= shown
 
 
 def test_tracer_value_fast_path_matches_the_serializer():

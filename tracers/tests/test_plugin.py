@@ -286,3 +286,29 @@ def test_a_repr_past_the_safety_net_is_named_on_its_line(tmp_path):
     assert proc.returncode == 0, proc.stdout
     assert by_id["test_slow.py::test_slow"]["slow_reprs"] == ["Slow"]
     assert by_id["test_slow.py::test_plain"]["slow_reprs"] == []
+
+
+def test_no_collection_while_the_tracer_writes_and_the_state_restored():
+    """Episodes are built with the cyclic collector off (plugin._NoCollection); a suite that had
+    switched it off itself keeps it off."""
+    import gc
+
+    from worldline_tracer.plugin import _NoCollection
+
+    assert gc.isenabled()
+    with _NoCollection():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with _NoCollection():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    try:
+        with _NoCollection():
+            raise ValueError("a failed write")
+    except ValueError:
+        pass
+    assert gc.isenabled()

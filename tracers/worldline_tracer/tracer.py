@@ -134,6 +134,7 @@ def _as_dict(rec):
     return ev
 
 
+_FUNCTION = type(_excluded_prefixes)
 # Exact types whose builtin repr is C code reading only the object's own name fields (functions,
 # classes of the plain metaclass, builtins), so it cannot run user code.
 _C_REPR = frozenset({type(_excluded_prefixes), type, type(len)})
@@ -204,8 +205,10 @@ class Tracer(object):
             self._keyed_types = _KEYED
             self._keyed = self.ser.keyed
             self._unchanged = self.ser.unchanged
+            self._named = _FUNCTION
         else:
             self._immutable = self._keyed_types = frozenset()
+            self._named = None
         self.truncated = False
         self.error = None
         self._raw = []         # compact records (see _as_dict)
@@ -313,6 +316,7 @@ class Tracer(object):
         value = self._value
         immutable = self._immutable
         keyed_types = self._keyed_types
+        named = self._named
         for i in todo:
             name = keys[i]
             c = name[0]
@@ -323,9 +327,18 @@ class Tracer(object):
             t = type(v)
             if t in keyed_types:
                 key = cache[i]
-                if key is not None and self._unchanged(v, key):
+                if type(key) is tuple and self._unchanged(v, key):
                     continue
                 r, cache[i] = self._keyed(v)
+                mut[i] = True
+            elif t is named:
+                # a function's text is its qualname's (its address is stripped): the same
+                # qualname object, and no failed function repr since, gives the same text
+                q = v.__qualname__
+                if cache[i] is q and out[i] is not None and t not in self.ser.bad_classes:
+                    continue
+                r = value(v)
+                cache[i] = q
                 mut[i] = True
             else:
                 r = value(v)
@@ -430,8 +443,16 @@ class Tracer(object):
             st = self._frames.get(frame)
             if st is None:
                 return None
-            if event == "line":
-                self._on_line(frame, st, frame.f_lineno)
+            if event == "line":  # _on_line, inlined: the commonest event
+                n = st[_NLINES] = st[_NLINES] + 1
+                if n > self.max_lines_per_call:
+                    st[_CAPPED] = True
+                    return self._st_local
+                raw = self._raw
+                raw.append((_LINE, st[_HEAD], frame.f_lineno, self._snapshot(frame, st)))
+                if len(raw) >= self.max_events:
+                    self.truncated = True
+                    self._halt()
             elif event == "return":
                 self._on_return(frame, st, arg)
                 return None
@@ -477,7 +498,7 @@ class Tracer(object):
         reg(tool, E.PY_UNWIND, on_frame(lambda frame, st, offset, exc: on_return(frame, st, None)))
         reg(tool, E.RAISE, exc)
         reg(tool, E.STOP_ITERATION, exc)
-        reg(tool, E.LINE, on_frame(self._on_line))
+        reg(tool, E.LINE, self._m_line_callback())
         reg(tool, E.JUMP, self._m_jump)
         self._global_set = E.PY_START | E.PY_RESUME | E.PY_THROW | E.PY_UNWIND | E.RAISE
         mon.set_events(tool, self._global_set)
@@ -557,6 +578,36 @@ class Tracer(object):
                 st = frames.get(frame)
                 if st is not None:
                     handler(frame, st, where, arg)
+            except Exception:
+                self._fault()
+            return None
+
+        return callback
+
+    def _m_line_callback(self):
+        """The LINE callback: ``_frame_callback(self._on_line)`` with both calls inlined (the
+        commonest event)."""
+        frames = self._frames
+        getframe = sys._getframe
+        raw = self._raw
+        snapshot = self._snapshot
+        max_lines = self.max_lines_per_call
+        max_events = self.max_events
+
+        def callback(code, line):
+            frame = getframe(1)
+            st = frames.get(frame)
+            if st is None or self._off:
+                return None
+            n = st[_NLINES] = st[_NLINES] + 1
+            if n > max_lines:
+                st[_CAPPED] = True
+                return None
+            try:
+                raw.append((_LINE, st[_HEAD], line, snapshot(frame, st)))
+                if len(raw) >= max_events:
+                    self.truncated = True
+                    self._halt()
             except Exception:
                 self._fault()
             return None

@@ -40,3 +40,24 @@ def mutate(n):
         same = [i]
     return a
 
+
+def rename(n):
+    """Functions whose text changes while they stay the same object (their qualname is set, as
+    functools.wraps does), new functions with one qualname (closures made in a loop), and a
+    function repr that fails mid-frame (too long: the class becomes a marker from then on)."""
+    def inner():
+        return None
+
+    made = []
+    for i in range(n):
+        def closure():
+            return i
+
+        made.append(closure)
+        last = closure
+        inner.__qualname__ = "renamed_%d" % (i % 2)
+        if i == n - 2:
+            inner.__qualname__ = "q" * 1200
+    del last
+    return len(made)
+
