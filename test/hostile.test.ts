@@ -11,6 +11,7 @@ import { cpSync, lstatSync, readdirSync, readFileSync, type Stats, writeFileSync
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { mountsUnder } from '../core/mounts.js';
 import { packageRoot } from '../core/package.js';
 import { buildImage, removeImage, tarStream } from '../pipeline/sandbox/engine.js';
 import { cli, tempDir } from './helpers.js';
@@ -90,7 +91,22 @@ describe('the hostile suite, through worldline run', () => {
       }
     }, 500);
     const stages = 'clone,build,validate,trace';
-    const args = ['run', '--manifest', manifest, '--out', out, '--stages', stages, '--json', '--suite-timeout', '90', '--test-timeout', '15'];
+    const args = [
+      'run',
+      '--manifest',
+      manifest,
+      '--out',
+      out,
+      '--stages',
+      stages,
+      '--json',
+      '--suite-timeout',
+      '90',
+      '--test-timeout',
+      '15',
+      '--work-disk',
+      '96',
+    ];
     const res = await cli([...args, '--memory', '256', '--pids', '64', '--concurrency', '2']).finally(() => clearInterval(poll));
     expect(res.code, res.stderr).toBe(1);
     run = JSON.parse(res.stdout) as RunJson;
@@ -112,6 +128,19 @@ describe('the hostile suite, through worldline run', () => {
     failedAt('forged-report', 'validate', /^run 1: the report was tampered with: line 1 of the report is not signed by the reporting plugin$/);
     failedAt('kill-parent', 'validate', /^run 1: the runner was killed before the suite finished \(container exit 137\)$/);
     failedAt('git-file', 'clone', /\.git is not a folder \(a pointer to a repository elsewhere\); refused/);
+    failedAt('disk-filler', 'validate', /^disk budget exceeded: 100663296 bytes \(the work folder filled its --work-disk\)$/);
+  });
+
+  it("mounts each container's work folder nosuid,nodev (seen from inside, by a test) and leaves no mount behind", () => {
+    const parts = join(out, 'parts', 'tests');
+    const rows = readdirSync(parts)
+      .filter((f) => f.startsWith('writes-outside-'))
+      .flatMap((f) => readFileSync(join(parts, f), 'utf8').trim().split('\n'))
+      .map((l) => JSON.parse(l) as { node_id: string; outcome: string });
+    expect(rows.find((r) => r.node_id.endsWith('::test_results_folder_is_nosuid_nodev'))?.outcome).toBe('passed');
+    expect(mountsUnder(out)).toEqual([]);
+    // Nor a loop device still attached to a work disk's image.
+    expect(execFileSync('losetup', ['-a'], { encoding: 'utf8' })).not.toContain(out);
   });
 
   it('the benign unit and the contained ones are traced to the end', () => {
