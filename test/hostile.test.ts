@@ -131,20 +131,32 @@ describe('the hostile suite, through worldline run', () => {
     failedAt('disk-filler', 'validate', /^disk budget exceeded: 100663296 bytes \(the work folder filled its --work-disk\)$/);
   });
 
-  it("mounts each container's work folder nosuid,nodev (seen from inside, by a test) and leaves no mount behind", () => {
+  /** The recorded outcome of test `name` of repository `repo` (its tests part). */
+  const outcomeOf = (repo: string, name: string) => {
     const parts = join(out, 'parts', 'tests');
     const rows = readdirSync(parts)
-      .filter((f) => f.startsWith('writes-outside-'))
+      .filter((f) => f.startsWith(`${repo}-`))
       .flatMap((f) => readFileSync(join(parts, f), 'utf8').trim().split('\n'))
       .map((l) => JSON.parse(l) as { node_id: string; outcome: string });
-    expect(rows.find((r) => r.node_id.endsWith('::test_results_folder_is_nosuid_nodev'))?.outcome).toBe('passed');
+    return rows.find((r) => r.node_id.endsWith(`::${name}`))?.outcome;
+  };
+
+  it('keeps the report key from a .pth file the build planted (it runs before pytest, in every interpreter)', () => {
+    expect(unit('pth-key-thief')).toMatchObject({ status: 'ok' });
+    expect(outcomeOf('pth-key-thief', 'test_pth_ran')).toBe('passed');
+    // Before worldline_pytest.py (python3 -m pytest), the .pth read the key and put it back: this failed.
+    expect(outcomeOf('pth-key-thief', 'test_key_out_of_reach')).toBe('passed');
+  });
+
+  it("mounts each container's work folder nosuid,nodev (seen from inside, by a test) and leaves no mount behind", () => {
+    expect(outcomeOf('writes-outside', 'test_results_folder_is_nosuid_nodev')).toBe('passed');
     expect(mountsUnder(out)).toEqual([]);
     // Nor a loop device still attached to a work disk's image.
     expect(execFileSync('losetup', ['-a'], { encoding: 'utf8' })).not.toContain(out);
   });
 
   it('the benign unit and the contained ones are traced to the end', () => {
-    for (const name of ['benign', 'fork-bomb', 'writes-outside']) expect(unit(name).ran, name).toContain('trace');
+    for (const name of ['benign', 'fork-bomb', 'writes-outside', 'pth-key-thief']) expect(unit(name).ran, name).toContain('trace');
   });
 
   it('leaves the host unchanged: no loopback connection, no host file read, no setuid or device file, no work folder, a small output folder', () => {
