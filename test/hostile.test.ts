@@ -199,6 +199,27 @@ describe('a conftest that forges the mutant checks', () => {
   }, 900_000);
 });
 
+describe("a mutant check's test that rewrites another source file", () => {
+  it('does not reach the next candidate: each starts from the pristine tree, so no task patch holds the rewrite', async () => {
+    const dir = tempDir('hostile-tamper');
+    const repo = join(dir, 'tamper-mutant');
+    cpSync(join(packageRoot, 'examples', 'hostile', 'repos', 'tamper-mutant'), repo, { recursive: true });
+    const manifest = join(dir, 'manifest.jsonl');
+    writeFileSync(manifest, `${JSON.stringify({ repo })}\n`);
+    const out = join(dir, 'out');
+    const flags =
+      '--stages clone,build,validate,trace,forage --json --validate-runs 1 --mutations-per-unit 8 --mutation-tries 16 --issue-candidates 0 --policy none';
+    const res = await cli(['run', '--manifest', manifest, '--out', out, ...flags.split(' ')]);
+    const unit = (JSON.parse(res.stdout) as RunJson).units[0];
+    expect(unit, res.stderr).toMatchObject({ status: 'ok', stage: 'forage' });
+    const parts = join(out, 'parts', 'tasks');
+    const tasks = readdirSync(parts).flatMap((f) => readFileSync(join(parts, f), 'utf8').trim().split('\n'));
+    // Mutants of the rewritten file were tried after the rewrite (without the restore, one of these patches held it).
+    expect(tasks.filter((t) => t.includes('b/scale.py')).length).toBeGreaterThan(0);
+    for (const t of tasks) expect(t).not.toContain('TAMPERED');
+  }, 900_000);
+});
+
 describe('the build network', () => {
   it('gives package installs the mirror but not the host loopback', async () => {
     const listener = await loopbackListener();

@@ -15,8 +15,9 @@ import worldline_report  # noqa: F401  (reads and closes the key's descriptor on
 import site
 
 site.main()
-# As `python -m pytest` would have it: the working directory first on the import path.
-sys.path[0] = os.getcwd()
+# As `python -m pytest` would have it: the working directory first on the import path (before
+# our own folder, which site.main() has left once, at sys.path[0]).
+sys.path.insert(0, os.getcwd())
 
 import pytest  # noqa: E402
 
