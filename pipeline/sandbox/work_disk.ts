@@ -13,10 +13,9 @@
  * parallel container; a sparse image costs disk only as written and about 70 ms to make.
  */
 import { execFile } from 'node:child_process';
-import { mkdirSync, readdirSync, renameSync, rmSync, statfsSync } from 'node:fs';
-import { join } from 'node:path';
+import { mkdirSync, renameSync, rmSync, statfsSync } from 'node:fs';
 import { promisify } from 'node:util';
-import { removeTree } from '../../core/mounts.js';
+import { removeTree, unmountUnder } from '../../core/mounts.js';
 import { UnitFailure } from '../runtime/stage.js';
 
 const exec = promisify(execFile);
@@ -57,17 +56,23 @@ async function mountWorkDisk(work: string, budgetMb: number, uid: number): Promi
     return null;
   }
   const image = `${work}.disk`;
+  // One shell for the steps (each spawn costs more than the step): a sparse image, an ext4 with
+  // no journal and no reserved blocks holding the folder's inputs (-d), the folder emptied and
+  // the image mounted over it.
+  const make = [
+    `truncate -s ${budgetMb}M "$1"`,
+    `mkfs.ext4 -q -F -m 0 -O ^has_journal -E lazy_itable_init=1,root_owner=${uid}:${uid} -d "$2" "$1"`,
+    'find "$2" -mindepth 1 -delete',
+    'mount -o loop,nosuid,nodev,noatime "$1" "$2"',
+    'rm -rf "$2/lost+found"',
+  ].join(' && ');
   try {
-    await exec('truncate', ['-s', `${budgetMb}M`, image]);
-    // No journal and no reserved blocks: a scratch disk that lives for one container.
-    await exec('mkfs.ext4', ['-q', '-F', '-m', '0', '-O', '^has_journal', '-E', `lazy_itable_init=1,root_owner=${uid}:${uid}`, '-d', work, image]);
-    for (const name of readdirSync(work)) rmSync(join(work, name), { recursive: true, force: true });
-    await exec('mount', ['-o', 'loop,nosuid,nodev,noatime', image, work]);
+    await exec('sh', ['-c', make, 'sh', image, work]);
   } catch (e) {
+    unmountUnder(work);
     rmSync(image, { force: true });
     throw new Error(`cannot make the work folder's disk (${budgetMb} MB at ${work}): ${(e as Error).message}`);
   }
-  rmSync(join(work, 'lost+found'), { recursive: true, force: true });
   return {
     async release() {
       const stash = `${work}.out`;
@@ -76,7 +81,8 @@ async function mountWorkDisk(work: string, budgetMb: number, uid: number): Promi
         const fs = statfsSync(work);
         full = fs.bavail * fs.bsize < FULL_BELOW;
         mkdirSync(stash);
-        await exec('cp', ['-a', '--no-dereference', `${work}/.`, stash]);
+        // The copy's status, after the unmount that must happen whatever it is.
+        await exec('sh', ['-c', 'cp -a --no-dereference "$1/." "$2"; s=$?; umount -l "$1"; exit $s', 'sh', work, stash]);
       } catch (e) {
         rmSync(stash, { recursive: true, force: true });
         throw e;
