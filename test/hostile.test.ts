@@ -91,23 +91,8 @@ describe('the hostile suite, through worldline run', () => {
       }
     }, 500);
     const stages = 'clone,build,validate,trace';
-    const args = [
-      'run',
-      '--manifest',
-      manifest,
-      '--out',
-      out,
-      '--stages',
-      stages,
-      '--json',
-      '--suite-timeout',
-      '90',
-      '--test-timeout',
-      '15',
-      '--work-disk',
-      '96',
-    ];
-    const res = await cli([...args, '--memory', '256', '--pids', '64', '--concurrency', '2']).finally(() => clearInterval(poll));
+    const args = ['run', '--manifest', manifest, '--out', out, '--stages', stages, '--json', '--suite-timeout', '90', '--test-timeout', '15'];
+    const res = await cli([...args, '--memory', '256', '--pids', '64', '--concurrency', '2', '--work-disk', '96']).finally(() => clearInterval(poll));
     expect(res.code, res.stderr).toBe(1);
     run = JSON.parse(res.stdout) as RunJson;
   }, 900_000);
@@ -177,17 +162,21 @@ describe('the hostile suite, through worldline run', () => {
   });
 });
 
+/** Hostile repository `name` run alone, clone to forage (mutation tasks only, no rollouts). */
+async function forageAlone(name: string, mutations: number, tries: number) {
+  const dir = tempDir(`hostile-${name}`);
+  const repo = join(dir, name);
+  cpSync(join(packageRoot, 'examples', 'hostile', 'repos', name), repo, { recursive: true });
+  const manifest = join(dir, 'manifest.jsonl');
+  writeFileSync(manifest, `${JSON.stringify({ repo })}\n`);
+  const out = join(dir, 'out');
+  const flags = `--stages clone,build,validate,trace,forage --json --validate-runs 1 --mutations-per-unit ${mutations} --mutation-tries ${tries} --issue-candidates 0 --policy none`;
+  return { res: await cli(['run', '--manifest', manifest, '--out', out, ...flags.split(' ')]), out };
+}
+
 describe('a conftest that forges the mutant checks', () => {
   it('is caught: forage fails with the reason, where unsigned reports would have made tasks of its forged failures', async () => {
-    const dir = tempDir('hostile-mutant');
-    const repo = join(dir, 'forged-mutant');
-    cpSync(join(packageRoot, 'examples', 'hostile', 'repos', 'forged-mutant'), repo, { recursive: true });
-    const manifest = join(dir, 'manifest.jsonl');
-    writeFileSync(manifest, `${JSON.stringify({ repo })}\n`);
-    const out = join(dir, 'out');
-    const flags =
-      '--stages clone,build,validate,trace,forage --json --validate-runs 1 --mutations-per-unit 2 --mutation-tries 6 --issue-candidates 0 --policy none';
-    const res = await cli(['run', '--manifest', manifest, '--out', out, ...flags.split(' ')]);
+    const { res } = await forageAlone('forged-mutant', 2, 6);
     const unit = (JSON.parse(res.stdout) as RunJson).units[0];
     // validate and trace ran honestly (the conftest forges only where the mutant driver's plan is).
     expect(unit.ran, res.stderr).toEqual(['clone', 'build', 'validate', 'trace', 'forage']);
@@ -201,15 +190,7 @@ describe('a conftest that forges the mutant checks', () => {
 
 describe("a mutant check's test that rewrites another source file", () => {
   it('does not reach the next candidate: each starts from the pristine tree, so no task patch holds the rewrite', async () => {
-    const dir = tempDir('hostile-tamper');
-    const repo = join(dir, 'tamper-mutant');
-    cpSync(join(packageRoot, 'examples', 'hostile', 'repos', 'tamper-mutant'), repo, { recursive: true });
-    const manifest = join(dir, 'manifest.jsonl');
-    writeFileSync(manifest, `${JSON.stringify({ repo })}\n`);
-    const out = join(dir, 'out');
-    const flags =
-      '--stages clone,build,validate,trace,forage --json --validate-runs 1 --mutations-per-unit 8 --mutation-tries 16 --issue-candidates 0 --policy none';
-    const res = await cli(['run', '--manifest', manifest, '--out', out, ...flags.split(' ')]);
+    const { res, out } = await forageAlone('tamper-mutant', 8, 16);
     const unit = (JSON.parse(res.stdout) as RunJson).units[0];
     expect(unit, res.stderr).toMatchObject({ status: 'ok', stage: 'forage' });
     const parts = join(out, 'parts', 'tasks');
