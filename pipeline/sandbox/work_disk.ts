@@ -5,8 +5,8 @@
  * files, a setuid bit or a device node there means nothing, and the host's disk holds at most the
  * budget. The folder's inputs (scripts, the report key) go in at mkfs (`-d`); when the container
  * is gone its results are copied back into a plain folder of the same name (links and special
- * files as they are: `results.ts` refuses them) and the mount is detached. Needs root (mount);
- * without it the folder stays a plain folder and the run says so once.
+ * files as they are: `results.ts` refuses them) and the mount is detached. Needs root and a loop device;
+ * without them the folder stays a plain folder and the run says so once.
  *
  * Why a loop image and not a size-limited tmpfs: tmpfs pages are charged to the container's
  * memory limit (a trace's results would compete with the traced process) and held in RAM by every
@@ -24,6 +24,7 @@ const exec = promisify(execFile);
 const FULL_BELOW = 1 << 20;
 
 let warned = false;
+let unavailable = false;
 
 interface WorkDisk {
   /** Copies the results back into the plain folder, detaches the disk; says whether it was filled. */
@@ -57,12 +58,11 @@ async function mountWorkDisk(work: string, budgetMb: number, uid: number): Promi
   }
   const image = `${work}.disk`;
   // One shell for the steps (each spawn costs more than the step): a sparse image, an ext4 with
-  // no journal and no reserved blocks holding the folder's inputs (-d), the folder emptied and
-  // the image mounted over it.
+  // no journal and no reserved blocks holding the folder's inputs (-d), mounted over the folder
+  // (the inputs left under it go when the disk is released).
   const make = [
     `truncate -s ${budgetMb}M "$1"`,
     `mkfs.ext4 -q -F -m 0 -O ^has_journal -E lazy_itable_init=1,root_owner=${uid}:${uid} -d "$2" "$1"`,
-    'find "$2" -mindepth 1 -delete',
     'mount -o loop,nosuid,nodev,noatime "$1" "$2"',
     'rm -rf "$2/lost+found"',
   ].join(' && ');
@@ -71,7 +71,10 @@ async function mountWorkDisk(work: string, budgetMb: number, uid: number): Promi
   } catch (e) {
     unmountUnder(work);
     rmSync(image, { force: true });
-    throw new Error(`cannot make the work folder's disk (${budgetMb} MB at ${work}): ${(e as Error).message}`);
+    // A host where root may not mount a loop device (a container without the right): say so, go on.
+    if (!unavailable) console.error(`worldline: cannot give work folders their own disk here, so they stay plain folders: ${(e as Error).message.trim()}`);
+    unavailable = true;
+    return null;
   }
   return {
     async release() {
