@@ -242,6 +242,7 @@ const runOptions = <T>(y: Argv<T>) =>
     .option('test-timeout', { type: 'number', default: DEFAULTS.testTimeoutS, describe: 'Per-test timeout, seconds (0: off)' })
     .option('suite-timeout', { type: 'number', default: DEFAULTS.suiteTimeoutS, describe: 'Wall timeout of one suite run, seconds' })
     .option('memory', { type: 'number', default: DEFAULTS.memoryMb, describe: 'Container memory limit, MB' })
+    .option('work-disk', { type: 'number', default: DEFAULTS.workDiskMb, describe: "Disk budget of a container's work folder, MB" })
     .option('cpus', { type: 'number', default: DEFAULTS.cpus, describe: 'Container CPU limit' })
     .option('pids', { type: 'number', default: DEFAULTS.pids, describe: 'Container process limit' })
     .option('image-budget', imageBudgetOption)
@@ -253,6 +254,7 @@ const runOptions = <T>(y: Argv<T>) =>
       atLeast('test-timeout', a['test-timeout'], 0);
       atLeast('suite-timeout', a['suite-timeout']);
       atLeast('memory', a.memory, 64);
+      atLeast('work-disk', a['work-disk'], 16);
       atLeast('cpus', a.cpus, 0.1);
       atLeast('pids', a.pids, 16);
       if (a['image-budget'] !== undefined) atLeast('image-budget', a['image-budget'], 0);
@@ -442,6 +444,7 @@ export function toPipelineOptions(a: PipelineArgs): PipelineOptions {
     testTimeoutS: a['test-timeout'],
     suiteTimeoutS: a['suite-timeout'],
     memoryMb: a.memory,
+    workDiskMb: a['work-disk'],
     cpus: a.cpus,
     pids: a.pids,
     traceStepIn: a['step-in'],

@@ -9,14 +9,18 @@ export function writeFileAtomic(path: string, data: string | Uint8Array): void {
   renameSync(tmp, path);
 }
 
-/** Concatenates `parts` into `path` atomically; returns the number of lines written. */
-export function concatFiles(parts: string[], path: string): number {
+/**
+ * Concatenates `parts` into `path` atomically, each line through `mapLine` when given; returns
+ * the number of lines written.
+ */
+export function concatFiles(parts: string[], path: string, mapLine?: (line: string) => string): number {
   mkdirSync(dirname(path), { recursive: true });
   const tmp = `${path}.tmp-${process.pid}-${Math.random().toString(36).slice(2)}`;
   let lines = 0;
   writeFileSync(tmp, '');
   for (const part of parts) {
-    const data = readFileSync(part);
+    const raw = readFileSync(part);
+    const data = mapLine ? Buffer.from(raw.toString('utf8').replace(/[^\n]+/g, mapLine)) : raw;
     for (const byte of data) if (byte === 10) lines += 1;
     appendFileSync(tmp, data);
   }

@@ -24,6 +24,12 @@ const OWN_RULES = 5;
 
 type Json = unknown;
 
+const placeholders = (tally: Map<string, number>) => {
+  let n = 0;
+  for (const v of tally.values()) n += v;
+  return n;
+};
+
 export class Redactor {
   private readonly scanner: SecretScanner;
   private readonly tallies = new Map<string, Map<string, number>>();
@@ -85,14 +91,21 @@ export class Redactor {
    */
   row<T extends Record<string, unknown>>(config: string, row: T): T {
     const tally = this.tally(config);
+    const before = placeholders(tally);
     let out: T;
     if (config === 'traces' && typeof row.text === 'string') {
       const { text, ...parts } = row;
       const redacted = this.walk(parts, tally) as Record<string, unknown>;
       out = (redacted === parts ? row : { ...redacted, text: renderEpisode(redacted.context as string, redacted.frames as CwmFrame[]) }) as T;
     } else out = this.walk(row, tally) as T;
-    if (out !== row) this.rowsRedacted.set(config, (this.rowsRedacted.get(config) ?? 0) + 1);
+    // A row redacted when its part was written comes back unchanged but holding placeholders.
+    if (out !== row || placeholders(tally) > before) this.rowsRedacted.set(config, (this.rowsRedacted.get(config) ?? 0) + 1);
     return out;
+  }
+
+  /** Free text (a log's tail) with its secrets replaced, counted under `config`. */
+  text(config: string, text: string): string {
+    return this.scanner.redact(text, this.tally(config));
   }
 
   /** Redacts rows as they stream past. */

@@ -142,6 +142,9 @@ function highEntropy(token: string): boolean {
   return shannonEntropy(body) >= Math.min(4.5, Math.log2(body.length) - 0.6);
 }
 
+/** Kinds of our own rules beside the ported ones' placeholders. */
+const OWN_KINDS = ['ENV_SECRET', 'PRIVATE_KEY', 'AWS_SECRET_KEY', 'EMAIL', 'IP_ADDRESS', 'HIGH_ENTROPY_TOKEN'];
+
 function loadRules(): { set: PortedRuleSet; rules: Rule[]; globalAllow: RegExp[]; globalStop: string[] } {
   const set = JSON.parse(readFileSync(join(packageRoot, 'datasets', 'secret_rules.json'), 'utf8')) as PortedRuleSet;
   const rules = set.rules.map(
@@ -181,6 +184,8 @@ export class SecretScanner {
   private readonly keywordRe: RegExp;
   private readonly byKeyword = new Map<string, number[]>();
   private readonly literals: { re: RegExp; kinds: Map<string, string> } | null;
+  /** Placeholders a text already holds (parts are redacted as they are written): counted again by kind, so counts survive a second pass. */
+  private readonly placeholderRe: RegExp;
 
   constructor(opts: ScannerOptions = {}) {
     const { set, rules, globalAllow, globalStop } = loadRules();
@@ -188,6 +193,8 @@ export class SecretScanner {
     this.license = set.license;
     this.rules = rules;
     this.ruleCount = rules.length;
+    const kinds = new Set([...rules.map((r) => r.placeholder), ...OWN_KINDS]);
+    this.placeholderRe = new RegExp(`<(${[...kinds].map(escapeRe).join('|')})>`, 'g');
     this.globalAllow = globalAllow;
     this.globalStop = globalStop;
     set.rules.forEach((r, i) => {
@@ -305,13 +312,14 @@ export class SecretScanner {
 
   private replace(text: string): { text: string; kinds: string[] } {
     const found = this.findings(text);
-    if (!found.length) return { text, kinds: [] };
+    const prior = text.includes('<') ? [...text.matchAll(this.placeholderRe)].map((m) => m[1]) : [];
+    if (!found.length) return { text, kinds: prior };
     let out = '';
     let at = 0;
     for (const f of found) {
       out += `${text.slice(at, f.start)}<${f.kind}>`;
       at = f.end;
     }
-    return { text: out + text.slice(at), kinds: found.map((f) => f.kind) };
+    return { text: out + text.slice(at), kinds: [...prior, ...found.map((f) => f.kind)] };
   }
 }

@@ -5,8 +5,8 @@
  * (build runs again where a later stage needs one). The ledger, part files and the published
  * dataset are kept. Run it when no run or worker is writing to OUT (work folders are in use then).
  */
-import { rmSync } from 'node:fs';
 import { dirBytes } from '../core/disk.js';
+import { removeTree } from '../core/mounts.js';
 import { pruneUnpublished } from '../datasets/dataset_writer.js';
 import { outLayout } from './runtime/layout.js';
 import { Ledger } from './runtime/ledger.js';
@@ -24,7 +24,7 @@ export interface GcReport {
 export async function collectGarbage(out: string, opts: { images: boolean }): Promise<GcReport> {
   const work = outLayout.workRoot(out);
   const work_bytes = dirBytes(work);
-  rmSync(work, { recursive: true, force: true });
+  removeTree(work);
   const versions_removed = await pruneUnpublished(outLayout.dataset(out));
   const containers_removed = await removeOrphanContainers();
   const images_removed: string[] = [];

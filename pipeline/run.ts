@@ -13,6 +13,7 @@ import { outLayout } from './runtime/layout.js';
 import { Ledger } from './runtime/ledger.js';
 import { type Manifest, ManifestUnreadable, readManifest } from './runtime/manifest.js';
 import type { PipelineOptions } from './runtime/options.js';
+import { envSecrets } from './runtime/part_redaction.js';
 import type { Progress } from './runtime/progress.js';
 import type { Stage } from './runtime/stage.js';
 import { recordManifestErrors } from './runtime/status.js';
@@ -22,7 +23,7 @@ import { buildStage } from './stages/build.js';
 import { cloneStage } from './stages/clone.js';
 import { describeStage } from './stages/describe.js';
 import { forageStage } from './stages/forage.js';
-import { envSecrets, shardOutput } from './stages/shard.js';
+import { shardOutput } from './stages/shard.js';
 import { traceStage } from './stages/trace.js';
 import { validateStage } from './stages/validate.js';
 

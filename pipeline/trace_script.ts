@@ -8,11 +8,13 @@ import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { BenchmarkNgrams, DEFAULT_NGRAM } from '../datasets/ngram_overlap.js';
 import type { PythonVersion } from './runtime/manifest.js';
+import { UnitFailure } from './runtime/stage.js';
 import { resolveBase } from './sandbox/base_images.js';
 import { assertDockerUp } from './sandbox/engine.js';
 import { readResult } from './sandbox/results.js';
-import { claimWork, runContainer } from './sandbox/sandbox.js';
+import { claimWork, runContainer, SANDBOX_UID } from './sandbox/sandbox.js';
 import { tracersDir } from './sandbox/tracers.js';
+import { onWorkDisk } from './sandbox/work_disk.js';
 
 export interface ScriptEpisode {
   function: string;
@@ -61,6 +63,9 @@ export function scriptContamination(script: string, benchmarkFile: string, thres
   };
 }
 
+/** The disk budget of a traced program's folder (its script, input and result), MB. */
+const SCRIPT_DISK_MB = 1024;
+
 export async function traceScript(script: string, inputs: string[], opts: TraceScriptOptions, log: (m: string) => void): Promise<ScriptTrace[]> {
   for (const f of [script, ...inputs]) if (!existsSync(f)) throw new Error(`${f}: no such file`);
   await assertDockerUp();
@@ -73,21 +78,27 @@ export async function traceScript(script: string, inputs: string[], opts: TraceS
       const name = basename(script);
       copyFileSync(script, join(dir, name));
       copyFileSync(input, join(dir, 'stdin.txt'));
-      const run = await runContainer({
-        image: base.imageId,
-        cmd: ['sh', '-c', `cd /worldline/work && python3 /worldline/lib/trace_script.py ${JSON.stringify(name)} stdin.txt > result.json`],
-        env: {
-          PYTHONPATH: '/worldline/lib',
-          PYTHONHASHSEED: '0',
-          PYTHONDONTWRITEBYTECODE: '1',
-          WORLDLINE_TRACE_STEP_IN: String(opts.stepIn),
-          WORLDLINE_TRACE_SEED: String(opts.seed),
-          WORLDLINE_TRACE_MAX_EVENTS: String(opts.maxEvents),
-        },
-        binds: [`${tracersDir}:/worldline/lib:ro`, `${dir}:/worldline/work`],
-        limits: { memoryBytes: 1024 * 1024 * 1024, pids: 128, cpus: 1 },
-        timeoutMs: opts.timeoutS * 1000,
-        labels: { 'worldline.stage': 'trace-script' },
+      // The program's folder is its own nosuid,nodev disk too; one that fills it is that input's error.
+      const run = await onWorkDisk(dir, SCRIPT_DISK_MB, SANDBOX_UID, () =>
+        runContainer({
+          image: base.imageId,
+          cmd: ['sh', '-c', `cd /worldline/work && python3 /worldline/lib/trace_script.py ${JSON.stringify(name)} stdin.txt > result.json`],
+          env: {
+            PYTHONPATH: '/worldline/lib',
+            PYTHONHASHSEED: '0',
+            PYTHONDONTWRITEBYTECODE: '1',
+            WORLDLINE_TRACE_STEP_IN: String(opts.stepIn),
+            WORLDLINE_TRACE_SEED: String(opts.seed),
+            WORLDLINE_TRACE_MAX_EVENTS: String(opts.maxEvents),
+          },
+          binds: [`${tracersDir}:/worldline/lib:ro`, `${dir}:/worldline/work`],
+          limits: { memoryBytes: 1024 * 1024 * 1024, pids: 128, cpus: 1 },
+          timeoutMs: opts.timeoutS * 1000,
+          labels: { 'worldline.stage': 'trace-script' },
+        }),
+      ).catch((e: Error) => {
+        if (!(e instanceof UnitFailure)) throw e;
+        return { timedOut: false, exitCode: null, oomKilled: false, output: e.message };
       });
       const resultText = run.timedOut || run.exitCode !== 0 ? null : readResult(dir, 'result.json');
       if (run.timedOut) {

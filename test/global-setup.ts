@@ -5,10 +5,11 @@
  * corpus, so every test file shares them. Images and folders this run created are removed at the end; base images are kept on developer machines (a cache) and pruned by .ci/run.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
+import { removeTree } from '../core/mounts.js';
 import { packageRoot } from '../core/package.js';
 import { ensureBaseImage } from '../pipeline/sandbox/base_images.js';
 import { assertDockerUp, imagesLabelled, removeImage } from '../pipeline/sandbox/engine.js';
@@ -54,5 +55,6 @@ export async function teardown(): Promise<void> {
   if (process.env.WORLDLINE_KEEP_TEST_OUTPUT) return;
   // Env images this run built (base images stay: they are the cache that makes reruns fast).
   for (const id of await imagesLabelled('worldline.unit', startedAt)) await removeImage(id).catch(() => undefined);
-  if (workRoot) rmSync(workRoot, { recursive: true, force: true });
+  // A test's run killed mid-container may leave a work disk mounted under it.
+  if (workRoot) removeTree(workRoot);
 }

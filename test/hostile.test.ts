@@ -11,6 +11,7 @@ import { cpSync, lstatSync, readdirSync, readFileSync, type Stats, writeFileSync
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { mountsUnder } from '../core/mounts.js';
 import { packageRoot } from '../core/package.js';
 import { buildImage, removeImage, tarStream } from '../pipeline/sandbox/engine.js';
 import { cli, tempDir } from './helpers.js';
@@ -91,7 +92,7 @@ describe('the hostile suite, through worldline run', () => {
     }, 500);
     const stages = 'clone,build,validate,trace';
     const args = ['run', '--manifest', manifest, '--out', out, '--stages', stages, '--json', '--suite-timeout', '90', '--test-timeout', '15'];
-    const res = await cli([...args, '--memory', '256', '--pids', '64', '--concurrency', '2']).finally(() => clearInterval(poll));
+    const res = await cli([...args, '--memory', '256', '--pids', '64', '--concurrency', '2', '--work-disk', '96']).finally(() => clearInterval(poll));
     expect(res.code, res.stderr).toBe(1);
     run = JSON.parse(res.stdout) as RunJson;
   }, 900_000);
@@ -112,10 +113,35 @@ describe('the hostile suite, through worldline run', () => {
     failedAt('forged-report', 'validate', /^run 1: the report was tampered with: line 1 of the report is not signed by the reporting plugin$/);
     failedAt('kill-parent', 'validate', /^run 1: the runner was killed before the suite finished \(container exit 137\)$/);
     failedAt('git-file', 'clone', /\.git is not a folder \(a pointer to a repository elsewhere\); refused/);
+    failedAt('disk-filler', 'validate', /^disk budget exceeded: 100663296 bytes \(the work folder filled its --work-disk\)$/);
+  });
+
+  /** The recorded outcome of test `name` of repository `repo` (its tests part). */
+  const outcomeOf = (repo: string, name: string) => {
+    const parts = join(out, 'parts', 'tests');
+    const rows = readdirSync(parts)
+      .filter((f) => f.startsWith(`${repo}-`))
+      .flatMap((f) => readFileSync(join(parts, f), 'utf8').trim().split('\n'))
+      .map((l) => JSON.parse(l) as { node_id: string; outcome: string });
+    return rows.find((r) => r.node_id.endsWith(`::${name}`))?.outcome;
+  };
+
+  it('keeps the report key from a .pth file the build planted (it runs before pytest, in every interpreter)', () => {
+    expect(unit('pth-key-thief')).toMatchObject({ status: 'ok' });
+    expect(outcomeOf('pth-key-thief', 'test_pth_ran')).toBe('passed');
+    // Before worldline_pytest.py (python3 -m pytest), the .pth read the key and put it back: this failed.
+    expect(outcomeOf('pth-key-thief', 'test_key_out_of_reach')).toBe('passed');
+  });
+
+  it("mounts each container's work folder nosuid,nodev (seen from inside, by a test) and leaves no mount behind", () => {
+    expect(outcomeOf('writes-outside', 'test_results_folder_is_nosuid_nodev')).toBe('passed');
+    expect(mountsUnder(out)).toEqual([]);
+    // Nor a loop device still attached to a work disk's image.
+    expect(execFileSync('losetup', ['-a'], { encoding: 'utf8' })).not.toContain(out);
   });
 
   it('the benign unit and the contained ones are traced to the end', () => {
-    for (const name of ['benign', 'fork-bomb', 'writes-outside']) expect(unit(name).ran, name).toContain('trace');
+    for (const name of ['benign', 'fork-bomb', 'writes-outside', 'pth-key-thief']) expect(unit(name).ran, name).toContain('trace');
   });
 
   it('leaves the host unchanged: no loopback connection, no host file read, no setuid or device file, no work folder, a small output folder', () => {
@@ -136,17 +162,21 @@ describe('the hostile suite, through worldline run', () => {
   });
 });
 
+/** Hostile repository `name` run alone, clone to forage (mutation tasks only, no rollouts). */
+async function forageAlone(name: string, mutations: number, tries: number) {
+  const dir = tempDir(`hostile-${name}`);
+  const repo = join(dir, name);
+  cpSync(join(packageRoot, 'examples', 'hostile', 'repos', name), repo, { recursive: true });
+  const manifest = join(dir, 'manifest.jsonl');
+  writeFileSync(manifest, `${JSON.stringify({ repo })}\n`);
+  const out = join(dir, 'out');
+  const flags = `--stages clone,build,validate,trace,forage --json --validate-runs 1 --mutations-per-unit ${mutations} --mutation-tries ${tries} --issue-candidates 0 --policy none`;
+  return { res: await cli(['run', '--manifest', manifest, '--out', out, ...flags.split(' ')]), out };
+}
+
 describe('a conftest that forges the mutant checks', () => {
   it('is caught: forage fails with the reason, where unsigned reports would have made tasks of its forged failures', async () => {
-    const dir = tempDir('hostile-mutant');
-    const repo = join(dir, 'forged-mutant');
-    cpSync(join(packageRoot, 'examples', 'hostile', 'repos', 'forged-mutant'), repo, { recursive: true });
-    const manifest = join(dir, 'manifest.jsonl');
-    writeFileSync(manifest, `${JSON.stringify({ repo })}\n`);
-    const out = join(dir, 'out');
-    const flags =
-      '--stages clone,build,validate,trace,forage --json --validate-runs 1 --mutations-per-unit 2 --mutation-tries 6 --issue-candidates 0 --policy none';
-    const res = await cli(['run', '--manifest', manifest, '--out', out, ...flags.split(' ')]);
+    const { res } = await forageAlone('forged-mutant', 2, 6);
     const unit = (JSON.parse(res.stdout) as RunJson).units[0];
     // validate and trace ran honestly (the conftest forges only where the mutant driver's plan is).
     expect(unit.ran, res.stderr).toEqual(['clone', 'build', 'validate', 'trace', 'forage']);
@@ -155,6 +185,19 @@ describe('a conftest that forges the mutant checks', () => {
       stage: 'forage',
       reason: expect.stringMatching(/^mutant check \d+: the report was tampered with: line 1 of the report is not signed by the reporting plugin$/),
     });
+  }, 900_000);
+});
+
+describe("a mutant check's test that rewrites another source file", () => {
+  it('does not reach the next candidate: each starts from the pristine tree, so no task patch holds the rewrite', async () => {
+    const { res, out } = await forageAlone('tamper-mutant', 8, 16);
+    const unit = (JSON.parse(res.stdout) as RunJson).units[0];
+    expect(unit, res.stderr).toMatchObject({ status: 'ok', stage: 'forage' });
+    const parts = join(out, 'parts', 'tasks');
+    const tasks = readdirSync(parts).flatMap((f) => readFileSync(join(parts, f), 'utf8').trim().split('\n'));
+    // Mutants of the rewritten file were tried after the rewrite (without the restore, one of these patches held it).
+    expect(tasks.filter((t) => t.includes('b/scale.py')).length).toBeGreaterThan(0);
+    for (const t of tasks) expect(t).not.toContain('TAMPERED');
   }, 900_000);
 });
 

@@ -6,7 +6,7 @@
  * licenses and benchmark repositories: units left out with their reasons, and kept when asked.
  */
 import { execFileSync } from 'node:child_process';
-import { cpSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { packageRoot } from '../core/package.js';
@@ -78,6 +78,27 @@ describe('planted secrets through the real pipeline', () => {
     for (const secret of PLANTED) {
       const [hit] = await sql<{ n: bigint }>(`select count(*) as n from read_parquet('${dataset}/traces/data/*.parquet') where contains(text, '${secret}')`);
       expect(hit.n, `${secret} in traces.text`).toBe(0n);
+    }
+  });
+
+  it('writes no planted secret raw anywhere in the output folder: parts, logs, ledger, work (only the checkout holds the source)', () => {
+    const files = (dir: string): string[] =>
+      readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? files(join(dir, e.name)) : [join(dir, e.name)]));
+    const written = readdirSync(out)
+      .filter((name) => name !== 'checkouts')
+      .flatMap((name) => files(join(out, name)));
+    // Not vacuous: the parts and the logs are there, and the parts already hold placeholders.
+    for (const folder of ['parts/tests', 'parts/traces', 'logs/validate', 'logs/trace', 'ledger']) {
+      expect(
+        written.some((f) => f.startsWith(join(out, folder))),
+        folder,
+      ).toBe(true);
+    }
+    const traces = written.filter((f) => f.startsWith(join(out, 'parts/traces'))).map((f) => readFileSync(f, 'utf8'));
+    expect(traces.join('')).toContain('<AWS_ACCESS_KEY>');
+    for (const file of written) {
+      const text = readFileSync(file).toString('latin1');
+      for (const secret of PLANTED) expect(text.includes(secret), `${secret} in ${file}`).toBe(false);
     }
   });
 

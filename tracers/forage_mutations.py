@@ -1,5 +1,6 @@
 """Tries mutation candidates inside a repository container: for each, mutate one function in
-/repo, run the tests that reach it with the reporting plugin, and restore the file.
+/repo, run the tests that reach it with the reporting plugin, and restore the file and any other
+file in /repo the tests changed (from the build's pristine checkout, recorded as `tree_restored`).
 
 Usage: python3 -I -S forage_mutations.py PLAN_JSON OUT_DIR   (stdlib + worldline_mutate + worldline_runs only)
 PLAN: {"pytest": [argv...], "timeout": seconds, "test_limit": seconds, "output_cap": bytes, "max_failing": N,
@@ -13,8 +14,10 @@ candidate, is signed here, so a conftest can forge neither which mutants failed 
 patches. The TypeScript side checks both and decides which mutants to keep.
 """
 import difflib
+import hashlib
 import json
 import os
+import shutil
 import sys
 
 # Isolated mode (-I) leaves our own folder off the path: only it, never the repository's site.
@@ -34,6 +37,48 @@ def unified(a_text, b_text, path):
     return "".join(lines)
 
 
+# The build's checkout, on the read-only root file system: what /repo was copied from.
+PRISTINE = "/opt/worldline/repo"
+
+
+def tree_digest(root):
+    """{path: sha256 of its content, or its link target} for every file and link under `root` but .git."""
+    found = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        if dirpath == root and ".git" in dirnames:
+            dirnames.remove(".git")
+        for name in filenames + dirnames:
+            path = os.path.join(dirpath, name)
+            rel = os.path.relpath(path, root)
+            if os.path.islink(path):
+                found[rel] = "link:" + os.readlink(path)
+            elif os.path.isfile(path):
+                with open(path, "rb") as f:
+                    found[rel] = hashlib.sha256(f.read()).hexdigest()
+    return found
+
+
+def restore_tree(expected):
+    """Puts /repo back as the pristine checkout (`expected` is its digest): a mutant's tests may
+    have edited, added or removed files the next candidate would start from. Returns what differed."""
+    now = tree_digest("/repo")
+    changed = sorted(p for p in set(now) | set(expected) if now.get(p) != expected.get(p))
+    for rel in changed:
+        dst = os.path.join("/repo", rel)
+        if os.path.islink(dst) or os.path.isfile(dst):
+            os.unlink(dst)
+        elif os.path.isdir(dst):
+            shutil.rmtree(dst)
+        if rel in expected:
+            src = os.path.join(PRISTINE, rel)
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            if os.path.islink(src):
+                os.symlink(os.readlink(src), dst)
+            else:
+                shutil.copy2(src, dst)
+    return changed
+
+
 def main(plan_file, out_dir):
     key = worldline_runs.take_key(out_dir)
     worldline_runs.forbid_dumping()
@@ -41,6 +86,7 @@ def main(plan_file, out_dir):
     with open(plan_file) as f:
         plan = json.load(f)
     results = open(os.path.join(out_dir, "results.jsonl"), "w")
+    pristine = tree_digest(PRISTINE) if os.path.isdir(PRISTINE) else None
     failing = 0
     for i, cand in enumerate(plan["candidates"]):
         if failing >= plan["max_failing"]:
@@ -69,6 +115,10 @@ def main(plan_file, out_dir):
             finally:
                 with open(path, "w", encoding="utf-8", newline="") as f:
                     f.write(original)
+                # Every candidate starts from the pristine tree, whatever this one's tests wrote.
+                tampered = restore_tree(pristine) if pristine is not None else []
+                if tampered:
+                    record.update(tree_restored=tampered[:20])
             record.update(status="applied", description=m["description"], changed_lines=m["changed_lines"],
                           bug_patch=unified(original, m["source"], cand["file"]),
                           fix_patch=unified(m["source"], original, cand["file"]),

@@ -18,7 +18,7 @@ import { hostname } from 'node:os';
 import { Queue, Worker } from 'bullmq';
 import { unitStages } from '../run.js';
 import { removeWorkFolders, runUnit, type UnitSummary } from '../runtime/executor.js';
-import { inJob, type JobScope, jobCancelled } from '../runtime/job_scope.js';
+import { cancelJob, inJob, type JobScope, jobCancelled } from '../runtime/job_scope.js';
 import { Ledger, type StageName } from '../runtime/ledger.js';
 import type { Progress, StepsEvent } from '../runtime/progress.js';
 import { assertDockerUp, removeJobContainers, removeOrphanContainers } from '../sandbox/engine.js';
@@ -118,7 +118,7 @@ export async function runWorker(o: WorkerOptions, log: (m: string) => void, prog
       const scope: JobScope = { id: `${unit.id}#${job.attemptsMade}`, cancelled: false };
       // Cancelled before its containers go: the stage they were running must not record their end.
       const cancel = () => {
-        scope.cancelled = true;
+        cancelJob(scope);
         if (o.handler) return; // a stand-in without Docker has no containers
         const removal = removeJobContainers(scope.id)
           .catch(() => 0)

@@ -4,8 +4,10 @@
  * not run again. A unit's failure is recorded with its reason and never stops the others.
  * `rank`/`worldSize` pick this process's share of the units, for Slurm arrays and the like.
  */
-import { rmSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { hashOf } from '../../core/hashing.js';
+import { removeTree } from '../../core/mounts.js';
 import { BudgetSpent, checkBudget } from './budgets.js';
 import { jobCancelled } from './job_scope.js';
 import { outLayout, WORK_KINDS } from './layout.js';
@@ -131,9 +133,19 @@ export async function runUnit(
   return summary;
 }
 
-/** A unit's scratch folders, once its stages are over (a stage that failed or was killed may leave one). */
+/**
+ * A unit's scratch folders, once its stages are over (a stage that failed or was killed may leave
+ * one): its folder of each kind and the fresh ones made beside it (`<unit>-XXXXXX`, with a work
+ * disk's image and copy-back folder), any disk still mounted there (kill -9) detached first.
+ */
 export function removeWorkFolders(out: string, unitId: string): void {
-  for (const kind of WORK_KINDS) rmSync(outLayout.work(out, kind, unitId), { recursive: true, force: true });
+  const fresh = new RegExp(`^${unitId.replace(/[^A-Za-z0-9]/g, '\\$&')}-[A-Za-z0-9]{6}(\\.disk|\\.out)?$`);
+  for (const kind of WORK_KINDS) {
+    const base = outLayout.work(out, kind, unitId);
+    removeTree(base);
+    const parent = dirname(base);
+    for (const name of existsSync(parent) ? readdirSync(parent) : []) if (fresh.test(name)) removeTree(join(parent, name));
+  }
 }
 
 /**

@@ -10,6 +10,8 @@ export interface JobScope {
   /** The container label value naming this job's attempt (`unit id#attempt`). */
   readonly id: string;
   cancelled: boolean;
+  /** Work of the job that is no container (an image build the engine runs for us): stopped by `cancelJob`. */
+  aborts?: Set<AbortController>;
 }
 
 const current = new AsyncLocalStorage<JobScope>();
@@ -27,6 +29,25 @@ export function jobLabel(): Record<string, string> {
   if (!scope) return {};
   if (scope.cancelled) throw new JobCancelled(`job ${scope.id} was cancelled (timed out): no new containers`);
   return { [JOB_LABEL]: scope.id };
+}
+
+/** Marks `scope` cancelled and aborts what it registered with `abortOnCancel`. */
+export function cancelJob(scope: JobScope): void {
+  scope.cancelled = true;
+  for (const c of scope.aborts ?? []) c.abort();
+}
+
+/**
+ * Aborts `controller` if the running job is cancelled (none outside a job): a package build has
+ * no container of ours to remove, but dropping its request stops it. Returns the unregistration.
+ */
+export function abortOnCancel(controller: AbortController): () => void {
+  const scope = current.getStore();
+  if (!scope) return () => undefined;
+  if (scope.cancelled) controller.abort();
+  scope.aborts ??= new Set();
+  scope.aborts.add(controller);
+  return () => scope.aborts?.delete(controller);
 }
 
 /** True when the running code belongs to a cancelled job (its results must not be recorded). */

@@ -31,6 +31,8 @@ export interface PipelineOptions {
   /** Wall timeout of one whole suite run. */
   suiteTimeoutS: number;
   memoryMb: number;
+  /** Each container's work folder disk budget, MB (`--work-disk`). */
+  workDiskMb: number;
   cpus: number;
   pids: number;
   /** Probability that an episode steps into a callee (seeded, reproducible). */
@@ -96,6 +98,7 @@ export const DEFAULTS: Omit<PipelineOptions, 'out'> = {
   testTimeoutS: 300,
   suiteTimeoutS: 1800,
   memoryMb: 4096,
+  workDiskMb: 4096,
   cpus: 2,
   pids: 1024,
   traceStepIn: 0.5,

@@ -9,7 +9,7 @@ import { hostname } from 'node:os';
 import type { Readable } from 'node:stream';
 import Docker from 'dockerode';
 import { alive } from '../../core/lock.js';
-import { JOB_LABEL } from '../runtime/job_scope.js';
+import { abortOnCancel, JOB_LABEL, jobCancelled } from '../runtime/job_scope.js';
 
 let client: Docker | undefined;
 
@@ -93,6 +93,7 @@ export async function buildImage(opts: {
     controller.abort();
   }, opts.timeoutMs);
   let lastError: string | null = null;
+  const unlisten = abortOnCancel(controller);
   try {
     const stream = await docker().buildImage(opts.context(), {
       t: opts.tag,
@@ -123,8 +124,10 @@ export async function buildImage(opts: {
     lastError ??= (e as Error).message;
   } finally {
     clearTimeout(timer);
+    unlisten();
     await new Promise((r) => log.end(r));
   }
+  if (jobCancelled()) return { ok: false, error: 'job cancelled: the build was stopped', imageId: null, timedOut };
   if (timedOut) return { ok: false, error: `build exceeded its timeout of ${Math.round(opts.timeoutMs / 1000)} s`, imageId: null, timedOut };
   if (lastError) return { ok: false, error: lastError, imageId: null, timedOut };
   const info = await inspectImage(opts.tag);

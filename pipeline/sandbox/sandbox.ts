@@ -11,8 +11,10 @@ import { chmodSync, chownSync, mkdirSync, mkdtempSync, statSync } from 'node:fs'
 import { dirname } from 'node:path';
 import type Docker from 'dockerode';
 import { JOB_LABEL, jobLabel } from '../runtime/job_scope.js';
+import { DEFAULTS } from '../runtime/options.js';
 import { docker, OWNER_LABEL, tarStream } from './engine.js';
 import { tracersDir } from './tracers.js';
+import { onWorkDisk } from './work_disk.js';
 
 export interface RunLimits {
   memoryBytes: number;
@@ -38,7 +40,8 @@ export const PRISTINE_REPO = '/opt/worldline/repo';
 /**
  * Per-container disk budget: /repo and /tmp (also HOME) are memory-backed file systems of these
  * sizes, gone with the container; the root file system is read-only, so nothing else is
- * writable but the work folder, where RLIMIT_FSIZE bounds each file.
+ * writable but the work folder, its own disk of `--work-disk` MB (work_disk.ts); RLIMIT_FSIZE
+ * bounds each file.
  */
 export const DISK_BUDGET = { repoMb: 2048, tmpMb: 1024, fileBytes: 1 << 30 };
 const OPEN_FILES = 4096;
@@ -180,6 +183,8 @@ export interface SandboxLimits {
   memoryMb: number;
   pids: number;
   cpus: number;
+  /** The work folder's disk budget, MB. */
+  workDiskMb?: number;
 }
 
 const toRunLimits = (l: SandboxLimits): RunLimits => ({ memoryBytes: l.memoryMb * 1024 * 1024, pids: l.pids, cpus: l.cpus });
@@ -217,18 +222,23 @@ export interface SandboxSpec {
   labels: Record<string, string>;
 }
 
-/** Runs repository code for a stage, the one standard way (see the top of this file). */
+/**
+ * Runs repository code for a stage, the one standard way (see the top of this file), its work
+ * folder on a nosuid,nodev disk of `limits.workDiskMb` (work_disk.ts).
+ */
 export function runSandboxed(spec: SandboxSpec): Promise<RunResult> {
   claimWork(spec.work);
-  return runContainer({
-    image: spec.image,
-    cmd: spec.cmd,
-    env: standardEnv(spec.vars, spec.srcLayout, spec.env),
-    binds: [`${tracersDir}:/worldline/lib:ro`, `${spec.work}:/worldline/out`],
-    limits: toRunLimits(spec.limits),
-    timeoutMs: spec.timeoutMs,
-    labels: spec.labels,
-  });
+  return onWorkDisk(spec.work, spec.limits.workDiskMb ?? DEFAULTS.workDiskMb, SANDBOX_UID, () =>
+    runContainer({
+      image: spec.image,
+      cmd: spec.cmd,
+      env: standardEnv(spec.vars, spec.srcLayout, spec.env),
+      binds: [`${tracersDir}:/worldline/lib:ro`, `${spec.work}:/worldline/out`],
+      limits: toRunLimits(spec.limits),
+      timeoutMs: spec.timeoutMs,
+      labels: spec.labels,
+    }),
+  );
 }
 
 /**

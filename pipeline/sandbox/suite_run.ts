@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { outLayout } from '../runtime/layout.js';
 import type { Unit } from '../runtime/manifest.js';
 import type { PipelineOptions } from '../runtime/options.js';
+import { redactText, unitRedactor } from '../runtime/part_redaction.js';
 import { foldReport, type SuiteRun, signedLines } from './pytest_report.js';
 import { LineCounter, readLogTail, readResult } from './results.js';
 import { claimWork, freshWork, runSandboxed } from './sandbox.js';
@@ -16,9 +17,25 @@ import { claimWork, freshWork, runSandboxed } from './sandbox.js';
 /** Exit status `timeout(1)` returns when the time limit hit. */
 export const TIMEOUT_EXIT = 124;
 
-/** The pytest command line every Worldline run uses, plus the unit's own arguments. */
+/**
+ * The pytest command line every Worldline run uses, plus the unit's own arguments: pytest started
+ * by worldline_pytest.py under -S, so the report key is in the plugin's hands before any `.pth`
+ * file of the repository's build runs.
+ */
 export function pytestCommand(pytestArgs: string[], testTimeoutS: number, hasTimeoutPlugin: boolean, plugins: string[] = []): string[] {
-  const cmd = ['python3', '-m', 'pytest', '-p', 'worldline_report', ...plugins.flatMap((p) => ['-p', p]), '-p', 'no:cacheprovider', '-q', '-rN', '--color=no'];
+  const cmd = [
+    'python3',
+    '-S',
+    '/worldline/lib/worldline_pytest.py',
+    '-p',
+    'worldline_report',
+    ...plugins.flatMap((p) => ['-p', p]),
+    '-p',
+    'no:cacheprovider',
+    '-q',
+    '-rN',
+    '--color=no',
+  ];
   // pytest-timeout registers itself through its entry point; naming it with -p again is an error.
   if (hasTimeoutPlugin && testTimeoutS > 0) cmd.push(`--timeout=${testTimeoutS}`);
   return [...cmd, ...pytestArgs];
@@ -209,7 +226,7 @@ export async function runSuite(spec: SuiteSpec): Promise<SuiteOutcome> {
     throw e;
   }
   mkdirSync(outLayout.logDir(options.out, spec.stage), { recursive: true });
-  writeFileSync(outLayout.log(options.out, spec.stage, unit.id), logParts.join('\n'));
+  writeFileSync(outLayout.log(options.out, spec.stage, unit.id), redactText(unitRedactor(options, unit), logParts.join('\n')));
   return { runs, containerExit: result.exitCode, containerOutput: result.output, work, seconds };
 
   function readRuns(): void {

@@ -16,9 +16,9 @@ export const tracersDir = join(packageRoot, 'tracers');
 /** The Python each kind of container run executes, relative to tracers/ (a folder: its .py files). */
 export const TRACER_CODE = {
   /** The signed per-test reporting plugin (every pytest run loads it) and the runner that holds its key. */
-  report: ['worldline_report.py', 'worldline_runs.py'],
-  tracer: ['worldline_tracer', 'worldline_report.py', 'worldline_runs.py'],
-  mutants: ['worldline_mutate', 'forage_mutations.py', 'worldline_report.py', 'worldline_runs.py'],
+  report: ['worldline_report.py', 'worldline_runs.py', 'worldline_pytest.py'],
+  tracer: ['worldline_tracer', 'worldline_report.py', 'worldline_runs.py', 'worldline_pytest.py'],
+  mutants: ['worldline_mutate', 'forage_mutations.py', 'worldline_report.py', 'worldline_runs.py', 'worldline_pytest.py'],
   /** The agent's tools, run by exec inside the rollout container. */
   agent: ['agent_tools.py'],
 } as const;

@@ -12,6 +12,7 @@ import { hashOf } from '../../core/hashing.js';
 import { shQuote } from '../../core/shell.js';
 import { outLayout } from '../runtime/layout.js';
 import type { UnitEnv } from '../runtime/manifest.js';
+import { redactText, unitRedactor } from '../runtime/part_redaction.js';
 import type { BuildRecord } from '../runtime/records.js';
 import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
 import { type BaseImage, resolveBase } from '../sandbox/base_images.js';
@@ -151,6 +152,8 @@ export const buildStage: Stage<'build'> = {
     const checkout = outLayout.checkout(options.out, unit.id);
     let logged = 0;
     let dropped = 0;
+    // Repository-controlled output: held (capped) in memory and redacted before it reaches the disk.
+    const setupLog: Buffer[] = [];
     const setup = await runAndCommit({
       image: from,
       checkout,
@@ -161,11 +164,12 @@ export const buildStage: Stage<'build'> = {
       changes: imageChanges(clone.src_layout, labels),
       onOutput: (chunk) => {
         const keep = chunk.subarray(0, Math.max(0, SETUP_LOG_CAP - logged));
-        appendFileSync(logFile, keep);
+        setupLog.push(keep);
         logged += keep.length;
         dropped += chunk.length - keep.length;
       },
     });
+    appendFileSync(logFile, redactText(unitRedactor(options, unit), Buffer.concat(setupLog).toString('utf8')));
     if (dropped) appendFileSync(logFile, `[worldline: ${dropped} more bytes of setup output dropped]\n`);
     if (packages) await removeImage(`${tag}-packages`);
     if (!setup.imageId) {

@@ -28,7 +28,6 @@ import {
 } from '../../schemas/index.js';
 import { outLayout } from '../runtime/layout.js';
 import { Ledger, type LedgerEntry } from '../runtime/ledger.js';
-import type { Unit } from '../runtime/manifest.js';
 import type { BuildRecord, CloneRecord, TraceStageRecord, ValidateRecord } from '../runtime/records.js';
 
 function repoRow(clone: LedgerEntry<CloneRecord>, ledger: Ledger, filter: UnitFilter): RepoRecord {
@@ -105,16 +104,6 @@ function* concat<T>(...parts: Iterable<T>[]): Generator<T> {
 
 function* keepOnly<T>(rows: Iterable<T>, keep: (row: T) => boolean): Generator<T> {
   for (const r of rows) if (keep(r)) yield r;
-}
-
-/** Manifest env.vars whose names say they hold a secret: their values are redacted wherever they appear. */
-const SECRET_VAR = /key|token|secret|pass|auth|cred|private/i;
-
-/** The ledger keeps no manifest env, so `run` hands these to shard from its manifest. */
-export function envSecrets(units: Unit[]): Map<string, string> {
-  const values = new Map<string, string>();
-  for (const u of units) for (const [name, v] of Object.entries(u.env.vars)) if (SECRET_VAR.test(name)) values.set(v, 'ENV_SECRET');
-  return values;
 }
 
 /**

@@ -10,6 +10,7 @@ import { writeJsonl } from '../../core/jsonl.js';
 import type { TestRecord } from '../../schemas/tests.js';
 import type { TraceRecord } from '../../schemas/traces.js';
 import { outLayout } from '../runtime/layout.js';
+import { unitRedactor } from '../runtime/part_redaction.js';
 import type { BuildRecord, CloneRecord, TraceStageRecord } from '../runtime/records.js';
 import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
 import { firstProblem, pytestCommand, runSuite } from '../sandbox/suite_run.js';
@@ -203,10 +204,12 @@ async function writeTraceRecords(
       if (record.sampled.length < 20) record.sampled.push(`${test.nodeid} (${test.sampled})`);
     }
   });
+  const redactor = unitRedactor(ctx.options, ctx.unit);
   async function* kept() {
     for await (const row of rows) {
+      // The determinism check compares what the tracer wrote, before redaction.
       hashes?.set(episodeKey(row), episodeHash(row.text));
-      yield row;
+      yield redactor ? redactor.row('traces', row as unknown as Record<string, unknown>) : row;
     }
   }
   record.episodes = await writeJsonl(outLayout.part(ctx.options.out, 'traces', ctx.unit.id), kept());

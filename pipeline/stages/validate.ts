@@ -8,6 +8,7 @@ import { rmSync } from 'node:fs';
 import { writeFileAtomic } from '../../core/atomic.js';
 import type { TestRecord } from '../../schemas/tests.js';
 import { outLayout } from '../runtime/layout.js';
+import { redactRows, unitRedactor } from '../runtime/part_redaction.js';
 import type { BuildRecord, CloneRecord, ValidateRecord } from '../runtime/records.js';
 import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
 import { countVerdicts, mergeRuns, type TestVerdict } from '../sandbox/pytest_report.js';
@@ -72,7 +73,12 @@ export const validateStage: Stage<'validate'> = {
       `validate ${unit.id}: ${counts.collected} collected, ${counts.passed} passed, ${counts.failed} failed, ${counts.flaky} flaky (${seconds.toFixed(1)} s)`,
     );
     if (problem) return failed(problem, record);
-    writeFileAtomic(outLayout.part(options.out, 'tests', unit.id), verdicts.map((v) => JSON.stringify(testRow(v, clone, build, ctx))).join('\n') + '\n');
+    const rows = redactRows(
+      unitRedactor(options, unit),
+      'tests',
+      verdicts.map((v) => testRow(v, clone, build, ctx)),
+    );
+    writeFileAtomic(outLayout.part(options.out, 'tests', unit.id), rows.map((r) => JSON.stringify(r)).join('\n') + '\n');
     if (!record.traceable) {
       return failed(`not traceable: no test passed in every run (${counts.collected} collected, ${counts.passed} passed in run 1)`, record);
     }

@@ -22,6 +22,13 @@ def write(path, text):
         f.write(text)
 
 
+def test_results_folder_is_nosuid_nodev():
+    # Field 5 of /proc/self/mountinfo is the mount point, field 6 its per-mount options.
+    options = [line.split()[5].split(",") for line in open("/proc/self/mountinfo") if line.split()[4] == "/worldline/out"]
+    assert options, "/worldline/out is not a mount"
+    assert "nosuid" in options[-1] and "nodev" in options[-1], options[-1]
+
+
 def test_writes_outside_repo():
     # A .pth planted by an earlier run (user site or system site-packages) must never have run.
     assert not os.path.exists("/tmp/hostile-pth-ran"), "a planted .pth ran in a later interpreter"
