@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { mountsUnder } from '../core/mounts.js';
 import { packageRoot } from '../core/package.js';
+import type { ForageRecord } from '../pipeline/runtime/records.js';
 import { buildImage, removeImage, tarStream } from '../pipeline/sandbox/engine.js';
 import { cli, tempDir } from './helpers.js';
 
@@ -198,6 +199,11 @@ describe("a mutant check's test that rewrites another source file", () => {
     // Mutants of the rewritten file were tried after the rewrite (without the restore, one of these patches held it).
     expect(tasks.filter((t) => t.includes('b/scale.py')).length).toBeGreaterThan(0);
     for (const t of tasks) expect(t).not.toContain('TAMPERED');
+    // And the forage record says which checks changed the tree, and what was put back.
+    const ledger = join(out, 'ledger', 'forage');
+    const [entry] = readdirSync(ledger).filter((n) => n.endsWith('.json'));
+    const record = (JSON.parse(readFileSync(join(ledger, entry), 'utf8')) as { record: ForageRecord }).record;
+    expect((record.mutations_tree_restored ?? []).some((t) => t.files.includes('scale.py'))).toBe(true);
   }, 900_000);
 });
 

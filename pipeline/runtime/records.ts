@@ -119,6 +119,8 @@ export interface ForageRecord {
   mutations_applied: number;
   mutations_without_site: number;
   mutations_survived: number;
+  /** Mutant checks whose tests changed /repo, with the files the driver put back (at most 20 each). */
+  mutations_tree_restored?: { index: number; files: string[] }[];
   mutation_tasks: number;
   tasks_by_operator: Record<string, number>;
   /** Tests a budget stopped under the tracer around a fix (a looping task state), with why. */

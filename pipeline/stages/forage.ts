@@ -298,6 +298,7 @@ export const forageStage: Stage<'forage'> = {
     const costs = done.map((d) => d.cost);
     const phases = ['rollout', 'grading', 'container', 'patch_apply', 'pytest_startup', 'tracer_around_tests', 'traced_tests'] as const;
     ctx.log(`forage ${ctx.unit.id}: ${m.tasks.length} mutation tasks kept (${m.applied} applied, ${m.survived} survived, ${m.noSite} without a site)`);
+    for (const t of m.treeRestored) ctx.log(`forage ${ctx.unit.id}: mutant check ${t.index}'s tests changed ${t.files.join(', ')}: restored before the next`);
     const resolved = trajectories.filter((t) => t.resolved).length;
     if (trajectories.length) ctx.log(`forage ${ctx.unit.id}: ${ctx.options.policy} resolved ${resolved} of ${trajectories.length} tasks`);
     return ok({
@@ -313,6 +314,7 @@ export const forageStage: Stage<'forage'> = {
       mutations_applied: m.applied,
       mutations_without_site: m.noSite,
       mutations_survived: m.survived,
+      mutations_tree_restored: m.treeRestored,
       mutation_tasks: m.tasks.length,
       tasks_by_operator: m.byOperator,
       trace_cuts: cuts,

@@ -122,6 +122,8 @@ interface DriverResult {
   exit_code?: number | null;
   timed_out?: boolean;
   report?: string;
+  /** Files under /repo this candidate's tests changed, put back by the driver before the next one. */
+  tree_restored?: string[];
 }
 
 export interface MutationOutcome {
@@ -137,6 +139,8 @@ export interface MutationOutcome {
   noSite: number;
   /** Applied mutants no reaching test noticed. */
   survived: number;
+  /** Candidates whose tests changed /repo (restored before the next), with the files: a hostile or careless suite. */
+  treeRestored: { index: number; files: string[] }[];
   byOperator: Record<string, number>;
 }
 
@@ -172,6 +176,7 @@ export async function mutationTasks(ctx: StageContext, clone: CloneRecord, build
     applied: 0,
     noSite: 0,
     survived: 0,
+    treeRestored: [],
     byOperator: {},
   };
   if (!candidates.length) return outcome;
@@ -211,6 +216,7 @@ export async function mutationTasks(ctx: StageContext, clone: CloneRecord, build
     const seen = new Set<string>();
     for (const r of results) {
       const cand = candidates[r.index];
+      if (r.tree_restored?.length) outcome.treeRestored.push({ index: r.index, files: r.tree_restored });
       if (r.status !== 'applied') {
         if (r.status === 'no_site') outcome.noSite += 1;
         continue;
