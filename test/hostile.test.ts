@@ -127,11 +127,16 @@ describe('the hostile suite, through worldline run', () => {
     return rows.find((r) => r.node_id.endsWith(`::${name}`))?.outcome;
   };
 
-  it('keeps the report key from a .pth file the build planted (it runs before pytest, in every interpreter)', () => {
+  it('keeps the report key out of pytest: from a .pth file the build planted (it runs first, in every interpreter) and from a search of its memory', () => {
     expect(unit('pth-key-thief')).toMatchObject({ status: 'ok' });
     expect(outcomeOf('pth-key-thief', 'test_pth_ran')).toBe('passed');
     // Before worldline_pytest.py (python3 -m pytest), the .pth read the key and put it back: this failed.
     expect(outcomeOf('pth-key-thief', 'test_key_out_of_reach')).toBe('passed');
+    // The key is nowhere in pytest's process: a search of every object it holds, which finds a
+    // 64-hex-digit string it is shown, finds none that signs the runner's report (this failed
+    // while the plugin signed, holding the key).
+    expect(outcomeOf('pth-key-thief', 'test_search_finds_a_key_it_is_shown')).toBe('passed');
+    expect(outcomeOf('pth-key-thief', 'test_no_key_in_the_process')).toBe('passed');
   });
 
   it("mounts each container's work folder nosuid,nodev (seen from inside, by a test) and leaves no mount behind", () => {

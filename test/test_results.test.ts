@@ -134,7 +134,8 @@ describe('signed reports (validate, trace, grading)', () => {
       [
         'import os, sys',
         'def test_key_is_gone():',
-        '    assert "WORLDLINE_REPORT_KEY_FD" not in os.environ and "WORLDLINE_REPORT" not in os.environ',
+        '    assert "WORLDLINE_REPORT_FD" not in os.environ and "WORLDLINE_REPORT" not in os.environ',
+        '    assert not os.get_inheritable(sys.modules["worldline_report"]._state["fd"]), "the report pipe would reach subprocesses"',
         '    for fd in os.listdir("/proc/self/fd"):',
         '        try:',
         '            assert not os.readlink("/proc/self/fd/" + fd).endswith("/key"), "the key file is still open"',
@@ -154,4 +155,24 @@ describe('signed reports (validate, trace, grading)', () => {
       ['test_x.py::test_reroute', 'failed'],
     ]);
   }, 120_000);
+
+  it('the runner, which alone signs, records as tampered a stream no honest plugin sends', async () => {
+    /** The problem of a run whose test module (`body`) writes down the plugin's pipe to the runner. */
+    const problemOf = async (...body: string[]) => {
+      const { report, exit } = await signedRun(['import atexit, json, os, sys', 'fd = sys.modules["worldline_report"]._state["fd"]', ...body, ''].join('\n'));
+      return foldReport(report, exit, false, key).problem;
+    };
+    const pass = 'json.dumps({"event": "test", "nodeid": "test_x.py::test_lie", "when": "call", "outcome": "passed", "duration": 0})';
+    // A passing call phase sent ahead of pytest's own (failing) one.
+    expect(await problemOf('def test_lie():', `    os.write(fd, (${pass} + "\\n").encode())`, '    assert False')).toBe(
+      'the report was tampered with: test_x.py::test_lie reported its call phase twice',
+    );
+    expect(await problemOf('def test_garbage():', '    os.write(fd, b"not json\\n")')).toBe(
+      'the report was tampered with: the plugin sent a line that is no JSON record',
+    );
+    // After the plugin closed its end, on a copy kept for after pytest's session.
+    expect(await problemOf('late = os.dup(fd)', 'def test_lie():', `    atexit.register(os.write, late, (${pass} + "\\n").encode())`)).toBe(
+      'the report was tampered with: the plugin sent a record after the session finished',
+    );
+  }, 240_000);
 });

@@ -9,7 +9,7 @@ It stops after N applied mutants made pytest fail (the kept tasks can only be fe
 
 Like validate's runner (worldline_runs.py, whose run_once runs each mutant's tests), it takes
 OUT_DIR/key off the file system and makes itself non-dumpable before any repository code
-runs: each run's report is signed by the plugin, and OUT_DIR/results.jsonl, one line per
+runs: each run's report is signed by run_once from the plugin's records, and OUT_DIR/results.jsonl, one line per
 candidate, is signed here, so a conftest can forge neither which mutants failed nor the
 patches. The TypeScript side checks both and decides which mutants to keep.
 """

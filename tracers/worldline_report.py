@@ -4,73 +4,48 @@ Loaded with `-p worldline_report`; writes JSON Lines to the file named by WORLDL
 (outside /repo). Each line is flushed as it is written so a run killed by a timeout still
 leaves the outcomes of the tests that finished. Standard library only; Python 3.8+.
 
-When grading, the code under test is untrusted and runs in this very process, so it could
-overwrite the report. The grader then hands us a key on an inherited file descriptor
-(WORLDLINE_REPORT_KEY_FD), never in the environment or a file: we read it at import, before
-any conftest or repository code runs, close the descriptor, and sign every line
-(`<hmac-sha256 hex> <json>`, with a sequence number) so that a rewritten, reordered, cut or
-injected line is detected (pipeline/sandbox/pytest_report.ts).
-
-With WORLDLINE_PROGRESS_FD, each test's start and end also go, signed the same way, down that
-pipe to the runner (worldline_runs.py), whose watchdog kills a test that runs past its limit
-whatever the test does with signals.
+Under the runner (worldline_runs.py) the lines go instead, unsigned, down a pipe on an inherited
+descriptor (WORLDLINE_REPORT_FD, dropped from the environment and made non-inheritable at
+import, before any conftest or repository code runs). The runner, a separate non-dumpable
+process the tests cannot read, checks the stream (no phase reported twice, nothing after the
+session finished, no malformed line), numbers and signs each line with a key only it holds, and
+writes the report (pipeline/sandbox/pytest_report.ts verifies it). So this process never holds
+the key: code under test can still lie about its own outcomes through this pipe, but it cannot
+forge, reorder or cut the report file. Each test's start and end go down the same pipe for the
+runner's watchdog, which kills a test that runs past its limit whatever it does with signals.
 """
-import hashlib
-import hmac
 import json
 import os
 
 
-def _read_key():
-    fd = os.environ.pop("WORLDLINE_REPORT_KEY_FD", None)
+def _pipe_fd():
+    fd = os.environ.pop("WORLDLINE_REPORT_FD", None)
     if fd is None:
         return None
     fd = int(fd)
-    chunks = []
-    while True:
-        chunk = os.read(fd, 4096)
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(fd)
-    return b"".join(chunks).strip()
+    # The tests' own subprocesses get no copy to write into.
+    os.set_inheritable(fd, False)
+    return fd
 
 
-def _emitter(key):
-    state = {"fd": None, "seq": 0}
+def _emitter():
+    fd = _pipe_fd()
+    state = {"fd": fd, "runner": fd is not None}
 
     def emit(record):
         if state["fd"] is None:
             return
-        body = json.dumps(record, sort_keys=True)
-        if key is not None:
-            body = json.dumps(dict(record, seq=state["seq"]), sort_keys=True)
-            state["seq"] += 1
-            body = hmac.new(key, body.encode("utf-8"), hashlib.sha256).hexdigest() + " " + body
-        os.write(state["fd"], (body + "\n").encode("utf-8", "replace"))
+        data = (json.dumps(record, sort_keys=True) + "\n").encode("utf-8", "replace")
+        # A signal can cut a write to a pipe short; the runner must get whole lines.
+        while data:
+            data = data[os.write(state["fd"], data) :]
 
     return emit, state
 
 
 # Hooks take these as default arguments (which pluggy does not pass), so code under test that
 # reassigns module attributes cannot reroute what the hooks write.
-_key = _read_key()
-_emit, _state = _emitter(_key)
-_progress, _progress_state = _emitter(_key)
-
-
-def _progress_fd():
-    fd = os.environ.pop("WORLDLINE_PROGRESS_FD", None)
-    if fd is None:
-        return None
-    fd = int(fd)
-    # The tests' own subprocesses get no copy to hold open.
-    os.set_inheritable(fd, False)
-    return fd
-
-
-_progress_state["fd"] = _progress_fd()
-del _key
+_emit, _state = _emitter()
 
 
 def _message(report):
@@ -88,10 +63,11 @@ def _message(report):
 
 
 def pytest_configure(config, _emit=_emit, _state=_state):
+    # Without the runner (the tracer's own tests), straight to the file named.
     path = os.environ.pop("WORLDLINE_REPORT", None)
     if path and _state["fd"] is None:
         _state["fd"] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        _emit({"event": "start"})
+    _emit({"event": "start"})
 
 
 def pytest_collectreport(report, _emit=_emit):
@@ -103,12 +79,15 @@ def pytest_collection_finish(session, _emit=_emit):
     _emit({"event": "collected", "nodeids": [item.nodeid for item in session.items]})
 
 
-def pytest_runtest_logstart(nodeid, location, _progress=_progress):
-    _progress({"event": "start", "nodeid": nodeid})
+# Progress is for the runner's watchdog only: it never reaches the report.
+def pytest_runtest_logstart(nodeid, location, _emit=_emit, _state=_state):
+    if _state["runner"]:
+        _emit({"progress": "start", "nodeid": nodeid})
 
 
-def pytest_runtest_logfinish(nodeid, location, _progress=_progress):
-    _progress({"event": "end", "nodeid": nodeid})
+def pytest_runtest_logfinish(nodeid, location, _emit=_emit, _state=_state):
+    if _state["runner"]:
+        _emit({"progress": "end", "nodeid": nodeid})
 
 
 def pytest_runtest_logreport(report, _emit=_emit):

@@ -3,22 +3,25 @@
 Started as `python3 -I -S worldline_runs.py OUT RUNS TIMEOUT_S TEST_LIMIT_S CAP_BYTES -- CMD...` (isolated, no
 site: no .pth or sitecustomize a repository installed runs here). Before any repository code
 runs it reads OUT/key, deletes it, and makes itself non-dumpable, so a test running as the same
-user can open neither /proc/<this>/fd nor /proc/<this>/mem. Each run gets the key through a
-fresh pipe on an inherited descriptor that the reporting plugin drains at import: afterwards
-the pipe is empty, and no process the tests can inspect holds the key (only the plugin's own
-memory, the residual risk worldline_report.py names).
+user can open neither /proc/<this>/fd nor /proc/<this>/mem. The key never leaves this process:
+the reporting plugin sends its records unsigned down a pipe (an inherited descriptor it makes
+non-inheritable at import), and we check them (a phase reported twice, a record after the
+session finished, a malformed line: a signed `tampered` line ends the report), number them,
+sign them and write the report. Code under test can still lie about its outcomes through that
+pipe, from inside pytest's own process; it cannot read the key, nor forge, reorder or cut the
+report file.
 
 Per run i it writes OUT/exit-i (pytest's status; 124 when the suite timeout killed it, 128+n
-for a signal), OUT/report-i.jsonl (the plugin's), the first CAP_BYTES of the output to
+for a signal), OUT/report-i.jsonl (the plugin's records, signed by us), the first CAP_BYTES of the output to
 OUT/output-i.log, and OUT/capped-i with the count of bytes dropped past the cap, so a test
 printing gigabytes costs neither disk nor memory. A timed-out run ends the loop.
 
 TEST_LIMIT_S (0: off) bounds each test from out here, where a test that ignores SIGALRM (which
 pytest-timeout's signal method relies on) cannot reach: the plugin reports each test's start
-and end on a second pipe, signed with the key, and when a test has run TEST_LIMIT_S seconds
-without its end arriving, the suite's process group is killed and OUT/test-timeout-i names the
-test. Only signed lines count, and a test that closes the pipe leaves its deadline armed, so
-a test can neither extend nor disarm its own bound. Runs share the
+and end on the same pipe, and when a test has run TEST_LIMIT_S seconds without its end
+arriving, the suite's process group is killed and OUT/test-timeout-i names the test. Only the
+end of the test that started disarms, and a test that closes the pipe leaves its deadline
+armed; the tests' subprocesses hold no copy of the pipe. Runs share the
 container's /tmp and /repo (state a run leaves there is how order-dependent flakiness shows);
 nothing persists beyond the container.
 Started as `python3 -I -S worldline_runs.py OUT --steps STEPS_JSON` it runs a list of steps
@@ -66,52 +69,128 @@ def _kill_group(proc):
         pass
 
 
-def _progress_event(line, key, seq):
-    """(event, nodeid) of a progress line the plugin signed with `key` as number `seq`, else None."""
-    try:
-        if key is not None:
-            mac, body = line.split(b" ", 1)
-            if not hmac.compare_digest(mac, hmac.new(key, body, hashlib.sha256).hexdigest().encode("ascii")):
-                return None
-        else:
-            body = line
-        record = json.loads(body.decode("utf-8"))
-        if key is not None and record.get("seq") != seq:
-            return None
-        return record["event"], record["nodeid"]
-    except (ValueError, KeyError, TypeError, AttributeError):
+# Longest line the plugin may send (a large suite's list of collected node ids fits easily).
+MAX_LINE = 64 << 20
+DRAIN_S = 5
+PHASES = ("setup", "call", "teardown")
+EVENTS = ("start", "collected", "collect_error", "test", "finish")
+
+
+class _Report:
+    """Checks the plugin's records as they come and writes them, signed, to the report: a record
+    no honest plugin sends ends the report with a signed `tampered` line saying why."""
+
+    def __init__(self, path, key):
+        self.file = open(path, "w", encoding="utf-8")
+        self.sign = signer(key) if key is not None else (lambda record: json.dumps(record, sort_keys=True) + "\n")
+        self.phases = set()
+        self.finished = False
+        self.tampered = False
+
+    def _write(self, record):
+        self.file.write(self.sign(record))
+        self.file.flush()
+
+    def _problem(self, record):
+        event = record.get("event")
+        if event not in EVENTS:
+            return "the plugin sent a record with no known event"
+        if self.finished:
+            return "the plugin sent a record after the session finished"
+        if event == "test":
+            phase = (record.get("nodeid"), record.get("when"))
+            if not isinstance(phase[0], str) or phase[1] not in PHASES:
+                return "the plugin sent a test record without a node id and phase"
+            if phase in self.phases:
+                return "%s reported its %s phase twice" % phase
+            self.phases.add(phase)
+        self.finished = event == "finish"
         return None
 
+    def add(self, record):
+        if self.tampered:
+            return
+        problem = self._problem(record)
+        if problem is None:
+            self._write(record)
+        else:
+            self.reject(problem)
 
-def _watch_tests(fd, limit, proc, key, ended, fired):
-    """Kills the suite when one test runs past `limit` seconds; `fired` gets its node id."""
-    current = None  # (nodeid, deadline)
-    pending = b""
-    seq = 0
-    while not ended.is_set():
+    def reject(self, why):
+        if not self.tampered:
+            self.tampered = True
+            self._write({"event": "tampered", "reason": why})
+
+    def close(self):
+        self.file.close()
+
+
+def _lines(fd, state):
+    """(whole lines completed by one read of `fd`, whether it is at end of file); a line past
+    MAX_LINE is not kept, and None stands for it."""
+    chunk = os.read(fd, 1 << 16)
+    if chunk == b"":
+        return None, True
+    pieces = chunk.split(b"\n")
+    state["size"] += len(pieces[0])
+    state["buf"].append(pieces[0])
+    if state["size"] > MAX_LINE:
+        state["buf"], state["over"] = [], True
+    if len(pieces) == 1:
+        return [], False
+    first = None if state["over"] else b"".join(state["buf"])
+    state.update(buf=[pieces[-1]], size=len(pieces[-1]), over=False)
+    return [first] + pieces[1:-1], False
+
+
+def _collect(fd, limit, proc, report, ended, fired):
+    """Reads the plugin's records until every writer is gone (or pytest has ended and the pipe is
+    drained), writing the report as they come. With `limit` > 0, kills the suite when one test
+    runs past `limit` seconds; `fired` gets its node id."""
+    current = None  # (nodeid, deadline, teardown reported)
+    state = {"buf": [], "size": 0, "over": False}
+    drain_until = None
+    while True:
         # Wakes at least once a second so that a pipe a stray process still holds never keeps us.
         wait = 1.0 if current is None else min(1.0, max(0.0, current[1] - time.monotonic()))
-        if not select.select([fd], [], [], wait)[0]:
-            if current is not None and time.monotonic() >= current[1]:
-                break
+        if ended.is_set() and drain_until is None:
+            # What pytest left in the pipe is at most its capacity; a stray writer that keeps
+            # it full (one that left the suite's session) does not keep us past this.
+            drain_until = time.monotonic() + DRAIN_S
+        # Checked before reading, so that a test flooding the pipe cannot outrun its deadline.
+        if drain_until is None and current is not None and time.monotonic() >= current[1]:
+            break
+        if not select.select([fd], [], [], 0 if drain_until is not None else wait)[0] or (drain_until is not None and time.monotonic() > drain_until):
+            if drain_until is not None:
+                return
             continue
-        chunk = os.read(fd, 1 << 16)
-        if chunk == b"":
+        lines, eof = _lines(fd, state)
+        if eof:
             # Every writer is gone: pytest ended, or a test closed the pipe. An armed deadline still holds.
             if current is None or ended.wait(max(0.0, current[1] - time.monotonic())):
                 return
             break
-        # Garbage without a newline is not allowed to grow our memory.
-        pending = (pending + chunk)[-(1 << 20) :]
-        *lines, pending = pending.split(b"\n")
         for line in lines:
-            event = _progress_event(line, key, seq)
-            if event is None:
-                continue
-            seq += 1
-            current = (event[1], time.monotonic() + limit) if event[0] == "start" else None
+            try:
+                record = json.loads(line.decode("utf-8")) if line is not None else None
+            except ValueError:
+                record = None
+            if not isinstance(record, dict):
+                report.reject("the plugin sent a line that is no JSON record" if line is not None else "the plugin sent a line longer than %d bytes" % MAX_LINE)
+            elif "progress" not in record:
+                report.add(record)
+                if current is not None and record.get("event") == "test" and record.get("when") == "teardown" and record.get("nodeid") == current[0]:
+                    current = (current[0], current[1], True)
+            # A start never moves an armed deadline, and only the end of the armed test, after its
+            # teardown was reported (as pytest orders them), disarms it: a test cannot end its own
+            # bound with one forged line (it takes a forged teardown, which the real one then
+            # shows up as a phase reported twice).
+            elif limit > 0 and record["progress"] == "start" and current is None:
+                current = (record.get("nodeid"), time.monotonic() + limit, False)
+            elif limit > 0 and record["progress"] == "end" and current is not None and current[2] and record.get("nodeid") == current[0]:
+                current = None
     if current is not None and proc.poll() is None:
-        fired.append(current[0])
+        fired.append(str(current[0]))
         _kill_group(proc)
 
 
@@ -122,8 +201,8 @@ def forbid_dumping():
 
 
 def signer(key):
-    """Signs records as the reporting plugin does (`<hmac-sha256 hex> <json with seq>`), for a
-    driver's own results: tests can write the folder they land in, but not sign a line."""
+    """Signs records (`<hmac-sha256 hex> <json with seq>`): the reporting plugin's, and a driver's
+    own results; tests can write the folder they land in, but not sign a line."""
     state = {"seq": 0}
 
     def sign(record):
@@ -138,29 +217,17 @@ def run_once(out, i, timeout_s, test_limit_s, cap, cmd, key, extra_env=None):
     """One pytest run; its files are named with `i` (see the module's docstring). Returns what the
     files say, from our memory: {"exit", "capped" (bytes dropped), "test_timeout" (node id or None)}."""
     env = dict(os.environ, **(extra_env or {}))
-    env["WORLDLINE_REPORT"] = os.path.join(out, "report-%s.jsonl" % i)
-    pass_fds = []
-    if key is not None:
-        r, w = os.pipe()
-        os.write(w, key)
-        os.close(w)
-        env["WORLDLINE_REPORT_KEY_FD"] = str(r)
-        pass_fds.append(r)
-    progress = None
-    if test_limit_s > 0:
-        progress, w = os.pipe()
-        env["WORLDLINE_PROGRESS_FD"] = str(w)
-        pass_fds.append(w)
+    records, w = os.pipe()
+    env["WORLDLINE_REPORT_FD"] = str(w)
+    report = _Report(os.path.join(out, "report-%s.jsonl" % i), key)
     # Its own session: a timeout kills the suite and whatever it started, not us.
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, pass_fds=pass_fds, start_new_session=True, cwd="/repo")
-    for fd in pass_fds:
-        os.close(fd)
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, pass_fds=[w], start_new_session=True, cwd="/repo")
+    os.close(w)
     timed_out = []
     ended = threading.Event()
     test_timed_out = []
-    if progress is not None:
-        watcher = threading.Thread(target=_watch_tests, args=(progress, test_limit_s, proc, key, ended, test_timed_out), daemon=True)
-        watcher.start()
+    watcher = threading.Thread(target=_collect, args=(records, test_limit_s, proc, report, ended, test_timed_out), daemon=True)
+    watcher.start()
 
     def on_timeout():
         timed_out.append(True)
@@ -186,13 +253,13 @@ def run_once(out, i, timeout_s, test_limit_s, cap, cmd, key, extra_env=None):
                 kept += min(room, len(chunk))
             dropped += max(0, len(chunk) - max(room, 0))
     code = proc.wait()
-    ended.set()
     timer.cancel()
     # What the suite left running after its session ended goes too.
     _kill_group(proc)
-    if progress is not None:
-        watcher.join()
-        os.close(progress)
+    ended.set()
+    watcher.join()
+    os.close(records)
+    report.close()
     if test_timed_out:
         code = TIMEOUT_EXIT
         with open(os.path.join(out, "test-timeout-%s" % i), "w", encoding="utf-8") as f:

@@ -7,10 +7,10 @@
  * The submission is hostile until proven otherwise. Printed "PASSED" lines mean nothing (outcomes
  * come from the plugin's hooks); test files, conftests and pytest's configuration files go back to
  * the task's version and new ones are deleted, as are interpreter start-up hooks (sitecustomize,
- * .pth) that would run before the plugin; the report is signed with a key that reaches the plugin
- * on a pipe the plugin drains at import (tracers/worldline_runs.py), so a rewritten or injected
- * report is caught. Code that deliberately
- * introspects the plugin inside the same interpreter could still forge lines: the residual risk.
+ * .pth) that would run before the plugin; the plugin sends its records down a pipe to the runner
+ * (tracers/worldline_runs.py), which alone holds the key and signs the report, so a rewritten or
+ * injected report is caught. Code that deliberately writes to that pipe from inside the same
+ * interpreter could still lie about its own outcomes (never read the key): the residual risk.
  */
 import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';

@@ -44,7 +44,9 @@ type ReportLine =
   | { event: 'collected'; nodeids: string[] }
   | { event: 'collect_error'; nodeid: string; message: string | null }
   | PhaseReport
-  | { event: 'finish'; exitstatus: number };
+  | { event: 'finish'; exitstatus: number }
+  /** The runner's (worldline_runs.py): the plugin sent a record no honest plugin sends; the report ends here. */
+  | { event: 'tampered'; reason: string };
 
 function phaseOutcome(phases: PhaseReport[]): { outcome: Outcome; message: string | null } {
   const by = (when: PhaseReport['when']) => phases.find((p) => p.when === when);
@@ -67,8 +69,8 @@ function phaseOutcome(phases: PhaseReport[]): { outcome: Outcome; message: strin
 const FAILING: ReadonlySet<Outcome> = new Set(['failed', 'error']);
 
 /**
- * Lines of a file signed with `key` (the reporting plugin's report, tracers/worldline_report.py,
- * or a driver's results, worldline_runs.signer): each must carry a valid HMAC and the next
+ * Lines of a file signed with `key` by the runner (tracers/worldline_runs.py: the reporting
+ * plugin's records, or a driver's results): each must carry a valid HMAC and the next
  * sequence number. Returns the lines, or why the file was tampered with; `what` names the file
  * and `by` its signer in that reason.
  */
@@ -113,6 +115,7 @@ export function foldReport(reportText: string, exitCode: number | null, timedOut
       }
     }
   } else ({ lines, tampered } = signedLines(reportText, key));
+  tampered ??= lines.find((l): l is Extract<ReportLine, { event: 'tampered' }> => l.event === 'tampered')?.reason ?? null;
   const collected: string[] = [];
   const phases = new Map<string, PhaseReport[]>();
   const collectErrors: SuiteRun['collectErrors'] = [];

@@ -19,7 +19,7 @@ export const TIMEOUT_EXIT = 124;
 
 /**
  * The pytest command line every Worldline run uses, plus the unit's own arguments: pytest started
- * by worldline_pytest.py under -S, so the report key is in the plugin's hands before any `.pth`
+ * by worldline_pytest.py under -S, so the plugin holds the runner's report pipe before any `.pth`
  * file of the repository's build runs.
  */
 export function pytestCommand(pytestArgs: string[], testTimeoutS: number, hasTimeoutPlugin: boolean, plugins: string[] = []): string[] {
@@ -72,7 +72,7 @@ export function testWallLimitS(testTimeoutS: number): number {
 /**
  * The container's command: our runner (isolated from the repository's site-packages) runs the
  * suite `runs` times under a timeout each, kills a test past `testLimitS`, caps its output, and
- * hands the plugin the report key where the tests cannot read it.
+ * signs the plugin's records into the report with a key the tests cannot read (only it holds it).
  */
 export function runnerCommand(runs: number, suiteTimeoutS: number, testLimitS: number, pytest: string[]): string[] {
   return [
