@@ -307,6 +307,11 @@ const forageOptions = <T>(y: Argv<T>) =>
     .option('forage-seed', { type: 'number', default: DEFAULTS.forageSeed, describe: 'forage: seed of candidate and site choices' })
     .option('mutation-tries', { type: 'number', default: DEFAULTS.mutationTries, describe: 'forage: mutation candidates tried per unit' })
     .option('mutations-per-unit', { type: 'number', default: DEFAULTS.mutationsPerUnit, describe: 'forage: mutation-fix tasks kept per unit at most' })
+    .option('task-concurrency', {
+      type: 'number',
+      default: DEFAULTS.taskConcurrency,
+      describe: 'forage: tasks of one unit worked at once (each in its own containers)',
+    })
     .option('mutant-test-timeout', {
       type: 'number',
       default: DEFAULTS.mutantTestTimeoutS,
@@ -321,6 +326,7 @@ const forageOptions = <T>(y: Argv<T>) =>
     .check((a) => {
       atLeast('mutation-tries', a['mutation-tries'], 0);
       atLeast('mutations-per-unit', a['mutations-per-unit'], 0);
+      atLeast('task-concurrency', a['task-concurrency']);
       atLeast('mutant-test-timeout', a['mutant-test-timeout']);
       return true;
     });
@@ -459,6 +465,7 @@ export function toPipelineOptions(a: PipelineArgs): PipelineOptions {
     forageSeed: a['forage-seed'],
     mutationTries: a['mutation-tries'],
     mutationsPerUnit: a['mutations-per-unit'],
+    taskConcurrency: a['task-concurrency'],
     mutantTestTimeoutS: a['mutant-test-timeout'],
     policy: a.policy,
     // The checks made sure that an openai policy has its server and model, and a replay policy its recordings.

@@ -6,7 +6,7 @@
  * (examples/make-history-repo.sh) gives an issue-fix task, oracle-resolved and traced around its fix.
  */
 import { execFileSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { packageRoot } from '../core/package.js';
@@ -166,6 +166,51 @@ describe('budgets earned from measurements', () => {
     const folded = await taskRows(out);
     expect(folded.length).toBeGreaterThan(0);
     expect(await taskRows(fresh)).toEqual(folded);
+  }, 900_000);
+});
+
+describe('tasks of a unit worked at once', () => {
+  let dir: string;
+  let manifest: string;
+  const args = (out: string) => ['--manifest', manifest, '--out', out, '--validate-runs', '1', '--mutation-tries', '10', '--mutations-per-unit', '3'];
+
+  beforeAll(() => {
+    dir = tempDir('task-concurrency');
+    manifest = join(dir, 'manifest.jsonl');
+    writeFileSync(manifest, JSON.stringify({ repo: join(packageRoot, 'examples/repos/textstats'), env: { vars: { TEXTSTATS_MODE: 'strict' } } }) + '\n');
+  });
+
+  it('two at a time (the default) give the rows one at a time gives', async () => {
+    const out = join(dir, 'out');
+    const first = await cli(['run', ...args(out)]);
+    expect(first.code, first.stderr).toBe(0);
+    const record = forageEntry(out).record!;
+    expect(DEFAULTS.taskConcurrency).toBe(2);
+    expect(record.task_seconds!.length).toBeGreaterThanOrEqual(2);
+    expect(record.tasks_in_flight_max).toBe(2);
+    // The same clone..trace, its forage and shard done again with one task at a time.
+    const serial = join(dir, 'serial');
+    cpSync(out, serial, { recursive: true });
+    for (const stage of ['forage', 'shard']) rmSync(join(serial, 'ledger', stage), { recursive: true, force: true });
+    rmSync(join(serial, 'dataset'), { recursive: true, force: true });
+    const res = await cli(['run', '--stages', 'forage,shard', ...args(serial), '--task-concurrency', '1']);
+    expect(res.code, res.stderr).toBe(0);
+    expect(forageEntry(serial).record!.tasks_in_flight_max).toBe(1);
+    const tasks = async (o: string) => (await rows<TaskRecord>(o, 'tasks')).map((t) => JSON.stringify(t));
+    expect((await tasks(out)).length).toBeGreaterThan(0);
+    expect(await tasks(serial)).toEqual(await tasks(out));
+    const taskTraces = async (o: string) =>
+      (await rows<TraceRecord>(o, 'traces')).filter((t) => t.task_id !== null).map((t) => JSON.stringify([t.task_id, t.phase, t.node_id, t.text]));
+    const traced = await taskTraces(out);
+    expect(traced.length).toBeGreaterThan(0);
+    expect(await taskTraces(serial)).toEqual(traced);
+    // Trajectories: the same tool calls and grades. Their observations hold pytest's timings, and so
+    // their ids (a hash of the messages) and the shard's order of them differ between any two runs.
+    const worked = async (o: string) =>
+      (await rows<TrajectoryRecord>(o, 'trajectories'))
+        .map((t) => JSON.stringify([t.task_id, t.resolved, t.exit_status, t.steps.map((s) => [s.action, s.exit_code])]))
+        .sort();
+    expect(await worked(serial)).toEqual(await worked(out));
   }, 900_000);
 });
 

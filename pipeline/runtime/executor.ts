@@ -7,6 +7,7 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { hashOf } from '../../core/hashing.js';
+import { mapLimit } from '../../core/map_limit.js';
 import { removeTree } from '../../core/mounts.js';
 import { BudgetSpent, checkBudget } from './budgets.js';
 import { jobCancelled } from './job_scope.js';
@@ -32,20 +33,6 @@ export function unitsForRank<T>(units: T[], rank: number, worldSize: number): T[
   if (!Number.isInteger(worldSize) || worldSize < 1) throw new Error(`--world-size must be a positive integer (got ${worldSize})`);
   if (!Number.isInteger(rank) || rank < 0 || rank >= worldSize) throw new Error(`--rank must be in 0..${worldSize - 1} (got ${rank})`);
   return units.filter((_, i) => i % worldSize === rank);
-}
-
-/** Runs `fn` over `items` with at most `limit` in flight (`slot` says which); results keep the input order. */
-export async function mapLimit<T, R>(items: T[], limit: number, fn: (item: T, slot: number) => Promise<R>): Promise<R[]> {
-  const results = new Array<R>(items.length);
-  let next = 0;
-  const workers = Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, async (_, slot) => {
-    while (next < items.length) {
-      const i = next++;
-      results[i] = await fn(items[i], slot);
-    }
-  });
-  await Promise.all(workers);
-  return results;
 }
 
 /**

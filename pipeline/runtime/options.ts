@@ -58,6 +58,8 @@ export interface PipelineOptions {
   mutationTries: number;
   /** Mutation-fix tasks kept per unit at most. */
   mutationsPerUnit: number;
+  /** Tasks of one unit worked at once in forage (each in its own containers; rows do not depend on it). */
+  taskConcurrency: number;
   /** Per-test timeout while running a mutant (mutants may loop forever). */
   mutantTestTimeoutS: number;
   /** Who works the tasks: oracle (the gold fix through the real tools), openai, replay, or none. */
@@ -113,6 +115,7 @@ export const DEFAULTS: Omit<PipelineOptions, 'out'> = {
   forageSeed: 0,
   mutationTries: 40,
   mutationsPerUnit: 10,
+  taskConcurrency: 2,
   mutantTestTimeoutS: 20,
   policy: 'oracle',
   issueCandidates: 20,

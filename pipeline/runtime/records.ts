@@ -131,6 +131,8 @@ export interface ForageRecord {
   seconds_by_phase?: Record<string, number>;
   /** Each task's wall seconds by phase: rollout, grading, and its trace container's phases. */
   task_seconds?: TaskCost[];
+  /** The most tasks that were in flight at once (--task-concurrency bounds it; tasks kept from an earlier run do not count). */
+  tasks_in_flight_max?: number;
 }
 
 /** A test a budget stopped under the tracer around a fix, and why: what was cut from its trace. */

@@ -8,6 +8,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node
 import { join } from 'node:path';
 import { concatFiles, writeFileAtomic } from '../../core/atomic.js';
 import { hashOf, sha256 } from '../../core/hashing.js';
+import { mapLimit } from '../../core/map_limit.js';
 import { readRows } from '../../datasets/reader.js';
 import type { TaskRecord } from '../../schemas/tasks.js';
 import type { TrajectoryRecord } from '../../schemas/trajectories.js';
@@ -218,56 +219,71 @@ export const forageStage: Stage<'forage'> = {
     const { m, mined, miningS } = await findTasks(ctx, clone, build, progress);
     const found = [...m.tasks, ...(mined?.tasks ?? [])];
     const validated = validatedDurations(o.out, ctx.unit.id);
-    const done: TaskDone[] = [];
-    for (const [i, task] of found.entries()) {
-      ctx.steps?.(i, found.length, 'tasks');
+    /** One task: rolled out, graded and traced around its fix. */
+    const workTask = async (i: number, task: TaskRecord): Promise<TaskDone> => {
+      const timing = { gradingS: 0 };
+      const started = Date.now();
+      // The oracle's test runs on the task state get the mutant check's earned per-test timeout.
+      const testTimeoutS = task.kind === 'mutation_fix' ? m.testTimeoutS : o.mutantTestTimeoutS;
+      const measured = { before: new Map(Object.entries(m.measured[task.instance_id] ?? {})), after: validated };
+      const rowsFile = join(progress, `traces-${i}.jsonl`);
+      // A gold submission (the oracle's) is traced in its grading container: one container less.
+      let folded: TaskTraceOutcome | null = null;
+      let foldedS = 0;
+      const afterGold = (work: string): AfterGrading => {
+        const t = traceSteps(ctx, task, clone, build, measured, work, rowsFile, 'graded');
+        return {
+          steps: t.steps,
+          limitS: t.limitS,
+          read: async (done, key, containerS) => {
+            folded = await t.read(done, key, containerS);
+            const spent = sum(Object.values(folded.seconds));
+            foldedS += spent;
+            return spent;
+          },
+        };
+      };
+      const trajectory = await rolloutOne(ctx, clone, build, task, i, timing, testTimeoutS, afterGold);
+      // The traces' seconds in a grading container are theirs (below), neither grading's nor the rollout's.
+      const rolloutS = (Date.now() - started) / 1000 - timing.gradingS - foldedS;
+      const cost = { task_id: task.instance_id, kind: task.kind, rollout: sum([rolloutS]), grading: sum([timing.gradingS]) };
+      // Only solvable tasks: one the oracle (the gold patch, through the real tools) cannot resolve is dropped, with why, untraced.
+      if (o.policy === 'oracle' && trajectory && !trajectory.resolved) {
+        const last = trajectory.steps.at(-1)?.observation.replace(/\s+/g, ' ').slice(0, 200) ?? '';
+        const unsolved = `the oracle did not resolve it (${trajectory.exit_status} after ${trajectory.turns} of ${trajectory.max_turns} turns; last observation: ${last})`;
+        rmSync(rowsFile, { force: true });
+        return {
+          trajectory: null,
+          cuts: [],
+          cost: { ...cost, container: 0, patch_apply: 0, pytest_startup: 0, tracer_around_tests: 0, traced_tests: 0 },
+          unsolved,
+        };
+      }
+      const traced =
+        folded ?? (await traceAroundFix(ctx, task, clone, build, measured, outLayout.work(o.out, 'task-traces', ctx.unit.id, String(i)), rowsFile));
+      return { trajectory, cuts: traced.cuts, cost: { ...cost, ...traced.seconds } };
+    };
+    // Tasks are independent (own containers, work folders and progress files, results by index):
+    // --task-concurrency of them at once keep both cores busy through each one's engine round
+    // trips and container starts, and the rows come out in the tasks' order either way.
+    let finished = 0;
+    let inFlight = 0;
+    let inFlightMax = 0;
+    ctx.steps?.(0, found.length, 'tasks');
+    const done = await mapLimit([...found.entries()], o.taskConcurrency, async ([i, task]) => {
       const entry = await piece(ctx, join(progress, `task-${i}.json`), `task ${i + 1} of ${found.length}`, async (): Promise<TaskDone> => {
         checkBudget(ctx, `tasks ${i + 1}..${found.length} of ${found.length} (from ${task.instance_id})`);
-        const timing = { gradingS: 0 };
-        const started = Date.now();
-        // The oracle's test runs on the task state get the mutant check's earned per-test timeout.
-        const testTimeoutS = task.kind === 'mutation_fix' ? m.testTimeoutS : o.mutantTestTimeoutS;
-        const measured = { before: new Map(Object.entries(m.measured[task.instance_id] ?? {})), after: validated };
-        const rowsFile = join(progress, `traces-${i}.jsonl`);
-        // A gold submission (the oracle's) is traced in its grading container: one container less.
-        let folded: TaskTraceOutcome | null = null;
-        let foldedS = 0;
-        const afterGold = (work: string): AfterGrading => {
-          const t = traceSteps(ctx, task, clone, build, measured, work, rowsFile, 'graded');
-          return {
-            steps: t.steps,
-            limitS: t.limitS,
-            read: async (done, key, containerS) => {
-              folded = await t.read(done, key, containerS);
-              const spent = sum(Object.values(folded.seconds));
-              foldedS += spent;
-              return spent;
-            },
-          };
-        };
-        const trajectory = await rolloutOne(ctx, clone, build, task, i, timing, testTimeoutS, afterGold);
-        // The traces' seconds in a grading container are theirs (below), neither grading's nor the rollout's.
-        const rolloutS = (Date.now() - started) / 1000 - timing.gradingS - foldedS;
-        const cost = { task_id: task.instance_id, kind: task.kind, rollout: sum([rolloutS]), grading: sum([timing.gradingS]) };
-        // Only solvable tasks: one the oracle (the gold patch, through the real tools) cannot resolve is dropped, with why, untraced.
-        if (o.policy === 'oracle' && trajectory && !trajectory.resolved) {
-          const last = trajectory.steps.at(-1)?.observation.replace(/\s+/g, ' ').slice(0, 200) ?? '';
-          const unsolved = `the oracle did not resolve it (${trajectory.exit_status} after ${trajectory.turns} of ${trajectory.max_turns} turns; last observation: ${last})`;
-          rmSync(rowsFile, { force: true });
-          return {
-            trajectory: null,
-            cuts: [],
-            cost: { ...cost, container: 0, patch_apply: 0, pytest_startup: 0, tracer_around_tests: 0, traced_tests: 0 },
-            unsolved,
-          };
+        inFlightMax = Math.max(inFlightMax, ++inFlight);
+        try {
+          return await workTask(i, task);
+        } finally {
+          inFlight -= 1;
         }
-        const traced =
-          folded ?? (await traceAroundFix(ctx, task, clone, build, measured, outLayout.work(o.out, 'task-traces', ctx.unit.id, String(i)), rowsFile));
-        return { trajectory, cuts: traced.cuts, cost: { ...cost, ...traced.seconds } };
       });
-      done.push(entry);
-    }
-    ctx.steps?.(found.length, found.length, 'tasks');
+      finished += 1;
+      ctx.steps?.(finished, found.length, 'tasks');
+      return entry;
+    });
     const fates = mined?.fates ?? [];
     for (const [i, d] of done.entries()) {
       if (!d.unsolved) continue;
@@ -325,6 +341,7 @@ export const forageStage: Stage<'forage'> = {
         ...Object.fromEntries(phases.map((p) => [p, sum(costs.map((c) => c[p]))])),
       },
       task_seconds: costs,
+      tasks_in_flight_max: inFlightMax,
     });
   },
 };
