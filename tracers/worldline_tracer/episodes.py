@@ -17,6 +17,7 @@ into exactly the bytes ``json.dumps(episode, sort_keys=True)`` gives for ``build
 import json
 import random
 
+from . import native
 from .render import (ACTION_SEP, ARG_SEP, FRAME_SEP, KIND_SEP, TRACE_CONTEXT_START, UNCHANGED,
                      has_special_token, locals_json, mark_entry)
 from .source import SourceIndex, source_lines
@@ -80,13 +81,19 @@ class _Frame(object):
     rendered text JSON-escaped, without quotes), ``clean`` (its only "<|" are its separators)."""
     __slots__ = ("fields", "tail", "text", "text_json", "clean", "is_line", "missing")
 
-    def __init__(self, fields):
+    def __init__(self, fields, fast):
         self.fields = fields
         kind = fields["kind"]
         self.is_line = kind == "line"
         source = fields["source"]
         self.missing = not source
         sep = KIND_SEP[kind]
+        if fast is not None:  # the native module: the same pieces, or None off its fast path
+            parts = fast(sep, fields.get("locals"), fields.get("value"), fields["function"],
+                         _KIND_JSON[kind], fields["line"], source)
+            if parts is not None:
+                self.text, self.text_json, self.tail, self.clean = parts
+                return
         tail = None
         if "locals" in fields:
             pairs = fields["locals"]
@@ -174,6 +181,7 @@ class EpisodeBuilder(object):
         self.sources = sources if sources is not None else SourceIndex()
         self.max_frames = max_frames
         self.dropped = {}
+        self._fast = native.mod.frame_parts if native.mod is not None else None
         self._frames = {}   # (id(event), full) -> _Frame, for the build under way
         self._marked = {}   # (file, start line) -> the entry's source with the START marker
         self._plain = {}    # (file, start line) -> a callee's source
@@ -224,7 +232,7 @@ class EpisodeBuilder(object):
         key = (id(ev), full)
         fr = self._frames.get(key)
         if fr is None:
-            fr = self._frames[key] = _Frame(fields())
+            fr = self._frames[key] = _Frame(fields(), self._fast)
         return fr
 
     def _episode(self, act, info, rng):

@@ -1,0 +1,80 @@
+"""The C accelerator (_native.c) gives exactly the pure Python path's bytes, and is really used."""
+import json
+
+import pytest
+from conftest import PROGRAM_CALLS, load_program, run_traced
+
+from worldline_tracer import HAS_MONITORING, native
+from worldline_tracer.episodes import _KIND_JSON, EpisodeBuilder, _Frame
+from worldline_tracer.render import KIND_SEP
+
+BACKENDS = ["settrace", "monitoring"] if HAS_MONITORING else ["settrace"]
+
+# strings json escapes in every way it can: quotes, backslashes, the short escapes, other control
+# characters, DEL, Latin-1, the BMP, astral characters (a surrogate pair), a lone surrogate, and
+# special tokens (a frame holding one is not "clean")
+AWKWARD = ['plain', '"q"', "back\\slash", "\b\f\n\r\t", "\x00\x1f\x7f", "caf\xe9", "\u20ac\uffff",
+           "\U0001f600", "\ud800", "<|frame_sep|>", 'a<', "x<|y", ""]
+
+
+def _both(fields, native_module):
+    pure = _Frame(dict(fields), None)
+    fast = _Frame(dict(fields), native_module.frame_parts)
+    return pure, fast
+
+
+def test_frames_match_the_pure_path_on_awkward_text(native_module):
+    seen_fast = 0
+    for kind in KIND_SEP:
+        for a in AWKWARD:
+            for b in AWKWARD:
+                fields = {"kind": kind, "line": 7, "function": "f." + a, "source": "    x = " + b + "\n"}
+                if kind in ("call", "line"):
+                    fields["locals"] = [[a or "n", b], ["k" + b, a]]
+                else:
+                    fields["value"] = a + b
+                pure, fast = _both(fields, native_module)
+                assert (fast.text, fast.text_json, fast.tail, fast.clean) == (
+                    pure.text, pure.text_json, pure.tail, pure.clean), fields
+                assert fast.tail == json.dumps(fields, sort_keys=True)[1:]
+                seen_fast += native_module.frame_parts(KIND_SEP[kind], fields.get("locals"), fields.get("value"),
+                                                       fields["function"], _KIND_JSON[kind], fields["line"],
+                                                       fields["source"]) is not None
+    assert seen_fast == len(KIND_SEP) * len(AWKWARD) ** 2
+
+
+@pytest.mark.parametrize("fields", [
+    {"kind": "line", "line": 1, "function": "f", "source": "s\n", "locals": [["a", "1"], ["a", "2"]]},
+    {"kind": "line", "line": 1, "function": "f", "source": "s\n", "locals": [["a", 1]]},
+    {"kind": "return", "line": 1, "function": "f", "source": "s\n", "value": 3},
+    {"kind": "return", "line": True, "function": "f", "source": "s\n", "value": "3"},
+    {"kind": "return", "line": 1 << 70, "function": "f", "source": "s\n", "value": "3"},
+])
+def test_off_the_fast_path_the_python_path_answers(fields, native_module):
+    """Repeated names (last wins), non-str values, a bool or huge line: json's own conversions."""
+    assert native_module.frame_parts(KIND_SEP[fields["kind"]], fields.get("locals"), fields.get("value"),
+                                     fields["function"], _KIND_JSON[fields["kind"]], fields["line"],
+                                     fields["source"]) is None
+    pure, fast = _both(fields, native_module)
+    assert (fast.text, fast.text_json, fast.tail, fast.clean) == (pure.text, pure.text_json, pure.tail, pure.clean)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("step_in", [0.0, 0.5, 1.0])
+def test_episode_bytes_equal_with_and_without_native(backend, step_in, native_module, monkeypatch):
+    """Every golden program's episodes (both encode's JSON and build's dicts) are the same bytes
+    on both paths."""
+    out = {}
+    for mode in ("pure", "native"):
+        monkeypatch.setattr(native, "mod", native_module if mode == "native" else None)
+        texts = []
+        for module, call in PROGRAM_CALLS:
+            p = load_program(module)
+            tracer = run_traced(lambda: call(p), backend)[2]
+            builder = EpisodeBuilder(step_in=step_in, seed=3)
+            assert (builder._fast is not None) == (mode == "native")
+            texts.extend(builder.encode(tracer.events))
+            texts.extend(json.dumps(ep, sort_keys=True) for ep in EpisodeBuilder(step_in=step_in, seed=3).build(tracer.events))
+        out[mode] = "\n".join(texts).encode("utf-8", "surrogatepass")
+    assert len(out["pure"]) > 10000
+    assert out["native"] == out["pure"]
