@@ -1,10 +1,11 @@
 """The C accelerator (_native.c) gives exactly the pure Python path's bytes, and is really used."""
 import json
+from functools import partial
 
 import pytest
 from conftest import PROGRAM_CALLS, load_program, run_traced
 
-from worldline_tracer import HAS_MONITORING, native
+from worldline_tracer import HAS_MONITORING, Serializer, Tracer, native
 from worldline_tracer.episodes import _KIND_JSON, EpisodeBuilder, _Frame
 from worldline_tracer.render import KIND_SEP
 
@@ -76,5 +77,44 @@ def test_episode_bytes_equal_with_and_without_native(backend, step_in, native_mo
             texts.extend(builder.encode(tracer.events))
             texts.extend(json.dumps(ep, sort_keys=True) for ep in EpisodeBuilder(step_in=step_in, seed=3).build(tracer.events))
         out[mode] = "\n".join(texts).encode("utf-8", "surrogatepass")
+    assert len(out["pure"]) > 10000
+    assert out["native"] == out["pure"]
+
+
+class _Custom(object):
+    """A serializer that is not a Serializer: the tracer then renders every value at every event."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, value):
+        self.calls += 1
+        return "%s#%d" % (type(value).__name__, self.calls)
+
+
+def _events(backend, **options):
+    out = []
+    for module, call in PROGRAM_CALLS + [("native_edges", lambda p: p.main())]:
+        p = load_program(module)
+        tracer = run_traced(lambda: call(p), backend, **options)[2]
+        assert tracer.error is None
+        out.append(json.dumps(tracer.events))
+    return "\n".join(out)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("serializer", [
+    Serializer,
+    lambda: Serializer(max_int_digits=10, max_str=5, max_items=2, max_depth=2),
+    lambda: Serializer(max_int_digits=19),
+    _Custom,
+], ids=["default", "small-caps", "int64-edge", "custom"])
+def test_events_equal_with_and_without_native(backend, serializer, native_module, monkeypatch):
+    """The tracer's events (locals snapshots and values) are the same with the C snapshot."""
+    out = {}
+    for mode in ("pure", "native"):
+        monkeypatch.setattr(native, "mod", native_module if mode == "native" else None)
+        assert isinstance(Tracer(root=".", serializer=serializer())._snap, partial) == (mode == "native")
+        out[mode] = _events(backend, serializer=serializer())
     assert len(out["pure"]) > 10000
     assert out["native"] == out["pure"]

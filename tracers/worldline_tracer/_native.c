@@ -13,6 +13,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <limits.h>
 #include <string.h>
 
 typedef struct {
@@ -254,6 +255,285 @@ done:
     return result;
 }
 
+
+/* snapshot(ctx, frame, st): tracer.Tracer._snapshot, the same steps in the same order (the frame
+ * state list's layout is tracer.py's _KEYS.._FILT, 3 to 8). ctx = (value, keyed, unchanged, named,
+ * bad_classes, immutable, keyed_types, leaf, slow): the tracer's per-value callables and type
+ * sets, leaf = (max_str, max_int_bits) when ``value`` is the default Serializer's (then ints, strs,
+ * floats, bools and None are rendered here, as _value_repr does; else None), and ``slow``, the Python method, which answers for any
+ * frame whose locals are not a list of str names. */
+enum { ST_KEYS = 3, ST_VALS, ST_OUT, ST_MUT, ST_CACHE, ST_FILT, ST_LEN };
+static PyObject *S_F_LOCALS, *S_KEYS, *S_VALUES, *S_QUALNAME;
+
+/* _value_repr's text for an int within the digit cap (|v| < 2**max_int_bits), a str of at most
+ * max_str characters, a float, a bool or None; NULL without an error for any other value. */
+static PyObject *leaf_repr(PyObject *v, Py_ssize_t max_str, long max_int_bits) {
+    PyTypeObject *t = Py_TYPE(v);
+    if (t == &PyLong_Type) {
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (overflow) return NULL;  /* the Python path decides */
+        int ok;
+        if (max_int_bits >= 64) ok = 1;
+        else if (max_int_bits == 63) ok = x != LLONG_MIN;
+        else if (max_int_bits < 0) ok = 0;
+        else ok = x > -(1LL << max_int_bits) && x < (1LL << max_int_bits);
+        return ok ? PyObject_Repr(v) : NULL;
+    }
+    if (t == &PyUnicode_Type) return PyUnicode_GET_LENGTH(v) <= max_str ? PyObject_Repr(v) : NULL;
+    if (t == &PyFloat_Type || t == &PyBool_Type || v == Py_None) return PyObject_Repr(v);
+    return NULL;
+}
+
+static PyObject *snapshot(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyTuple_CheckExact(args[0]) || PyTuple_GET_SIZE(args[0]) != 9 || !PyList_CheckExact(args[2])
+        || PyList_GET_SIZE(args[2]) != ST_LEN) {
+        PyErr_SetString(PyExc_TypeError, "snapshot(ctx, frame, st)");
+        return NULL;
+    }
+    PyObject *ctx = args[0], *frame = args[1], *st = args[2];
+    PyObject *value = PyTuple_GET_ITEM(ctx, 0), *keyed = PyTuple_GET_ITEM(ctx, 1);
+    PyObject *unchanged = PyTuple_GET_ITEM(ctx, 2), *named = PyTuple_GET_ITEM(ctx, 3);
+    PyObject *bad = PyTuple_GET_ITEM(ctx, 4), *immutable = PyTuple_GET_ITEM(ctx, 5);
+    PyObject *keyed_types = PyTuple_GET_ITEM(ctx, 6), *leaf = PyTuple_GET_ITEM(ctx, 7);
+    Py_ssize_t max_str = -1;
+    long max_int_bits = -1;
+    if (leaf != Py_None) {
+        if (!PyTuple_CheckExact(leaf) || PyTuple_GET_SIZE(leaf) != 2) {
+            PyErr_SetString(PyExc_TypeError, "snapshot: leaf must be (max_str, max_int_bits) or None");
+            return NULL;
+        }
+        max_str = PyLong_AsSsize_t(PyTuple_GET_ITEM(leaf, 0));
+        max_int_bits = PyLong_AsLong(PyTuple_GET_ITEM(leaf, 1));
+        if (PyErr_Occurred()) return NULL;
+    }
+
+    PyObject *keys = NULL, *vals = NULL, *out = NULL, *result = NULL;
+    PyObject *fl = PyObject_GetAttr(frame, S_F_LOCALS);
+    if (fl == NULL) return NULL;
+    if (PyDict_CheckExact(fl)) {  /* up to 3.12 */
+        keys = PyDict_Keys(fl);
+        vals = PyDict_Values(fl);
+    } else {  /* 3.13+: a FrameLocalsProxy */
+        keys = PyObject_CallMethodNoArgs(fl, S_KEYS);
+        vals = keys ? PyObject_CallMethodNoArgs(fl, S_VALUES) : NULL;
+    }
+    Py_DECREF(fl);
+    if (keys == NULL || vals == NULL) goto done;
+    int ok = PyList_CheckExact(keys) && PyList_CheckExact(vals) && PyList_GET_SIZE(keys) == PyList_GET_SIZE(vals);
+    Py_ssize_t n = ok ? PyList_GET_SIZE(keys) : 0;
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        PyObject *k = PyList_GET_ITEM(keys, i);
+        ok = PyUnicode_CheckExact(k) && PyUnicode_GET_LENGTH(k) > 0;
+    }
+    if (!ok) {
+        result = PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(ctx, 8), frame, st, NULL);
+        goto done;
+    }
+    PyObject *prev_keys = PyList_GET_ITEM(st, ST_KEYS);
+    int same = PyObject_RichCompareBool(keys, prev_keys, Py_EQ);
+    if (same < 0) goto done;
+    PyObject *mut, *cache, *prev_vals = NULL;
+    int shared;
+    if (same) {
+        out = PyList_GET_ITEM(st, ST_OUT);
+        Py_INCREF(out);
+        mut = PyList_GET_ITEM(st, ST_MUT);
+        cache = PyList_GET_ITEM(st, ST_CACHE);
+        prev_vals = PyList_GET_ITEM(st, ST_VALS);
+        Py_INCREF(prev_vals);
+        shared = 1;
+        if (!PyList_CheckExact(out) || !PyList_CheckExact(mut) || !PyList_CheckExact(cache) || !PyList_CheckExact(prev_vals)
+            || PyList_GET_SIZE(out) != n || PyList_GET_SIZE(mut) != n || PyList_GET_SIZE(cache) != n
+            || PyList_GET_SIZE(prev_vals) != n) {
+            Py_DECREF(prev_vals);
+            PyErr_SetString(PyExc_RuntimeError, "snapshot: frame state out of shape");
+            goto done;
+        }
+    } else {
+        out = PyList_New(n);
+        mut = PyList_New(n);
+        cache = PyList_New(n);
+        if (out == NULL || mut == NULL || cache == NULL) {
+            Py_XDECREF(mut);
+            Py_XDECREF(cache);
+            goto done;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_INCREF(Py_None);
+            PyList_SET_ITEM(out, i, Py_None);
+            Py_INCREF(Py_False);
+            PyList_SET_ITEM(mut, i, Py_False);
+            Py_INCREF(Py_None);
+            PyList_SET_ITEM(cache, i, Py_None);
+        }
+        Py_INCREF(keys);
+        PyList_SetItem(st, ST_KEYS, keys);
+        Py_INCREF(out);
+        PyList_SetItem(st, ST_OUT, out);
+        PyList_SetItem(st, ST_MUT, mut);   /* st holds mut and cache from here on */
+        PyList_SetItem(st, ST_CACHE, cache);
+        Py_INCREF(Py_False);
+        PyList_SetItem(st, ST_FILT, Py_False);
+        shared = 0;
+    }
+    Py_INCREF(vals);
+    PyList_SetItem(st, ST_VALS, vals);
+    /* the lists keep their own references while st may be rewritten by a callback */
+    Py_INCREF(mut);
+    Py_INCREF(cache);
+    int failed = 0;
+    for (Py_ssize_t i = 0; i < n && !failed; i++) {
+        PyObject *v = PyList_GET_ITEM(vals, i);
+        if (prev_vals != NULL && i < PyList_GET_SIZE(prev_vals) && PyList_GET_ITEM(prev_vals, i) == v
+            && !PyObject_IsTrue(PyList_GET_ITEM(mut, i)))
+            continue;
+        PyObject *name = PyList_GET_ITEM(keys, i);
+        Py_UCS4 c = PyUnicode_READ_CHAR(name, 0);
+        if (c == '@' || c == '.') {
+            Py_INCREF(Py_True);
+            PyList_SetItem(st, ST_FILT, Py_True);
+            continue;
+        }
+        Py_INCREF(v);
+        PyObject *t = (PyObject *)Py_TYPE(v), *r = NULL;
+        int contains = PySet_Contains(keyed_types, t);
+        if (contains < 0) failed = 1;
+        else if (contains) {
+            PyObject *key = PyList_GET_ITEM(cache, i);
+            if (PyTuple_CheckExact(key)) {
+                PyObject *u = PyObject_CallFunctionObjArgs(unchanged, v, key, NULL);
+                int same_text = u ? PyObject_IsTrue(u) : -1;
+                Py_XDECREF(u);
+                if (same_text < 0) failed = 1;
+                else if (same_text) {
+                    Py_DECREF(v);
+                    continue;
+                }
+            }
+            PyObject *rk = failed ? NULL : PyObject_CallOneArg(keyed, v);
+            if (rk == NULL) failed = 1;
+            else {
+                if (!PyTuple_CheckExact(rk) || PyTuple_GET_SIZE(rk) != 2) {
+                    PyErr_SetString(PyExc_TypeError, "keyed() must give (text, key)");
+                    failed = 1;
+                } else {
+                    r = PyTuple_GET_ITEM(rk, 0);
+                    Py_INCREF(r);
+                    PyObject *k = PyTuple_GET_ITEM(rk, 1);
+                    Py_INCREF(k);
+                    PyList_SetItem(cache, i, k);
+                    Py_INCREF(Py_True);
+                    PyList_SetItem(mut, i, Py_True);
+                }
+                Py_DECREF(rk);
+            }
+        } else if (t == named) {
+            PyObject *q = PyObject_GetAttr(v, S_QUALNAME);
+            if (q == NULL) failed = 1;
+            else {
+                int skip = 0;
+                if (PyList_GET_ITEM(cache, i) == q && PyList_GET_ITEM(out, i) != Py_None) {
+                    int is_bad = PySet_Contains(bad, t);
+                    if (is_bad < 0) failed = 1;
+                    else skip = !is_bad;
+                }
+                if (skip || failed) {
+                    Py_DECREF(q);
+                    Py_DECREF(v);
+                    if (failed) break;
+                    continue;
+                }
+                r = PyObject_CallOneArg(value, v);
+                if (r == NULL) {
+                    Py_DECREF(q);
+                    failed = 1;
+                } else {
+                    PyList_SetItem(cache, i, q);
+                    Py_INCREF(Py_True);
+                    PyList_SetItem(mut, i, Py_True);
+                }
+            }
+        } else {
+            r = leaf != Py_None ? leaf_repr(v, max_str, max_int_bits) : NULL;
+            if (r == NULL && !PyErr_Occurred()) r = PyObject_CallOneArg(value, v);
+            if (r == NULL) failed = 1;
+            else {
+                int imm = PySet_Contains(immutable, t);
+                if (imm < 0) failed = 1;
+                else {
+                    PyObject *m = imm ? Py_False : Py_True;
+                    Py_INCREF(m);
+                    PyList_SetItem(mut, i, m);
+                }
+            }
+        }
+        Py_DECREF(v);
+        if (failed) {
+            Py_XDECREF(r);
+            break;
+        }
+        PyObject *pair = PyList_GET_ITEM(out, i);
+        int differs = 1;
+        if (pair != Py_None) {
+            PyObject *old = PySequence_GetItem(pair, 1);
+            differs = old ? PyObject_RichCompareBool(old, r, Py_NE) : -1;
+            Py_XDECREF(old);
+        }
+        if (differs < 0) {
+            Py_DECREF(r);
+            failed = 1;
+            break;
+        }
+        if (differs) {
+            if (shared) {
+                PyObject *copy = PyList_GetSlice(out, 0, n);
+                if (copy == NULL) {
+                    Py_DECREF(r);
+                    failed = 1;
+                    break;
+                }
+                Py_SETREF(out, copy);
+                shared = 0;
+            }
+            Py_INCREF(name);
+            PyObject *np = PyList_New(2);
+            if (np == NULL) {
+                Py_DECREF(name);
+                Py_DECREF(r);
+                failed = 1;
+                break;
+            }
+            PyList_SET_ITEM(np, 0, name);
+            PyList_SET_ITEM(np, 1, r);
+            PyList_SetItem(out, i, np);
+        } else {
+            Py_DECREF(r);
+        }
+    }
+    Py_XDECREF(prev_vals);
+    Py_DECREF(mut);
+    Py_DECREF(cache);
+    if (failed) goto done;
+    Py_INCREF(out);
+    PyList_SetItem(st, ST_OUT, out);
+    if (PyObject_IsTrue(PyList_GET_ITEM(st, ST_FILT))) {
+        result = PyList_New(0);
+        for (Py_ssize_t i = 0; result != NULL && i < n; i++) {
+            PyObject *p = PyList_GET_ITEM(out, i);
+            if (p != Py_None && PyList_Append(result, p) < 0) Py_CLEAR(result);
+        }
+    } else {
+        result = out;
+        Py_INCREF(result);
+    }
+done:
+    Py_XDECREF(keys);
+    Py_XDECREF(vals);
+    Py_XDECREF(out);
+    return result;
+}
+
 /* configure(action_sep, arg_sep, frame_sep): render.py's separators, set once by native.py. */
 static PyObject *configure(PyObject *self, PyObject *args) {
     PyObject *a, *r, *f;
@@ -270,6 +550,8 @@ static PyObject *configure(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"frame_parts", (PyCFunction)(void (*)(void))frame_parts, METH_FASTCALL,
      "frame_parts(sep, pairs, value, function, kind_json, line, source) -> (text, text_json, tail, clean) or None"},
+    {"snapshot", (PyCFunction)(void (*)(void))snapshot, METH_FASTCALL,
+     "snapshot(ctx, frame, st) -> the frame's locals as [[name, repr], ...] (tracer.Tracer._snapshot)"},
     {"configure", configure, METH_VARARGS, "configure(action_sep, arg_sep, frame_sep)"},
     {NULL, NULL, 0, NULL},
 };
@@ -280,6 +562,12 @@ PyMODINIT_FUNC PyInit__worldline_native(void) {
     EMPTY = PyUnicode_FromString("");
     LT_BAR = PyUnicode_FromString("<|");
     LT_QUOTE_COLON = PyUnicode_FromString("<\":");
-    if (EMPTY == NULL || LT_BAR == NULL || LT_QUOTE_COLON == NULL) return NULL;
+    S_F_LOCALS = PyUnicode_InternFromString("f_locals");
+    S_KEYS = PyUnicode_InternFromString("keys");
+    S_VALUES = PyUnicode_InternFromString("values");
+    S_QUALNAME = PyUnicode_InternFromString("__qualname__");
+    if (EMPTY == NULL || LT_BAR == NULL || LT_QUOTE_COLON == NULL || S_F_LOCALS == NULL || S_KEYS == NULL
+        || S_VALUES == NULL || S_QUALNAME == NULL)
+        return NULL;
     return PyModule_Create(&module);
 }

@@ -13,6 +13,7 @@ MODULE = "_worldline_native"
 
 
 def build(out_dir, cc="gcc"):
+    os.makedirs(out_dir, exist_ok=True)
     target = os.path.join(out_dir, MODULE + sysconfig.get_config_var("EXT_SUFFIX"))
     include = sysconfig.get_paths()["include"]
     subprocess.run([cc, "-O2", "-shared", "-fPIC", "-Wall", "-Werror", "-I", include, SOURCE, "-o", target],
