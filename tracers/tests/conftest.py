@@ -68,18 +68,22 @@ PROGRAM_CALLS = [
 
 @pytest.fixture(scope="session")
 def native_module(tmp_path_factory):
-    """_worldline_native built for this Python (gcc and its headers: a host without them fails
-    here, it does not skip) and imported."""
+    """_worldline_native as installed (the base images carry one built for their Python), else
+    built here for this Python: a host without gcc and the Python headers fails here, it does not
+    skip."""
     from worldline_tracer import native
     from worldline_tracer.build_native import build
 
-    out = str(tmp_path_factory.mktemp("native"))
-    build(out)
-    sys.path.insert(0, out)
     try:
         import _worldline_native
-    finally:
-        sys.path.remove(out)
+    except ImportError:
+        out = str(tmp_path_factory.mktemp("native"))
+        build(out)
+        sys.path.insert(0, out)
+        try:
+            import _worldline_native
+        finally:
+            sys.path.remove(out)
     _worldline_native.configure(native.ACTION_SEP, native.ARG_SEP, native.FRAME_SEP)
     return _worldline_native
 

@@ -6,8 +6,8 @@ import pytest
 from conftest import PROGRAM_CALLS, load_program, run_traced
 
 from worldline_tracer import HAS_MONITORING, Serializer, Tracer, native
-from worldline_tracer.episodes import _KIND_JSON, EpisodeBuilder, _Frame
-from worldline_tracer.render import KIND_SEP
+from worldline_tracer.episodes import _KIND_JSON, EpisodeBuilder, _Frame, _shown_locals
+from worldline_tracer.render import KIND_SEP, UNCHANGED
 
 BACKENDS = ["settrace", "monitoring"] if HAS_MONITORING else ["settrace"]
 
@@ -118,3 +118,18 @@ def test_events_equal_with_and_without_native(backend, serializer, native_module
         out[mode] = _events(backend, serializer=serializer())
     assert len(out["pure"]) > 10000
     assert out["native"] == out["pure"]
+
+
+def test_line_locals_match_the_pure_diff(native_module):
+    """episodes._shown_locals's lists, including Python's own == (a NaN is not equal to itself),
+    repeated names (the last wins) and values that are not str."""
+    nan = float("nan")
+    prev = [["a", "1"], ["b", nan], ["c", "x"], ["c", "y"], ["d", 2]]
+    for pairs in ([["a", "1"], ["b", nan], ["c", "y"], ["d", 2], ["e", "new"]], prev, []):
+        for full in (False, True):
+            want = _shown_locals(pairs, prev, full)
+            got = native_module.line_locals(pairs, prev, full, UNCHANGED)
+            assert repr(got) == repr(want)
+            assert got is not pairs and all(g is not p for g, p in zip(got, pairs))
+    assert native_module.line_locals([["a", "1", "extra"]], prev, False, UNCHANGED) is None
+    assert native_module.line_locals([["a", "1"]], [("a",)], False, UNCHANGED) is None

@@ -44,6 +44,15 @@ static int buf_put(Buf *b, const char *s, Py_ssize_t n) {
 
 #define PUT(b, lit) buf_put((b), (lit), (Py_ssize_t)(sizeof(lit) - 1))
 
+/* Python's `a == b` / `a != b` as a truth value (PyObject_RichCompareBool would answer for
+ * identical objects without asking them, unlike the Python it replaces); steals `result`. */
+static int truth(PyObject *result) {
+    if (result == NULL) return -1;
+    int t = PyObject_IsTrue(result);
+    Py_DECREF(result);
+    return t;
+}
+
 static const char HEX[] = "0123456789abcdef";
 
 static char *put_u(char *o, Py_UCS4 c) {
@@ -124,8 +133,8 @@ static int put_head(Buf *b, PyObject *function, PyObject *kind_json, long long l
     return 0;
 }
 
-/* A local's [name, repr] pair, when both are exact str; else NULL without an error. */
-static int pair_of(PyObject *pair, PyObject **name, PyObject **value) {
+/* The two items of a [name, value] list or tuple (borrowed); 0 for anything else. */
+static int pair_items(PyObject *pair, PyObject **name, PyObject **value) {
     if (PyList_CheckExact(pair) && PyList_GET_SIZE(pair) == 2) {
         *name = PyList_GET_ITEM(pair, 0);
         *value = PyList_GET_ITEM(pair, 1);
@@ -135,7 +144,12 @@ static int pair_of(PyObject *pair, PyObject **name, PyObject **value) {
     } else {
         return 0;
     }
-    return PyUnicode_CheckExact(*name) && PyUnicode_CheckExact(*value);
+    return 1;
+}
+
+/* A local's [name, repr] pair, when both are exact str; else 0. */
+static int pair_of(PyObject *pair, PyObject **name, PyObject **value) {
+    return pair_items(pair, name, value) && PyUnicode_CheckExact(*name) && PyUnicode_CheckExact(*value);
 }
 
 /* Whether the pairs' names are all different (dict(pairs) keeps them all). */
@@ -477,7 +491,7 @@ static PyObject *snapshot(PyObject *self, PyObject *const *args, Py_ssize_t narg
         int differs = 1;
         if (pair != Py_None) {
             PyObject *old = PySequence_GetItem(pair, 1);
-            differs = old ? PyObject_RichCompareBool(old, r, Py_NE) : -1;
+            differs = old ? truth(PyObject_RichCompare(old, r, Py_NE)) : -1;
             Py_XDECREF(old);
         }
         if (differs < 0) {
@@ -534,6 +548,77 @@ done:
     return result;
 }
 
+
+/* line_locals(pairs, prev, full, unchanged): episodes._line_fields's "locals": every pair in full,
+ * or each value replaced by `unchanged` where dict(prev) holds the same text for its name; None
+ * when a pair is not a [name, value] list or tuple (the Python path then unpacks it itself). */
+static PyObject *line_locals(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "line_locals takes 4 arguments");
+        return NULL;
+    }
+    PyObject *pairs = args[0], *prev = args[1], *unchanged = args[3];
+    int full = PyObject_IsTrue(args[2]);
+    if (full < 0) return NULL;
+    if (!PyList_CheckExact(pairs) || (!full && pairs != prev && !PyList_CheckExact(prev))) Py_RETURN_NONE;
+    Py_ssize_t n = PyList_GET_SIZE(pairs);
+    PyObject *name, *val;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!pair_items(PyList_GET_ITEM(pairs, i), &name, &val)) Py_RETURN_NONE;
+    PyObject *before = NULL;
+    if (!full && pairs != prev) {
+        Py_ssize_t m = PyList_GET_SIZE(prev);
+        for (Py_ssize_t i = 0; i < m; i++)
+            if (!pair_items(PyList_GET_ITEM(prev, i), &name, &val)) Py_RETURN_NONE;
+        before = PyDict_New();
+        if (before == NULL) return NULL;
+        for (Py_ssize_t i = 0; i < m; i++) {
+            pair_items(PyList_GET_ITEM(prev, i), &name, &val);
+            if (PyDict_SetItem(before, name, val) < 0) {
+                Py_DECREF(before);
+                return NULL;
+            }
+        }
+    }
+    PyObject *shown = PyList_New(n);
+    if (shown == NULL) {
+        Py_XDECREF(before);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        pair_items(PyList_GET_ITEM(pairs, i), &name, &val);
+        PyObject *text = val;
+        if (!full) {
+            if (before == NULL) text = unchanged;
+            else {
+                PyObject *old = PyDict_GetItemWithError(before, name);
+                int same = 0;
+                if (old == NULL && PyErr_Occurred()) same = -1;
+                else same = truth(PyObject_RichCompare(old ? old : Py_None, val, Py_EQ));
+                if (same < 0) {
+                    Py_DECREF(shown);
+                    Py_DECREF(before);
+                    return NULL;
+                }
+                if (same) text = unchanged;
+            }
+        }
+        PyObject *pair = PyList_New(2);
+        if (pair == NULL) {
+            Py_DECREF(shown);
+            Py_XDECREF(before);
+            return NULL;
+        }
+        Py_INCREF(name);
+        PyList_SET_ITEM(pair, 0, name);
+        Py_INCREF(text);
+        PyList_SET_ITEM(pair, 1, text);
+        PyList_SET_ITEM(shown, i, pair);
+    }
+    Py_XDECREF(before);
+    return shown;
+}
+
 /* configure(action_sep, arg_sep, frame_sep): render.py's separators, set once by native.py. */
 static PyObject *configure(PyObject *self, PyObject *args) {
     PyObject *a, *r, *f;
@@ -552,6 +637,8 @@ static PyMethodDef methods[] = {
      "frame_parts(sep, pairs, value, function, kind_json, line, source) -> (text, text_json, tail, clean) or None"},
     {"snapshot", (PyCFunction)(void (*)(void))snapshot, METH_FASTCALL,
      "snapshot(ctx, frame, st) -> the frame's locals as [[name, repr], ...] (tracer.Tracer._snapshot)"},
+    {"line_locals", (PyCFunction)(void (*)(void))line_locals, METH_FASTCALL,
+     "line_locals(pairs, prev, full, unchanged) -> a line frame's locals, or None (episodes._line_fields)"},
     {"configure", configure, METH_VARARGS, "configure(action_sep, arg_sep, frame_sep)"},
     {NULL, NULL, 0, NULL},
 };
