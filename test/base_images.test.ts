@@ -8,7 +8,7 @@ import { runContainer } from '../pipeline/sandbox/sandbox.js';
 import { tempDir } from './helpers.js';
 
 describe('base images', () => {
-  it('are tagged by their recipe hash and label their Python and pytest versions, and carry the tracer\'s C accelerator', async () => {
+  it("are tagged by their recipe hash and label their Python and pytest versions, and carry the tracer's C accelerator", async () => {
     for (const [python, ref] of [
       ['3.11', inject('base311')],
       ['3.13', inject('base313')],
