@@ -1,9 +1,13 @@
 """The C accelerator (_native.c) gives exactly the pure Python path's bytes, and is really used."""
 import json
+import os
+import shutil
+import subprocess
+import sys
 from functools import partial
 
 import pytest
-from conftest import PROGRAM_CALLS, load_program, run_traced
+from conftest import PROGRAM_CALLS, PROGRAMS, TRACERS, load_program, run_traced
 
 from worldline_tracer import HAS_MONITORING, Serializer, Tracer, native
 from worldline_tracer.episodes import _KIND_JSON, EpisodeBuilder, _Frame, _shown_locals
@@ -133,3 +137,50 @@ def test_line_locals_match_the_pure_diff(native_module):
             assert got is not pairs and all(g is not p for g, p in zip(got, pairs))
     assert native_module.line_locals([["a", "1", "extra"]], prev, False, UNCHANGED) is None
     assert native_module.line_locals([["a", "1"]], [("a",)], False, UNCHANGED) is None
+
+
+def test_without_the_module_the_pure_path_runs():
+    """WORLDLINE_TRACER_NATIVE=0, or no module on the path (a user-named image, a Python it was not
+    built for): native.mod is None and the tracer takes its Python snapshot."""
+    code = ("import sys; sys.path.insert(0, %r); from worldline_tracer import native, Tracer; "
+            "print(native.mod, Tracer(root='.')._snap.__name__)" % TRACERS)
+    for env, flags in (({"WORLDLINE_TRACER_NATIVE": "0"}, []), ({}, ["-I", "-S"])):
+        out = subprocess.run([sys.executable] + flags + ["-c", code], env=dict(os.environ, **env),
+                             stdout=subprocess.PIPE, check=True).stdout.decode()
+        assert out.split() == ["None", "_snapshot"]
+
+
+def test_plugin_lines_equal_with_and_without_native(tmp_path, native_module):
+    """The plugin, run by pytest with the module importable, writes the same episodes and events as
+    with WORLDLINE_TRACER_NATIVE=0 (and really loaded the module)."""
+    for name in ("samples", "cwm_example", "native_edges"):
+        shutil.copy(os.path.join(PROGRAMS, name + ".py"), str(tmp_path / (name + ".py")))
+    (tmp_path / "test_programs.py").write_text(
+        "import pytest\nimport cwm_example, native_edges, samples\n\n"
+        "CALLS = [lambda: cwm_example.main(), lambda: native_edges.main(), lambda: samples.fact(5),\n"
+        "         lambda: samples.use_gen(), lambda: samples.catch(), lambda: samples.values(),\n"
+        "         lambda: samples.gen_throw(), lambda: samples.use_point(), lambda: samples.squares([1, 2])]\n\n"
+        "@pytest.mark.parametrize('i', range(len(CALLS)))\n"
+        "def test_call(i):\n    CALLS[i]()\n")
+    (tmp_path / "conftest.py").write_text(
+        "import os\n\ndef pytest_sessionfinish(session):\n    from worldline_tracer import native\n"
+        "    with open(os.environ['NATIVE_SEEN'], 'w') as f:\n        f.write(str(native.mod is not None))\n")
+    lines = {}
+    for mode in ("0", "1"):
+        out = tmp_path / ("trace%s.jsonl" % mode)
+        env = dict(os.environ, PYTHONHASHSEED="0", WORLDLINE_TRACER_NATIVE=mode, WORLDLINE_TRACE_OUT=str(out),
+                   WORLDLINE_TRACE_ROOT=str(tmp_path), WORLDLINE_TRACE_EMIT="both",
+                   NATIVE_SEEN=str(tmp_path / "seen"),
+                   PYTHONPATH=os.pathsep.join([TRACERS, os.path.dirname(native_module.__file__)]
+                                              + [p for p in sys.path if p]))
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
+                               "worldline_tracer.plugin", "test_programs.py"], cwd=str(tmp_path), env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
+        assert proc.returncode == 0, proc.stdout.decode()
+        assert (tmp_path / "seen").read_text() == str(mode == "1")
+        rows = [json.loads(line) for line in out.read_text().splitlines()]
+        for row in rows:
+            row.pop("seconds")
+        lines[mode] = rows
+    assert len(lines["0"]) == 9 and sum(len(r["episodes"]) for r in lines["0"]) > 20
+    assert json.dumps(lines["1"], sort_keys=True) == json.dumps(lines["0"], sort_keys=True)
