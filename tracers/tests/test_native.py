@@ -1,6 +1,7 @@
 """The C accelerator (_native.c) gives exactly the pure Python path's bytes, and is really used."""
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -8,6 +9,7 @@ from functools import partial
 
 import pytest
 from conftest import PROGRAM_CALLS, PROGRAMS, TRACERS, load_program, run_traced
+from test_fast_paths import CAPS, mutate, values
 
 from worldline_tracer import HAS_MONITORING, Serializer, Tracer, native
 from worldline_tracer.episodes import _KIND_JSON, EpisodeBuilder, _Frame, _shown_locals
@@ -184,3 +186,23 @@ def test_plugin_lines_equal_with_and_without_native(tmp_path, native_module):
         lines[mode] = rows
     assert len(lines["0"]) == 9 and sum(len(r["episodes"]) for r in lines["0"]) > 20
     assert json.dumps(lines["1"], sort_keys=True) == json.dumps(lines["0"], sort_keys=True)
+
+
+@pytest.mark.parametrize("caps", CAPS, ids=[str(sorted(c.items())) for c in CAPS])
+def test_unchanged_matches_the_serializer(caps, native_module):
+    """Serializer.unchanged and its C twin agree on keyed values, mutated at random or not."""
+    s = Serializer(**caps)
+    rng = random.Random(11)
+    answers = set()
+    for v in values(len(str(caps)) + 3, 300):
+        for _ in range(4):
+            text, key = s.keyed(v)
+            if key is None:
+                break
+            if rng.random() < 0.7:
+                mutate(rng, v)
+            want = s.unchanged(v, key)
+            assert native_module.unchanged(s.max_items, v, key) is want
+            assert native_module.unchanged(s.max_items, [], key) is False
+            answers.add(want)
+    assert answers == {True, False}

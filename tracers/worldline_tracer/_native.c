@@ -619,6 +619,115 @@ static PyObject *line_locals(PyObject *self, PyObject *const *args, Py_ssize_t n
     return shown;
 }
 
+
+/* Whether the items `it` yields, `limit` at most (-1: all), are the items of `tuple` from *pos on,
+ * by identity, as all(map(operator.is_, ...)) over a chain of such iterables sees them: it stops
+ * where the tuple runs out. 1, 0, or -1 with an error. */
+static int items_are(PyObject *obj, Py_ssize_t limit, PyObject *tuple, Py_ssize_t *pos) {
+    PyObject *it = PyObject_GetIter(obj);
+    if (it == NULL) return -1;
+    Py_ssize_t n = PyTuple_GET_SIZE(tuple), taken = 0;
+    int ok = 1;
+    while (ok && (limit < 0 || taken < limit)) {
+        PyObject *item = PyIter_Next(it);
+        if (item == NULL) break;
+        taken++;
+        if (*pos >= n) {  /* the tuple ran out first: zip stops, nothing more is compared */
+            Py_DECREF(item);
+            ok = 2;
+            break;
+        }
+        ok = item == PyTuple_GET_ITEM(tuple, *pos);
+        (*pos)++;
+        Py_DECREF(item);
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred()) return -1;
+    return ok;
+}
+
+/* all(map(is_, chain.from_iterable(map(islice, containers, repeat(limit))), tuple)), with
+ * `values` taking each dict's values(); 1, 0 or -1. */
+static int chain_is(PyObject *containers, Py_ssize_t limit, int values, PyObject *tuple) {
+    if (!PyTuple_CheckExact(containers) || !PyTuple_CheckExact(tuple)) {
+        PyErr_SetString(PyExc_TypeError, "unchanged: a key that keyed() did not make");
+        return -1;
+    }
+    Py_ssize_t pos = 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(containers); i++) {
+        PyObject *c = PyTuple_GET_ITEM(containers, i);
+        PyObject *src = values ? PyObject_CallMethodNoArgs(c, S_VALUES) : c;
+        if (src == NULL) return -1;
+        int r = items_are(src, limit, tuple, &pos);
+        if (values) Py_DECREF(src);
+        if (r <= 0) return r;
+        if (r == 2) return 1;
+    }
+    return 1;
+}
+
+/* unchanged(max_items, value, key): serialize.Serializer.unchanged, the same checks in C. */
+static PyObject *unchanged(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyTuple_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "unchanged(max_items, value, key)");
+        return NULL;
+    }
+    Py_ssize_t k = PyLong_AsSsize_t(args[0]);
+    if (k == -1 && PyErr_Occurred()) return NULL;
+    PyObject *value = args[1], *key = args[2];
+    Py_ssize_t klen = PyTuple_GET_SIZE(key);
+    if ((klen != 4 && klen != 10) || PyTuple_GET_ITEM(key, 0) != value) {
+        if (klen != 4 && klen != 10) {
+            PyErr_SetString(PyExc_TypeError, "unchanged: a key that keyed() did not make");
+            return NULL;
+        }
+        Py_RETURN_FALSE;
+    }
+    int r;
+    if (klen == 4) {
+        Py_ssize_t n = PyObject_Size(value);
+        if (n < 0) return NULL;
+        Py_ssize_t shown = PyLong_AsSsize_t(PyTuple_GET_ITEM(key, 1));
+        if (shown == -1 && PyErr_Occurred()) return NULL;
+        if ((n <= k ? n : -1) != shown) Py_RETURN_FALSE;
+        PyObject *one = PyTuple_Pack(1, value);
+        if (one == NULL) return NULL;
+        r = chain_is(one, -1, 0, PyTuple_GET_ITEM(key, 2));
+        if (r == 1 && PyTuple_GET_ITEM(key, 3) != Py_None) r = chain_is(one, -1, 1, PyTuple_GET_ITEM(key, 3));
+        Py_DECREF(one);
+        if (r < 0) return NULL;
+        return PyBool_FromLong(r);
+    }
+    PyObject *small = PyTuple_GET_ITEM(key, 1), *lens = PyTuple_GET_ITEM(key, 2);
+    if (!PyTuple_CheckExact(small) || !PyList_CheckExact(lens)) {
+        PyErr_SetString(PyExc_TypeError, "unchanged: a key that keyed() did not make");
+        return NULL;
+    }
+    if (PyList_GET_SIZE(lens) != PyTuple_GET_SIZE(small)) Py_RETURN_FALSE;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(small); i++) {
+        Py_ssize_t n = PyObject_Size(PyTuple_GET_ITEM(small, i));
+        if (n < 0) return NULL;
+        PyObject *was = PyList_GET_ITEM(lens, i);
+        Py_ssize_t before = PyLong_AsSsize_t(was);
+        if (before == -1 && PyErr_Occurred()) return NULL;
+        if (n != before) Py_RETURN_FALSE;
+    }
+    r = chain_is(small, -1, 0, PyTuple_GET_ITEM(key, 3));
+    if (r == 1 && PyTuple_GET_SIZE(PyTuple_GET_ITEM(key, 4))) r = chain_is(PyTuple_GET_ITEM(key, 4), -1, 1, PyTuple_GET_ITEM(key, 5));
+    PyObject *capped = PyTuple_GET_ITEM(key, 6);
+    if (r == 1 && PyTuple_GET_SIZE(capped)) {
+        for (Py_ssize_t i = 0; r == 1 && i < PyTuple_GET_SIZE(capped); i++) {
+            Py_ssize_t n = PyObject_Size(PyTuple_GET_ITEM(capped, i));
+            if (n < 0) return NULL;
+            if (n <= k) r = 0;
+        }
+        if (r == 1) r = chain_is(capped, k, 0, PyTuple_GET_ITEM(key, 7));
+        if (r == 1 && PyTuple_GET_SIZE(PyTuple_GET_ITEM(key, 8))) r = chain_is(PyTuple_GET_ITEM(key, 8), k, 1, PyTuple_GET_ITEM(key, 9));
+    }
+    if (r < 0) return NULL;
+    return PyBool_FromLong(r);
+}
+
 /* configure(action_sep, arg_sep, frame_sep): render.py's separators, set once by native.py. */
 static PyObject *configure(PyObject *self, PyObject *args) {
     PyObject *a, *r, *f;
@@ -639,6 +748,8 @@ static PyMethodDef methods[] = {
      "snapshot(ctx, frame, st) -> the frame's locals as [[name, repr], ...] (tracer.Tracer._snapshot)"},
     {"line_locals", (PyCFunction)(void (*)(void))line_locals, METH_FASTCALL,
      "line_locals(pairs, prev, full, unchanged) -> a line frame's locals, or None (episodes._line_fields)"},
+    {"unchanged", (PyCFunction)(void (*)(void))unchanged, METH_FASTCALL,
+     "unchanged(max_items, value, key) -> bool (serialize.Serializer.unchanged)"},
     {"configure", configure, METH_VARARGS, "configure(action_sep, arg_sep, frame_sep)"},
     {NULL, NULL, 0, NULL},
 };

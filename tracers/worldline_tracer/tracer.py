@@ -216,8 +216,11 @@ class Tracer(object):
         if native.mod is not None:
             # the same steps in C; the leaf values _value_repr inlines are rendered there too
             default = isinstance(self.ser, Serializer)
+            unchanged = self._unchanged
+            if default and type(self.ser).unchanged is Serializer.unchanged and self.ser.max_items >= 0:
+                unchanged = partial(native.mod.unchanged, self.ser.max_items)  # the same checks in C
             self._snap = partial(native.mod.snapshot, (
-                self._value, self._keyed, self._unchanged, self._named,
+                self._value, self._keyed, unchanged, self._named,
                 self.ser.bad_classes if default else frozenset(), self._immutable, self._keyed_types,
                 (self.ser.max_str, self.ser._max_int_bits) if default else None, self._snapshot))
         self.truncated = False
