@@ -16,8 +16,8 @@ def build(out_dir, cc="gcc"):
     os.makedirs(out_dir, exist_ok=True)
     target = os.path.join(out_dir, MODULE + sysconfig.get_config_var("EXT_SUFFIX"))
     include = sysconfig.get_paths()["include"]
-    subprocess.run([cc, "-O2", "-shared", "-fPIC", "-Wall", "-Werror", "-I", include, SOURCE, "-o", target],
-                   check=True)
+    # warnings are shown, not fatal: another Debian's gcc must not fail an image build over one
+    subprocess.run([cc, "-O2", "-shared", "-fPIC", "-Wall", "-I", include, SOURCE, "-o", target], check=True)
     return target
 
 
