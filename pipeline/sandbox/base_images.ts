@@ -1,10 +1,11 @@
 /**
- * Base images built offline: debootstrap a minimal Debian with python3, pytest and git, then
- * `docker import` it. The tag is a hash of the recipe, so an unchanged recipe is never rebuilt.
+ * Base images built offline: debootstrap a minimal Debian with python3, pytest and git, add the
+ * tracer's C accelerator compiled for that Python, then `docker import` it. The tag is a hash of the
+ * recipe (the accelerator's source included), so an unchanged recipe is never rebuilt.
  * A user with a registry may name any image instead; it is probed for what we need.
  */
 import { execFile as execFileCb } from 'node:child_process';
-import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { hashOf } from '../../core/hashing.js';
@@ -13,6 +14,7 @@ import { cacheDir } from '../runtime/layout.js';
 import type { PythonVersion } from '../runtime/manifest.js';
 import { importImage, inspectImage, tarStream } from './engine.js';
 import { runContainer } from './sandbox.js';
+import { tracersDir } from './tracers.js';
 
 const execFile = promisify(execFileCb);
 
@@ -20,16 +22,27 @@ export interface BaseRecipe {
   suite: 'bullseye' | 'bookworm' | 'trixie';
   python: PythonVersion;
   packages: string[];
+  /** Hash of the tracer's C accelerator sources (NATIVE_SOURCES): a changed source rebuilds. */
+  native: string;
   /** Bump when the steps below change in a way the fields above do not show. */
   revision: number;
 }
 
 const PACKAGES = ['python3', 'python3-pytest', 'python3-pytest-timeout', 'git', 'netbase', 'ca-certificates'];
 
+/** The tracer's C accelerator (tracers/worldline_tracer/native.py loads it, or falls back to pure Python). */
+const NATIVE_DIR = join(tracersDir, 'worldline_tracer');
+const NATIVE_SOURCES = ['_native.c', 'build_native.py'];
+/** What compiling it needs: installed in a throwaway builder rootfs only, so the image stays lean. */
+const BUILD_PACKAGES = ['python3', 'python3-dev', 'gcc', 'libc6-dev'];
+/** On every Debian python3's sys.path (pytest itself is there); the module's name carries its ABI tag. */
+const NATIVE_TARGET = 'usr/lib/python3/dist-packages';
+const NATIVE = hashOf(NATIVE_SOURCES.map((f) => [f, readFileSync(join(NATIVE_DIR, f), 'utf8')]));
+
 export const BASE_RECIPES: Record<PythonVersion, BaseRecipe> = {
-  '3.9': { suite: 'bullseye', python: '3.9', packages: PACKAGES, revision: 1 },
-  '3.11': { suite: 'bookworm', python: '3.11', packages: PACKAGES, revision: 1 },
-  '3.13': { suite: 'trixie', python: '3.13', packages: PACKAGES, revision: 1 },
+  '3.9': { suite: 'bullseye', python: '3.9', packages: PACKAGES, native: NATIVE, revision: 1 },
+  '3.11': { suite: 'bookworm', python: '3.11', packages: PACKAGES, native: NATIVE, revision: 1 },
+  '3.13': { suite: 'trixie', python: '3.13', packages: PACKAGES, native: NATIVE, revision: 1 },
 };
 
 export interface BaseImage {
@@ -40,6 +53,8 @@ export interface BaseImage {
   pytest: string;
   /** Whether pytest-timeout is importable: per-test timeouts need it. */
   pytestTimeout: boolean;
+  /** Whether the tracer's C accelerator (_worldline_native) is importable; without it the tracer runs its pure Python. */
+  native: boolean;
   /** Whether this is one of ours or a user-named image. */
   source: 'debootstrap' | 'user';
 }
@@ -59,6 +74,9 @@ const PROBE = [
   '    import pytest; out["pytest"] = pytest.__version__',
   'except Exception: out["pytest"] = None',
   'out["pytest_timeout"] = importlib.util.find_spec("pytest_timeout") is not None',
+  'try:',
+  '    import _worldline_native; out["native"] = True',
+  'except Exception: out["native"] = False',
   'print(json.dumps(out))',
 ].join('\n');
 
@@ -66,6 +84,7 @@ interface Probe {
   python: string;
   pytest: string | null;
   pytest_timeout: boolean;
+  native: boolean;
 }
 
 function labelsOf(info: { Config?: { Labels?: Record<string, string> | null } }): Record<string, string> {
@@ -91,25 +110,50 @@ export async function ensureBaseImage(python: PythonVersion, log: (line: string)
       python: labels['worldline.python'],
       pytest: labels['worldline.pytest'],
       pytestTimeout: labels['worldline.pytest_timeout'] === 'true',
+      native: labels['worldline.native'] === 'true',
       source: 'debootstrap',
     };
   });
 }
 
-async function buildBase(recipe: BaseRecipe, tag: string): Promise<void> {
-  const root = join(cacheDir(), 'rootfs', `${recipe.suite}-${hashOf(recipe)}`);
+async function debootstrap(suite: BaseRecipe['suite'], packages: string[], root: string): Promise<void> {
   rmSync(root, { recursive: true, force: true });
   mkdirSync(root, { recursive: true });
   try {
-    try {
-      await execFile('debootstrap', ['--variant=minbase', `--include=${recipe.packages.join(',')}`, recipe.suite, root, mirror()], {
-        maxBuffer: 64 << 20,
-      });
-    } catch (e) {
-      const err = e as { stderr?: string; stdout?: string; message: string };
-      const tail = `${err.stdout ?? ''}${err.stderr ?? ''}`.trim().split('\n').slice(-8).join('\n');
-      throw new Error(`debootstrap ${recipe.suite} failed: ${tail || err.message}`);
-    }
+    await execFile('debootstrap', ['--variant=minbase', `--include=${packages.join(',')}`, suite, root, mirror()], {
+      maxBuffer: 64 << 20,
+    });
+  } catch (e) {
+    const err = e as { stderr?: string; stdout?: string; message: string };
+    const tail = `${err.stdout ?? ''}${err.stderr ?? ''}`.trim().split('\n').slice(-8).join('\n');
+    throw new Error(`debootstrap ${suite} failed: ${tail || err.message}`);
+  }
+}
+
+/**
+ * Compiles the accelerator in a builder rootfs of the same suite (so the same Python) and copies
+ * the module into `root`: the image gets no compiler, headers or apt state from it.
+ */
+async function addNative(recipe: BaseRecipe, root: string): Promise<void> {
+  const builder = `${root}-native`;
+  try {
+    await debootstrap(recipe.suite, BUILD_PACKAGES, builder);
+    const src = join(builder, 'tmp', 'worldline-native');
+    mkdirSync(join(src, 'out'), { recursive: true });
+    for (const f of NATIVE_SOURCES) copyFileSync(join(NATIVE_DIR, f), join(src, f));
+    const { stdout } = await execFile('chroot', [builder, 'python3', '/tmp/worldline-native/build_native.py', '/tmp/worldline-native/out']);
+    const built = stdout.trim().split('/').pop() as string;
+    mkdirSync(join(root, NATIVE_TARGET), { recursive: true });
+    copyFileSync(join(src, 'out', built), join(root, NATIVE_TARGET, built));
+  } finally {
+    rmSync(builder, { recursive: true, force: true });
+  }
+}
+
+async function buildBase(recipe: BaseRecipe, tag: string): Promise<void> {
+  const root = join(cacheDir(), 'rootfs', `${recipe.suite}-${hashOf(recipe)}`);
+  try {
+    await debootstrap(recipe.suite, recipe.packages, root);
     // Keep the mirror list so env builds can apt-get install; drop what only bloats the image.
     writeFileSync(join(root, 'etc/apt/sources.list'), `deb ${mirror()} ${recipe.suite} main\n`);
     for (const dir of ['var/cache/apt/archives', 'var/lib/apt/lists']) {
@@ -117,9 +161,11 @@ async function buildBase(recipe: BaseRecipe, tag: string): Promise<void> {
         if (entry.endsWith('.deb') || entry.includes('_dists_')) rmSync(join(root, dir, entry), { force: true });
       }
     }
+    await addNative(recipe, root);
     const { stdout } = await execFile('chroot', [root, 'python3', '-c', PROBE]);
     const probe = JSON.parse(stdout) as Probe;
     if (!probe.pytest) throw new Error(`base ${recipe.suite}: pytest is not importable after debootstrap`);
+    if (!probe.native) throw new Error(`base ${recipe.suite}: the tracer's C accelerator does not import after it was built`);
     const changes = [
       'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
       'ENV LANG=C.UTF-8',
@@ -129,6 +175,7 @@ async function buildBase(recipe: BaseRecipe, tag: string): Promise<void> {
       `LABEL worldline.python=${probe.python}`,
       `LABEL worldline.pytest=${probe.pytest}`,
       `LABEL worldline.pytest_timeout=${probe.pytest_timeout}`,
+      `LABEL worldline.native=${probe.native}`,
       'CMD ["python3"]',
     ];
     await importImage(tarStream(['-C', root, '.']), tag, changes);
@@ -168,6 +215,7 @@ export async function userBaseImage(ref: string): Promise<BaseImage> {
     python: probe.python,
     pytest: probe.pytest as string,
     pytestTimeout: probe.pytest_timeout,
+    native: probe.native,
     source: 'user',
   };
 }

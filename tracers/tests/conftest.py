@@ -2,6 +2,8 @@ import importlib.util
 import os
 import sys
 
+import pytest
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRACERS = os.path.dirname(HERE)
 PROGRAMS = os.path.join(HERE, "programs")
@@ -62,3 +64,34 @@ PROGRAM_CALLS = [
     ("samples", lambda p: p.use_point()),
     ("samples", lambda p: p.squares([1, 2, 3])),
 ]
+
+
+@pytest.fixture(scope="session")
+def native_module(tmp_path_factory):
+    """_worldline_native as installed (the base images carry one built for their Python), else
+    built here for this Python: a host without gcc and the Python headers fails here, it does not
+    skip."""
+    from worldline_tracer import native
+    from worldline_tracer.build_native import build
+
+    try:
+        import _worldline_native
+    except ImportError:
+        out = str(tmp_path_factory.mktemp("native"))
+        build(out)
+        sys.path.insert(0, out)
+        try:
+            import _worldline_native
+        finally:
+            sys.path.remove(out)
+    _worldline_native.configure(native.ACTION_SEP, native.ARG_SEP, native.FRAME_SEP)
+    return _worldline_native
+
+
+@pytest.fixture(params=["pure", "native"])
+def native_mode(request, native_module, monkeypatch):
+    """Runs a test once on the pure Python path and once with the C accelerator."""
+    from worldline_tracer import native
+
+    monkeypatch.setattr(native, "mod", native_module if request.param == "native" else None)
+    return request.param

@@ -6,7 +6,9 @@ from conftest import load_program, run_traced
 
 from worldline_tracer import HAS_MONITORING
 
-pytestmark = pytest.mark.skipif(not HAS_MONITORING, reason="sys.monitoring needs Python 3.12+")
+# every test here runs on the pure Python path and with the C accelerator
+pytestmark = [pytest.mark.skipif(not HAS_MONITORING, reason="sys.monitoring needs Python 3.12+"),
+              pytest.mark.usefixtures("native_mode")]
 
 CASES = {
     "cwm_main": ("cwm_example", lambda p: p.main()),

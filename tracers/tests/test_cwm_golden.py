@@ -1,7 +1,11 @@
 """The published CWM example (shared/research/cwm.md): main() calls f(1, 3); f returns "6"."""
+import pytest
 from conftest import PROGRAMS, load_program, run_traced
 
 from worldline_tracer import HAS_MONITORING, build_episodes, parse, roundtrip
+
+# every test here runs on the pure Python path and with the C accelerator
+pytestmark = pytest.mark.usefixtures("native_mode")
 
 # The frames shown in the published example, byte for byte ("..." in cwm.md elides the middle).
 PUBLISHED_HEAD = (

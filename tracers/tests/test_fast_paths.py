@@ -8,6 +8,9 @@ from conftest import load_program, run_traced
 
 from worldline_tracer import HAS_MONITORING, Serializer
 
+# every test here runs on the pure Python path and with the C accelerator
+pytestmark = pytest.mark.usefixtures("native_mode")
+
 BACKENDS = ["settrace", "monitoring"] if HAS_MONITORING else ["settrace"]
 CAPS = [{}, dict(max_str=5, max_items=3, max_depth=2), dict(max_items=1), dict(max_items=2),
         dict(max_depth=1), dict(max_int_digits=3), dict(max_str=0), dict(max_set_sort=3)]

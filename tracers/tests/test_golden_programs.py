@@ -6,6 +6,9 @@ from conftest import compact, load_program, run_traced
 
 from worldline_tracer import HAS_MONITORING, Serializer
 
+# every test here runs on the pure Python path and with the C accelerator
+pytestmark = pytest.mark.usefixtures("native_mode")
+
 BACKENDS = ["settrace", "monitoring"] if HAS_MONITORING else ["settrace"]
 PY = sys.version_info[:2]
 

@@ -5,6 +5,9 @@ from conftest import PROGRAM_CALLS as PROGRAMS, load_program, run_traced
 from worldline_tracer import HAS_MONITORING, build_episodes, parse, render, roundtrip
 from worldline_tracer.parse import ParseError
 
+# every test here runs on the pure Python path and with the C accelerator
+pytestmark = pytest.mark.usefixtures("native_mode")
+
 
 @pytest.mark.parametrize("step_in", [0.0, 0.5, 1.0])
 def test_all_episodes_roundtrip(step_in):

@@ -17,6 +17,7 @@ into exactly the bytes ``json.dumps(episode, sort_keys=True)`` gives for ``build
 import json
 import random
 
+from . import native
 from .render import (ACTION_SEP, ARG_SEP, FRAME_SEP, KIND_SEP, TRACE_CONTEXT_START, UNCHANGED,
                      has_special_token, locals_json, mark_entry)
 from .source import SourceIndex, source_lines
@@ -80,13 +81,19 @@ class _Frame(object):
     rendered text JSON-escaped, without quotes), ``clean`` (its only "<|" are its separators)."""
     __slots__ = ("fields", "tail", "text", "text_json", "clean", "is_line", "missing")
 
-    def __init__(self, fields):
+    def __init__(self, fields, fast):
         self.fields = fields
         kind = fields["kind"]
         self.is_line = kind == "line"
         source = fields["source"]
         self.missing = not source
         sep = KIND_SEP[kind]
+        if fast is not None:  # the native module: the same pieces, or None off its fast path
+            parts = fast(sep, fields.get("locals"), fields.get("value"), fields["function"],
+                         _KIND_JSON[kind], fields["line"], source)
+            if parts is not None:
+                self.text, self.text_json, self.tail, self.clean = parts
+                return
         tail = None
         if "locals" in fields:
             pairs = fields["locals"]
@@ -174,6 +181,8 @@ class EpisodeBuilder(object):
         self.sources = sources if sources is not None else SourceIndex()
         self.max_frames = max_frames
         self.dropped = {}
+        self._fast = native.mod.frame_parts if native.mod is not None else None
+        self._diff = native.mod.line_locals if native.mod is not None else None
         self._frames = {}   # (id(event), full) -> _Frame, for the build under way
         self._marked = {}   # (file, start line) -> the entry's source with the START marker
         self._plain = {}    # (file, start line) -> a callee's source
@@ -224,7 +233,7 @@ class EpisodeBuilder(object):
         key = (id(ev), full)
         fr = self._frames.get(key)
         if fr is None:
-            fr = self._frames[key] = _Frame(fields())
+            fr = self._frames[key] = _Frame(fields(), self._fast)
         return fr
 
     def _episode(self, act, info, rng):
@@ -235,6 +244,7 @@ class EpisodeBuilder(object):
         frame = self._frame
         max_step_depth = self.max_step_depth
         step_in = self.step_in
+        diff = self._diff
 
         def emit(act, info, rel):
             call = act.call
@@ -260,7 +270,7 @@ class EpisodeBuilder(object):
                         full = True
                     continue
                 if item["kind"] == "line":
-                    frames.append((rel, frame(item, full, lambda: _line_fields(item, prev, full, line_of))))
+                    frames.append((rel, frame(item, full, lambda: _line_fields(item, prev, full, line_of, diff))))
                     prev = item["locals"]
                     full = False
                 else:
@@ -343,19 +353,25 @@ class EpisodeBuilder(object):
             "".join([fr.text_json for _, fr in frames]), '"}'])
 
 
-def _line_fields(ev, prev, full, line_of):
+def _line_fields(ev, prev, full, line_of, diff):
     """A line event's frame: its locals in full, or diffed against ``prev`` (the previous
-    call/line event's locals of the same activation) as render.diff_frames writes them."""
+    call/line event's locals of the same activation) as render.diff_frames writes them; ``diff``
+    is the native module's line_locals (the same list, or None off its fast path) or None."""
     pairs = ev["locals"]
-    if full:
-        shown = [[n, v] for n, v in pairs]
-    elif pairs is prev:  # the tracer shares an unchanged snapshot's list between events
-        shown = [[n, UNCHANGED] for n, v in pairs]
-    else:
-        get = dict(prev).get
-        shown = [[n, UNCHANGED if get(n, None) == v else v] for n, v in pairs]
+    shown = diff(pairs, prev, full, UNCHANGED) if diff is not None else None
+    if shown is None:
+        shown = _shown_locals(pairs, prev, full)
     return {"kind": "line", "line": ev["line"], "function": ev["function"], "locals": shown,
             "source": line_of(ev["file"], ev["line"])}
+
+
+def _shown_locals(pairs, prev, full):
+    if full:
+        return [[n, v] for n, v in pairs]
+    if pairs is prev:  # the tracer shares an unchanged snapshot's list between events
+        return [[n, UNCHANGED] for n, v in pairs]
+    get = dict(prev).get
+    return [[n, UNCHANGED if get(n, None) == v else v] for n, v in pairs]
 
 
 def build_episodes(events, step_in=0.5, max_depth=None, max_step_depth=2, seed=0, sources=None,

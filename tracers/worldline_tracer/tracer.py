@@ -23,9 +23,11 @@ import sys
 import sysconfig
 import threading
 import traceback
+from functools import partial
 from itertools import compress, count, islice
 from operator import is_not, or_
 
+from . import native
 from .serialize import _ADDR, Serializer, deep_overflow
 from .source import SourceIndex
 
@@ -101,7 +103,7 @@ def make_scope(root=None, include_tests=True, exclude=()):
     return in_scope
 
 
-# Per-frame state: a list indexed by these (see _on_call).
+# Per-frame state: a list indexed by these (see _on_call; _native.c's snapshot reads the same layout).
 _HEAD, _NLINES, _CAPPED, _KEYS, _VALS, _OUT, _MUT, _CACHE, _FILT = range(9)
 # Compact raw records, turned into event dicts when ``Tracer.events`` is read:
 #   (_CALL, head, line, locals, resume)  (_LINE, head, line, locals)
@@ -208,7 +210,19 @@ class Tracer(object):
             self._named = _FUNCTION
         else:
             self._immutable = self._keyed_types = frozenset()
+            self._keyed = self._unchanged = None
             self._named = None
+        self._snap = self._snapshot
+        if native.mod is not None:
+            # the same steps in C; the leaf values _value_repr inlines are rendered there too
+            default = isinstance(self.ser, Serializer)
+            unchanged = self._unchanged
+            if default and type(self.ser).unchanged is Serializer.unchanged and self.ser.max_items >= 0:
+                unchanged = partial(native.mod.unchanged, self.ser.max_items)  # the same checks in C
+            self._snap = partial(native.mod.snapshot, (
+                self._value, self._keyed, unchanged, self._named,
+                self.ser.bad_classes if default else frozenset(), self._immutable, self._keyed_types,
+                (self.ser.max_str, self.ser._max_int_bits) if default else None, self._snapshot))
         self.truncated = False
         self.error = None
         self._raw = []         # compact records (see _as_dict)
@@ -406,14 +420,14 @@ class Tracer(object):
         st = [(info, depth), 0, False, None, None, None, None, None, False]
         frames[frame] = st
         line = frame.f_lineno
-        self._emit((_CALL, st[_HEAD], line, self._snapshot(frame, st), info[3] and line != info[2]))
+        self._emit((_CALL, st[_HEAD], line, self._snap(frame, st), info[3] and line != info[2]))
 
     def _on_line(self, frame, st, line, _unused=None):
         n = st[_NLINES] = st[_NLINES] + 1
         if n > self.max_lines_per_call:
             st[_CAPPED] = True
             return
-        self._emit((_LINE, st[_HEAD], line, self._snapshot(frame, st)))
+        self._emit((_LINE, st[_HEAD], line, self._snap(frame, st)))
 
     def _on_return(self, frame, st, value):
         del self._frames[frame]
@@ -449,7 +463,7 @@ class Tracer(object):
                     st[_CAPPED] = True
                     return self._st_local
                 raw = self._raw
-                raw.append((_LINE, st[_HEAD], frame.f_lineno, self._snapshot(frame, st)))
+                raw.append((_LINE, st[_HEAD], frame.f_lineno, self._snap(frame, st)))
                 if len(raw) >= self.max_events:
                     self.truncated = True
                     self._halt()
@@ -590,7 +604,7 @@ class Tracer(object):
         frames = self._frames
         getframe = sys._getframe
         raw = self._raw
-        snapshot = self._snapshot
+        snapshot = self._snap
         max_lines = self.max_lines_per_call
         max_events = self.max_events
 

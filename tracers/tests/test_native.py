@@ -1,0 +1,208 @@
+"""The C accelerator (_native.c) gives exactly the pure Python path's bytes, and is really used."""
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+from functools import partial
+
+import pytest
+from conftest import PROGRAM_CALLS, PROGRAMS, TRACERS, load_program, run_traced
+from test_fast_paths import CAPS, mutate, values
+
+from worldline_tracer import HAS_MONITORING, Serializer, Tracer, native
+from worldline_tracer.episodes import _KIND_JSON, EpisodeBuilder, _Frame, _shown_locals
+from worldline_tracer.render import KIND_SEP, UNCHANGED
+
+BACKENDS = ["settrace", "monitoring"] if HAS_MONITORING else ["settrace"]
+
+# strings json escapes in every way it can: quotes, backslashes, the short escapes, other control
+# characters, DEL, Latin-1, the BMP, astral characters (a surrogate pair), a lone surrogate, and
+# special tokens (a frame holding one is not "clean")
+AWKWARD = ['plain', '"q"', "back\\slash", "\b\f\n\r\t", "\x00\x1f\x7f", "caf\xe9", "\u20ac\uffff",
+           "\U0001f600", "\ud800", "<|frame_sep|>", 'a<', "x<|y", ""]
+
+
+def _both(fields, native_module):
+    pure = _Frame(dict(fields), None)
+    fast = _Frame(dict(fields), native_module.frame_parts)
+    return pure, fast
+
+
+def test_frames_match_the_pure_path_on_awkward_text(native_module):
+    seen_fast = 0
+    for kind in KIND_SEP:
+        for a in AWKWARD:
+            for b in AWKWARD:
+                fields = {"kind": kind, "line": 7, "function": "f." + a, "source": "    x = " + b + "\n"}
+                if kind in ("call", "line"):
+                    fields["locals"] = [[a or "n", b], ["k" + b, a]]
+                else:
+                    fields["value"] = a + b
+                pure, fast = _both(fields, native_module)
+                assert (fast.text, fast.text_json, fast.tail, fast.clean) == (
+                    pure.text, pure.text_json, pure.tail, pure.clean), fields
+                assert fast.tail == json.dumps(fields, sort_keys=True)[1:]
+                seen_fast += native_module.frame_parts(KIND_SEP[kind], fields.get("locals"), fields.get("value"),
+                                                       fields["function"], _KIND_JSON[kind], fields["line"],
+                                                       fields["source"]) is not None
+    assert seen_fast == len(KIND_SEP) * len(AWKWARD) ** 2
+
+
+@pytest.mark.parametrize("fields", [
+    {"kind": "line", "line": 1, "function": "f", "source": "s\n", "locals": [["a", "1"], ["a", "2"]]},
+    {"kind": "line", "line": 1, "function": "f", "source": "s\n", "locals": [["a", 1]]},
+    {"kind": "return", "line": 1, "function": "f", "source": "s\n", "value": 3},
+    {"kind": "return", "line": True, "function": "f", "source": "s\n", "value": "3"},
+    {"kind": "return", "line": 1 << 70, "function": "f", "source": "s\n", "value": "3"},
+])
+def test_off_the_fast_path_the_python_path_answers(fields, native_module):
+    """Repeated names (last wins), non-str values, a bool or huge line: json's own conversions."""
+    assert native_module.frame_parts(KIND_SEP[fields["kind"]], fields.get("locals"), fields.get("value"),
+                                     fields["function"], _KIND_JSON[fields["kind"]], fields["line"],
+                                     fields["source"]) is None
+    pure, fast = _both(fields, native_module)
+    assert (fast.text, fast.text_json, fast.tail, fast.clean) == (pure.text, pure.text_json, pure.tail, pure.clean)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("step_in", [0.0, 0.5, 1.0])
+def test_episode_bytes_equal_with_and_without_native(backend, step_in, native_module, monkeypatch):
+    """Every golden program's episodes (both encode's JSON and build's dicts) are the same bytes
+    on both paths."""
+    out = {}
+    for mode in ("pure", "native"):
+        monkeypatch.setattr(native, "mod", native_module if mode == "native" else None)
+        texts = []
+        for module, call in PROGRAM_CALLS:
+            p = load_program(module)
+            tracer = run_traced(lambda: call(p), backend)[2]
+            builder = EpisodeBuilder(step_in=step_in, seed=3)
+            assert (builder._fast is not None) == (mode == "native")
+            texts.extend(builder.encode(tracer.events))
+            texts.extend(json.dumps(ep, sort_keys=True) for ep in EpisodeBuilder(step_in=step_in, seed=3).build(tracer.events))
+        out[mode] = "\n".join(texts).encode("utf-8", "surrogatepass")
+    assert len(out["pure"]) > 10000
+    assert out["native"] == out["pure"]
+
+
+class _Custom(object):
+    """A serializer that is not a Serializer: the tracer then renders every value at every event."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, value):
+        self.calls += 1
+        return "%s#%d" % (type(value).__name__, self.calls)
+
+
+def _events(backend, **options):
+    out = []
+    for module, call in PROGRAM_CALLS + [("native_edges", lambda p: p.main())]:
+        p = load_program(module)
+        tracer = run_traced(lambda: call(p), backend, **options)[2]
+        assert tracer.error is None
+        out.append(json.dumps(tracer.events))
+    return "\n".join(out)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("serializer", [
+    Serializer,
+    lambda: Serializer(max_int_digits=10, max_str=5, max_items=2, max_depth=2),
+    lambda: Serializer(max_int_digits=19),
+    _Custom,
+], ids=["default", "small-caps", "int64-edge", "custom"])
+def test_events_equal_with_and_without_native(backend, serializer, native_module, monkeypatch):
+    """The tracer's events (locals snapshots and values) are the same with the C snapshot."""
+    out = {}
+    for mode in ("pure", "native"):
+        monkeypatch.setattr(native, "mod", native_module if mode == "native" else None)
+        assert isinstance(Tracer(root=".", serializer=serializer())._snap, partial) == (mode == "native")
+        out[mode] = _events(backend, serializer=serializer())
+    assert len(out["pure"]) > 10000
+    assert out["native"] == out["pure"]
+
+
+def test_line_locals_match_the_pure_diff(native_module):
+    """episodes._shown_locals's lists, including Python's own == (a NaN is not equal to itself),
+    repeated names (the last wins) and values that are not str."""
+    nan = float("nan")
+    prev = [["a", "1"], ["b", nan], ["c", "x"], ["c", "y"], ["d", 2]]
+    for pairs in ([["a", "1"], ["b", nan], ["c", "y"], ["d", 2], ["e", "new"]], prev, []):
+        for full in (False, True):
+            want = _shown_locals(pairs, prev, full)
+            got = native_module.line_locals(pairs, prev, full, UNCHANGED)
+            assert repr(got) == repr(want)
+            assert got is not pairs and all(g is not p for g, p in zip(got, pairs))
+    assert native_module.line_locals([["a", "1", "extra"]], prev, False, UNCHANGED) is None
+    assert native_module.line_locals([["a", "1"]], [("a",)], False, UNCHANGED) is None
+
+
+def test_without_the_module_the_pure_path_runs():
+    """WORLDLINE_TRACER_NATIVE=0, or no module on the path (a user-named image, a Python it was not
+    built for): native.mod is None and the tracer takes its Python snapshot."""
+    code = ("import sys; sys.path.insert(0, %r); from worldline_tracer import native, Tracer; "
+            "print(native.mod, Tracer(root='.')._snap.__name__)" % TRACERS)
+    for env, flags in (({"WORLDLINE_TRACER_NATIVE": "0"}, []), ({}, ["-I", "-S"])):
+        out = subprocess.run([sys.executable] + flags + ["-c", code], env=dict(os.environ, **env),
+                             stdout=subprocess.PIPE, check=True).stdout.decode()
+        assert out.split() == ["None", "_snapshot"]
+
+
+def test_plugin_lines_equal_with_and_without_native(tmp_path, native_module):
+    """The plugin, run by pytest with the module importable, writes the same episodes and events as
+    with WORLDLINE_TRACER_NATIVE=0 (and really loaded the module)."""
+    for name in ("samples", "cwm_example", "native_edges"):
+        shutil.copy(os.path.join(PROGRAMS, name + ".py"), str(tmp_path / (name + ".py")))
+    (tmp_path / "test_programs.py").write_text(
+        "import pytest\nimport cwm_example, native_edges, samples\n\n"
+        "CALLS = [lambda: cwm_example.main(), lambda: native_edges.main(), lambda: samples.fact(5),\n"
+        "         lambda: samples.use_gen(), lambda: samples.catch(), lambda: samples.values(),\n"
+        "         lambda: samples.gen_throw(), lambda: samples.use_point(), lambda: samples.squares([1, 2])]\n\n"
+        "@pytest.mark.parametrize('i', range(len(CALLS)))\n"
+        "def test_call(i):\n    CALLS[i]()\n")
+    (tmp_path / "conftest.py").write_text(
+        "import os\n\ndef pytest_sessionfinish(session):\n    from worldline_tracer import native\n"
+        "    with open(os.environ['NATIVE_SEEN'], 'w') as f:\n        f.write(str(native.mod is not None))\n")
+    lines = {}
+    for mode in ("0", "1"):
+        out = tmp_path / ("trace%s.jsonl" % mode)
+        env = dict(os.environ, PYTHONHASHSEED="0", WORLDLINE_TRACER_NATIVE=mode, WORLDLINE_TRACE_OUT=str(out),
+                   WORLDLINE_TRACE_ROOT=str(tmp_path), WORLDLINE_TRACE_EMIT="both",
+                   NATIVE_SEEN=str(tmp_path / "seen"),
+                   PYTHONPATH=os.pathsep.join([TRACERS, os.path.dirname(native_module.__file__)]
+                                              + [p for p in sys.path if p]))
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
+                               "worldline_tracer.plugin", "test_programs.py"], cwd=str(tmp_path), env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
+        assert proc.returncode == 0, proc.stdout.decode()
+        assert (tmp_path / "seen").read_text() == str(mode == "1")
+        rows = [json.loads(line) for line in out.read_text().splitlines()]
+        for row in rows:
+            row.pop("seconds")
+        lines[mode] = rows
+    assert len(lines["0"]) == 9 and sum(len(r["episodes"]) for r in lines["0"]) > 20
+    assert json.dumps(lines["1"], sort_keys=True) == json.dumps(lines["0"], sort_keys=True)
+
+
+@pytest.mark.parametrize("caps", CAPS, ids=[str(sorted(c.items())) for c in CAPS])
+def test_unchanged_matches_the_serializer(caps, native_module):
+    """Serializer.unchanged and its C twin agree on keyed values, mutated at random or not."""
+    s = Serializer(**caps)
+    rng = random.Random(11)
+    answers = set()
+    for v in values(len(str(caps)) + 3, 300):
+        for _ in range(4):
+            text, key = s.keyed(v)
+            if key is None:
+                break
+            if rng.random() < 0.7:
+                mutate(rng, v)
+            want = s.unchanged(v, key)
+            assert native_module.unchanged(s.max_items, v, key) is want
+            assert native_module.unchanged(s.max_items, [], key) is False
+            answers.add(want)
+    assert answers == {True, False}

@@ -1,0 +1,771 @@
+/* The tracer's optional C accelerator, imported as the top-level module _worldline_native
+ * (build_native.py compiles it; native.py loads it or falls back to the pure Python, which stays
+ * the reference: tests compare both paths' bytes).
+ *
+ * frame_parts: an episode frame's pieces (episodes._Frame), exactly the text the Python builds:
+ * the rendered text, that text JSON-escaped, the frame's JSON after its "depth" key, and whether
+ * its only "<|" are its separators. It returns None for anything off its fast path (a field of a
+ * type json would convert, repeated local names), and the caller then takes the Python path.
+ *
+ * JSON strings are written as json.encoder.encode_basestring_ascii writes them (Modules/_json.c:
+ * S_CHAR and ascii_escape_unichar): printable ASCII but '"' and '\\' as is, the short escapes,
+ * everything else as lowercase \uXXXX, astral characters as a surrogate pair.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <limits.h>
+#include <string.h>
+
+typedef struct {
+    char *p;
+    Py_ssize_t n, cap;
+} Buf;
+
+static int buf_grow(Buf *b, Py_ssize_t extra) {
+    if (b->n + extra <= b->cap) return 0;
+    Py_ssize_t cap = b->cap ? b->cap : 512;
+    while (cap < b->n + extra) cap *= 2;
+    char *q = PyMem_Realloc(b->p, cap);
+    if (q == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    b->p = q;
+    b->cap = cap;
+    return 0;
+}
+
+static int buf_put(Buf *b, const char *s, Py_ssize_t n) {
+    if (buf_grow(b, n) < 0) return -1;
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    return 0;
+}
+
+#define PUT(b, lit) buf_put((b), (lit), (Py_ssize_t)(sizeof(lit) - 1))
+
+/* Python's `a == b` / `a != b` as a truth value (PyObject_RichCompareBool would answer for
+ * identical objects without asking them, unlike the Python it replaces); steals `result`. */
+static int truth(PyObject *result) {
+    if (result == NULL) return -1;
+    int t = PyObject_IsTrue(result);
+    Py_DECREF(result);
+    return t;
+}
+
+static const char HEX[] = "0123456789abcdef";
+
+static char *put_u(char *o, Py_UCS4 c) {
+    *o++ = '\\';
+    *o++ = 'u';
+    *o++ = HEX[(c >> 12) & 0xf];
+    *o++ = HEX[(c >> 8) & 0xf];
+    *o++ = HEX[(c >> 4) & 0xf];
+    *o++ = HEX[c & 0xf];
+    return o;
+}
+
+/* s (a str) JSON-escaped, with quotes when `quotes`. */
+static int buf_json(Buf *b, PyObject *s, int quotes) {
+    Py_ssize_t len = PyUnicode_GET_LENGTH(s);
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    if (buf_grow(b, len * 12 + 2) < 0) return -1;
+    char *o = b->p + b->n;
+    if (quotes) *o++ = '"';
+    for (Py_ssize_t i = 0; i < len; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c >= ' ' && c <= '~' && c != '\\' && c != '"') {
+            *o++ = (char)c;
+            continue;
+        }
+        switch (c) {
+        case '\\': *o++ = '\\'; *o++ = '\\'; break;
+        case '"': *o++ = '\\'; *o++ = '"'; break;
+        case '\b': *o++ = '\\'; *o++ = 'b'; break;
+        case '\f': *o++ = '\\'; *o++ = 'f'; break;
+        case '\n': *o++ = '\\'; *o++ = 'n'; break;
+        case '\r': *o++ = '\\'; *o++ = 'r'; break;
+        case '\t': *o++ = '\\'; *o++ = 't'; break;
+        default:
+            if (c >= 0x10000) {
+                Py_UCS4 v = c - 0x10000;
+                o = put_u(o, 0xd800 | ((v >> 10) & 0x3ff));
+                c = 0xdc00 | (v & 0x3ff);
+            }
+            o = put_u(o, c);
+        }
+    }
+    if (quotes) *o++ = '"';
+    b->n = o - b->p;
+    return 0;
+}
+
+/* The buffer (ASCII) as a str. */
+static PyObject *buf_str(Buf *b) {
+    PyObject *u = PyUnicode_New(b->n, 127);
+    if (u != NULL) memcpy(PyUnicode_1BYTE_DATA(u), b->p, b->n);
+    return u;
+}
+
+static PyObject *ACTION_SEP, *ARG_SEP, *FRAME_SEP, *EMPTY, *LT_BAR, *LT_QUOTE_COLON;
+
+/* '<":' not in text and text.count("<|") == seps */
+static int is_clean(PyObject *text, Py_ssize_t seps) {
+    Py_ssize_t at = PyUnicode_Find(text, LT_QUOTE_COLON, 0, PY_SSIZE_T_MAX, 1);
+    if (at == -2) return -1;
+    if (at != -1) return 0;
+    Py_ssize_t n = PyUnicode_Count(text, LT_BAR, 0, PY_SSIZE_T_MAX);
+    if (n < 0) return -1;
+    return n == seps;
+}
+
+/* '"function": F, "kind": K, "line": L' (episodes._head) */
+static int put_head(Buf *b, PyObject *function, PyObject *kind_json, long long line) {
+    char num[32];
+    Py_ssize_t k;
+    const char *ks = PyUnicode_AsUTF8AndSize(kind_json, &k);
+    if (ks == NULL) return -1;
+    int m = snprintf(num, sizeof num, "%lld", line);
+    if (PUT(b, "\"function\": ") < 0 || buf_json(b, function, 1) < 0 || PUT(b, ", \"kind\": ") < 0
+        || buf_put(b, ks, k) < 0 || PUT(b, ", \"line\": ") < 0 || buf_put(b, num, m) < 0)
+        return -1;
+    return 0;
+}
+
+/* The two items of a [name, value] list or tuple (borrowed); 0 for anything else. */
+static int pair_items(PyObject *pair, PyObject **name, PyObject **value) {
+    if (PyList_CheckExact(pair) && PyList_GET_SIZE(pair) == 2) {
+        *name = PyList_GET_ITEM(pair, 0);
+        *value = PyList_GET_ITEM(pair, 1);
+    } else if (PyTuple_CheckExact(pair) && PyTuple_GET_SIZE(pair) == 2) {
+        *name = PyTuple_GET_ITEM(pair, 0);
+        *value = PyTuple_GET_ITEM(pair, 1);
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+/* A local's [name, repr] pair, when both are exact str; else 0. */
+static int pair_of(PyObject *pair, PyObject **name, PyObject **value) {
+    return pair_items(pair, name, value) && PyUnicode_CheckExact(*name) && PyUnicode_CheckExact(*value);
+}
+
+/* Whether the pairs' names are all different (dict(pairs) keeps them all). */
+static int names_distinct(PyObject *pairs) {
+    Py_ssize_t n = PyList_GET_SIZE(pairs);
+    if (n < 2) return 1;
+    PyObject *seen = PySet_New(NULL);
+    if (seen == NULL) return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *name, *value;
+        pair_of(PyList_GET_ITEM(pairs, i), &name, &value);
+        if (PySet_Add(seen, name) < 0) {
+            Py_DECREF(seen);
+            return -1;
+        }
+    }
+    int ok = PySet_GET_SIZE(seen) == n;
+    Py_DECREF(seen);
+    return ok;
+}
+
+static PyObject *join5(PyObject *a, PyObject *b, PyObject *c, PyObject *d, PyObject *e, PyObject *f) {
+    PyObject *parts = f ? PyTuple_Pack(6, a, b, c, d, e, f) : PyTuple_Pack(5, a, b, c, d, e);
+    if (parts == NULL) return NULL;
+    PyObject *text = PyUnicode_Join(EMPTY, parts);
+    Py_DECREF(parts);
+    return text;
+}
+
+/* frame_parts(sep, pairs, value, function, kind_json, line, source) -> (text, text_json, tail,
+ * clean) or None. A call/line frame passes its locals as `pairs` (value None); a return/exception
+ * frame passes pairs None and its value. */
+static PyObject *frame_parts(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "frame_parts takes 7 arguments");
+        return NULL;
+    }
+    PyObject *sep = args[0], *pairs = args[1], *value = args[2], *function = args[3];
+    PyObject *kind_json = args[4], *line_obj = args[5], *source = args[6];
+    if (!PyUnicode_CheckExact(sep) || !PyUnicode_CheckExact(function) || !PyUnicode_CheckExact(kind_json)
+        || !PyLong_CheckExact(line_obj) || !PyUnicode_CheckExact(source))
+        Py_RETURN_NONE;
+    int overflow = 0;
+    long long line = PyLong_AsLongLongAndOverflow(line_obj, &overflow);
+    if (overflow) Py_RETURN_NONE;
+    if (line == -1 && PyErr_Occurred()) return NULL;
+
+    Buf obj = {0}, tail = {0}, esc = {0};
+    PyObject *obj_str = NULL, *text = NULL, *text_json = NULL, *tail_str = NULL, *result = NULL;
+    Py_ssize_t seps;
+    if (put_head(&tail, function, kind_json, line) < 0) goto done;
+    if (pairs != Py_None) {
+        if (!PyList_CheckExact(pairs)) goto none;
+        Py_ssize_t n = PyList_GET_SIZE(pairs);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *name, *val;
+            if (!pair_of(PyList_GET_ITEM(pairs, i), &name, &val)) goto none;
+        }
+        int distinct = names_distinct(pairs);
+        if (distinct < 0) goto done;
+        if (!distinct) goto none;
+        /* each name and value is escaped once, into the locals object; the frame's "locals"
+         * list copies those bytes */
+        if (PUT(&obj, "{") < 0 || PUT(&tail, ", \"locals\": [") < 0) goto done;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *name, *val;
+            pair_of(PyList_GET_ITEM(pairs, i), &name, &val);
+            if (i && PUT(&obj, ", ") < 0) goto done;
+            Py_ssize_t n0 = obj.n;
+            if (buf_json(&obj, name, 1) < 0) goto done;
+            Py_ssize_t n1 = obj.n;
+            if (PUT(&obj, ": ") < 0) goto done;
+            Py_ssize_t v0 = obj.n;
+            if (buf_json(&obj, val, 1) < 0) goto done;
+            Py_ssize_t v1 = obj.n;
+            if ((i && PUT(&tail, ", ") < 0) || PUT(&tail, "[") < 0 || buf_put(&tail, obj.p + n0, n1 - n0) < 0
+                || PUT(&tail, ", ") < 0 || buf_put(&tail, obj.p + v0, v1 - v0) < 0 || PUT(&tail, "]") < 0)
+                goto done;
+        }
+        if (PUT(&obj, "}") < 0 || PUT(&tail, "], \"source\": ") < 0 || buf_json(&tail, source, 1) < 0
+            || PUT(&tail, "}") < 0)
+            goto done;
+        obj_str = buf_str(&obj);
+        if (obj_str == NULL) goto done;
+        text = join5(sep, obj_str, ACTION_SEP, source, FRAME_SEP, NULL);
+        seps = 3;
+    } else {
+        if (!PyUnicode_CheckExact(value)) goto none;
+        if (buf_json(&obj, value, 1) < 0) goto done;
+        if (PUT(&tail, ", \"source\": ") < 0 || buf_json(&tail, source, 1) < 0 || PUT(&tail, ", \"value\": ") < 0
+            || buf_put(&tail, obj.p, obj.n) < 0 || PUT(&tail, "}") < 0)
+            goto done;
+        obj_str = buf_str(&obj);
+        if (obj_str == NULL) goto done;
+        text = join5(sep, ACTION_SEP, source, ARG_SEP, obj_str, FRAME_SEP);
+        seps = 4;
+    }
+    if (text == NULL || buf_json(&esc, text, 0) < 0) goto done;
+    int clean = is_clean(text, seps);
+    if (clean < 0) goto done;
+    text_json = buf_str(&esc);
+    tail_str = buf_str(&tail);
+    if (text_json == NULL || tail_str == NULL) goto done;
+    result = PyTuple_Pack(4, text, text_json, tail_str, clean ? Py_True : Py_False);
+    goto done;
+none:
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    PyMem_Free(obj.p);
+    PyMem_Free(tail.p);
+    PyMem_Free(esc.p);
+    Py_XDECREF(obj_str);
+    Py_XDECREF(text);
+    Py_XDECREF(text_json);
+    Py_XDECREF(tail_str);
+    return result;
+}
+
+
+/* snapshot(ctx, frame, st): tracer.Tracer._snapshot, the same steps in the same order (the frame
+ * state list's layout is tracer.py's _KEYS.._FILT, 3 to 8). ctx = (value, keyed, unchanged, named,
+ * bad_classes, immutable, keyed_types, leaf, slow): the tracer's per-value callables and type
+ * sets, leaf = (max_str, max_int_bits) when ``value`` is the default Serializer's (then ints, strs,
+ * floats, bools and None are rendered here, as _value_repr does; else None), and ``slow``, the Python method, which answers for any
+ * frame whose locals are not a list of str names. */
+enum { ST_KEYS = 3, ST_VALS, ST_OUT, ST_MUT, ST_CACHE, ST_FILT, ST_LEN };
+static PyObject *S_F_LOCALS, *S_KEYS, *S_VALUES, *S_QUALNAME;
+
+/* _value_repr's text for an int within the digit cap (|v| < 2**max_int_bits), a str of at most
+ * max_str characters, a float, a bool or None; NULL without an error for any other value. */
+static PyObject *leaf_repr(PyObject *v, Py_ssize_t max_str, long max_int_bits) {
+    PyTypeObject *t = Py_TYPE(v);
+    if (t == &PyLong_Type) {
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (overflow) return NULL;  /* the Python path decides */
+        int ok;
+        if (max_int_bits >= 64) ok = 1;
+        else if (max_int_bits == 63) ok = x != LLONG_MIN;
+        else if (max_int_bits < 0) ok = 0;
+        else ok = x > -(1LL << max_int_bits) && x < (1LL << max_int_bits);
+        return ok ? PyObject_Repr(v) : NULL;
+    }
+    if (t == &PyUnicode_Type) return PyUnicode_GET_LENGTH(v) <= max_str ? PyObject_Repr(v) : NULL;
+    if (t == &PyFloat_Type || t == &PyBool_Type || v == Py_None) return PyObject_Repr(v);
+    return NULL;
+}
+
+static PyObject *snapshot(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyTuple_CheckExact(args[0]) || PyTuple_GET_SIZE(args[0]) != 9 || !PyList_CheckExact(args[2])
+        || PyList_GET_SIZE(args[2]) != ST_LEN) {
+        PyErr_SetString(PyExc_TypeError, "snapshot(ctx, frame, st)");
+        return NULL;
+    }
+    PyObject *ctx = args[0], *frame = args[1], *st = args[2];
+    PyObject *value = PyTuple_GET_ITEM(ctx, 0), *keyed = PyTuple_GET_ITEM(ctx, 1);
+    PyObject *unchanged = PyTuple_GET_ITEM(ctx, 2), *named = PyTuple_GET_ITEM(ctx, 3);
+    PyObject *bad = PyTuple_GET_ITEM(ctx, 4), *immutable = PyTuple_GET_ITEM(ctx, 5);
+    PyObject *keyed_types = PyTuple_GET_ITEM(ctx, 6), *leaf = PyTuple_GET_ITEM(ctx, 7);
+    Py_ssize_t max_str = -1;
+    long max_int_bits = -1;
+    if (leaf != Py_None) {
+        if (!PyTuple_CheckExact(leaf) || PyTuple_GET_SIZE(leaf) != 2) {
+            PyErr_SetString(PyExc_TypeError, "snapshot: leaf must be (max_str, max_int_bits) or None");
+            return NULL;
+        }
+        max_str = PyLong_AsSsize_t(PyTuple_GET_ITEM(leaf, 0));
+        max_int_bits = PyLong_AsLong(PyTuple_GET_ITEM(leaf, 1));
+        if (PyErr_Occurred()) return NULL;
+    }
+
+    PyObject *keys = NULL, *vals = NULL, *out = NULL, *result = NULL;
+    PyObject *fl = PyObject_GetAttr(frame, S_F_LOCALS);
+    if (fl == NULL) return NULL;
+    if (PyDict_CheckExact(fl)) {  /* up to 3.12 */
+        keys = PyDict_Keys(fl);
+        vals = PyDict_Values(fl);
+    } else {  /* 3.13+: a FrameLocalsProxy */
+        keys = PyObject_CallMethodNoArgs(fl, S_KEYS);
+        vals = keys ? PyObject_CallMethodNoArgs(fl, S_VALUES) : NULL;
+    }
+    Py_DECREF(fl);
+    if (keys == NULL || vals == NULL) goto done;
+    int ok = PyList_CheckExact(keys) && PyList_CheckExact(vals) && PyList_GET_SIZE(keys) == PyList_GET_SIZE(vals);
+    Py_ssize_t n = ok ? PyList_GET_SIZE(keys) : 0;
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        PyObject *k = PyList_GET_ITEM(keys, i);
+        ok = PyUnicode_CheckExact(k) && PyUnicode_GET_LENGTH(k) > 0;
+    }
+    if (!ok) {
+        result = PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(ctx, 8), frame, st, NULL);
+        goto done;
+    }
+    PyObject *prev_keys = PyList_GET_ITEM(st, ST_KEYS);
+    int same = PyObject_RichCompareBool(keys, prev_keys, Py_EQ);
+    if (same < 0) goto done;
+    PyObject *mut, *cache, *prev_vals = NULL;
+    int shared;
+    if (same) {
+        out = PyList_GET_ITEM(st, ST_OUT);
+        Py_INCREF(out);
+        mut = PyList_GET_ITEM(st, ST_MUT);
+        cache = PyList_GET_ITEM(st, ST_CACHE);
+        prev_vals = PyList_GET_ITEM(st, ST_VALS);
+        Py_INCREF(prev_vals);
+        shared = 1;
+        if (!PyList_CheckExact(out) || !PyList_CheckExact(mut) || !PyList_CheckExact(cache) || !PyList_CheckExact(prev_vals)
+            || PyList_GET_SIZE(out) != n || PyList_GET_SIZE(mut) != n || PyList_GET_SIZE(cache) != n
+            || PyList_GET_SIZE(prev_vals) != n) {
+            Py_DECREF(prev_vals);
+            PyErr_SetString(PyExc_RuntimeError, "snapshot: frame state out of shape");
+            goto done;
+        }
+    } else {
+        out = PyList_New(n);
+        mut = PyList_New(n);
+        cache = PyList_New(n);
+        if (out == NULL || mut == NULL || cache == NULL) {
+            Py_XDECREF(mut);
+            Py_XDECREF(cache);
+            goto done;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_INCREF(Py_None);
+            PyList_SET_ITEM(out, i, Py_None);
+            Py_INCREF(Py_False);
+            PyList_SET_ITEM(mut, i, Py_False);
+            Py_INCREF(Py_None);
+            PyList_SET_ITEM(cache, i, Py_None);
+        }
+        Py_INCREF(keys);
+        PyList_SetItem(st, ST_KEYS, keys);
+        Py_INCREF(out);
+        PyList_SetItem(st, ST_OUT, out);
+        PyList_SetItem(st, ST_MUT, mut);   /* st holds mut and cache from here on */
+        PyList_SetItem(st, ST_CACHE, cache);
+        Py_INCREF(Py_False);
+        PyList_SetItem(st, ST_FILT, Py_False);
+        shared = 0;
+    }
+    Py_INCREF(vals);
+    PyList_SetItem(st, ST_VALS, vals);
+    /* the lists keep their own references while st may be rewritten by a callback */
+    Py_INCREF(mut);
+    Py_INCREF(cache);
+    int failed = 0;
+    for (Py_ssize_t i = 0; i < n && !failed; i++) {
+        PyObject *v = PyList_GET_ITEM(vals, i);
+        if (prev_vals != NULL && i < PyList_GET_SIZE(prev_vals) && PyList_GET_ITEM(prev_vals, i) == v
+            && !PyObject_IsTrue(PyList_GET_ITEM(mut, i)))
+            continue;
+        PyObject *name = PyList_GET_ITEM(keys, i);
+        Py_UCS4 c = PyUnicode_READ_CHAR(name, 0);
+        if (c == '@' || c == '.') {
+            Py_INCREF(Py_True);
+            PyList_SetItem(st, ST_FILT, Py_True);
+            continue;
+        }
+        Py_INCREF(v);
+        PyObject *t = (PyObject *)Py_TYPE(v), *r = NULL;
+        int contains = PySet_Contains(keyed_types, t);
+        if (contains < 0) failed = 1;
+        else if (contains) {
+            PyObject *key = PyList_GET_ITEM(cache, i);
+            if (PyTuple_CheckExact(key)) {
+                PyObject *u = PyObject_CallFunctionObjArgs(unchanged, v, key, NULL);
+                int same_text = u ? PyObject_IsTrue(u) : -1;
+                Py_XDECREF(u);
+                if (same_text < 0) failed = 1;
+                else if (same_text) {
+                    Py_DECREF(v);
+                    continue;
+                }
+            }
+            PyObject *rk = failed ? NULL : PyObject_CallOneArg(keyed, v);
+            if (rk == NULL) failed = 1;
+            else {
+                if (!PyTuple_CheckExact(rk) || PyTuple_GET_SIZE(rk) != 2) {
+                    PyErr_SetString(PyExc_TypeError, "keyed() must give (text, key)");
+                    failed = 1;
+                } else {
+                    r = PyTuple_GET_ITEM(rk, 0);
+                    Py_INCREF(r);
+                    PyObject *k = PyTuple_GET_ITEM(rk, 1);
+                    Py_INCREF(k);
+                    PyList_SetItem(cache, i, k);
+                    Py_INCREF(Py_True);
+                    PyList_SetItem(mut, i, Py_True);
+                }
+                Py_DECREF(rk);
+            }
+        } else if (t == named) {
+            PyObject *q = PyObject_GetAttr(v, S_QUALNAME);
+            if (q == NULL) failed = 1;
+            else {
+                int skip = 0;
+                if (PyList_GET_ITEM(cache, i) == q && PyList_GET_ITEM(out, i) != Py_None) {
+                    int is_bad = PySet_Contains(bad, t);
+                    if (is_bad < 0) failed = 1;
+                    else skip = !is_bad;
+                }
+                if (skip || failed) {
+                    Py_DECREF(q);
+                    Py_DECREF(v);
+                    if (failed) break;
+                    continue;
+                }
+                r = PyObject_CallOneArg(value, v);
+                if (r == NULL) {
+                    Py_DECREF(q);
+                    failed = 1;
+                } else {
+                    PyList_SetItem(cache, i, q);
+                    Py_INCREF(Py_True);
+                    PyList_SetItem(mut, i, Py_True);
+                }
+            }
+        } else {
+            r = leaf != Py_None ? leaf_repr(v, max_str, max_int_bits) : NULL;
+            if (r == NULL && !PyErr_Occurred()) r = PyObject_CallOneArg(value, v);
+            if (r == NULL) failed = 1;
+            else {
+                int imm = PySet_Contains(immutable, t);
+                if (imm < 0) failed = 1;
+                else {
+                    PyObject *m = imm ? Py_False : Py_True;
+                    Py_INCREF(m);
+                    PyList_SetItem(mut, i, m);
+                }
+            }
+        }
+        Py_DECREF(v);
+        if (failed) {
+            Py_XDECREF(r);
+            break;
+        }
+        PyObject *pair = PyList_GET_ITEM(out, i);
+        int differs = 1;
+        if (pair != Py_None) {
+            PyObject *old = PySequence_GetItem(pair, 1);
+            differs = old ? truth(PyObject_RichCompare(old, r, Py_NE)) : -1;
+            Py_XDECREF(old);
+        }
+        if (differs < 0) {
+            Py_DECREF(r);
+            failed = 1;
+            break;
+        }
+        if (differs) {
+            if (shared) {
+                PyObject *copy = PyList_GetSlice(out, 0, n);
+                if (copy == NULL) {
+                    Py_DECREF(r);
+                    failed = 1;
+                    break;
+                }
+                Py_SETREF(out, copy);
+                shared = 0;
+            }
+            Py_INCREF(name);
+            PyObject *np = PyList_New(2);
+            if (np == NULL) {
+                Py_DECREF(name);
+                Py_DECREF(r);
+                failed = 1;
+                break;
+            }
+            PyList_SET_ITEM(np, 0, name);
+            PyList_SET_ITEM(np, 1, r);
+            PyList_SetItem(out, i, np);
+        } else {
+            Py_DECREF(r);
+        }
+    }
+    Py_XDECREF(prev_vals);
+    Py_DECREF(mut);
+    Py_DECREF(cache);
+    if (failed) goto done;
+    Py_INCREF(out);
+    PyList_SetItem(st, ST_OUT, out);
+    if (PyObject_IsTrue(PyList_GET_ITEM(st, ST_FILT))) {
+        result = PyList_New(0);
+        for (Py_ssize_t i = 0; result != NULL && i < n; i++) {
+            PyObject *p = PyList_GET_ITEM(out, i);
+            if (p != Py_None && PyList_Append(result, p) < 0) Py_CLEAR(result);
+        }
+    } else {
+        result = out;
+        Py_INCREF(result);
+    }
+done:
+    Py_XDECREF(keys);
+    Py_XDECREF(vals);
+    Py_XDECREF(out);
+    return result;
+}
+
+
+/* line_locals(pairs, prev, full, unchanged): episodes._line_fields's "locals": every pair in full,
+ * or each value replaced by `unchanged` where dict(prev) holds the same text for its name; None
+ * when a pair is not a [name, value] list or tuple (the Python path then unpacks it itself). */
+static PyObject *line_locals(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "line_locals takes 4 arguments");
+        return NULL;
+    }
+    PyObject *pairs = args[0], *prev = args[1], *unchanged = args[3];
+    int full = PyObject_IsTrue(args[2]);
+    if (full < 0) return NULL;
+    if (!PyList_CheckExact(pairs) || (!full && pairs != prev && !PyList_CheckExact(prev))) Py_RETURN_NONE;
+    Py_ssize_t n = PyList_GET_SIZE(pairs);
+    PyObject *name, *val;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!pair_items(PyList_GET_ITEM(pairs, i), &name, &val)) Py_RETURN_NONE;
+    PyObject *before = NULL;
+    if (!full && pairs != prev) {
+        Py_ssize_t m = PyList_GET_SIZE(prev);
+        for (Py_ssize_t i = 0; i < m; i++)
+            if (!pair_items(PyList_GET_ITEM(prev, i), &name, &val)) Py_RETURN_NONE;
+        before = PyDict_New();
+        if (before == NULL) return NULL;
+        for (Py_ssize_t i = 0; i < m; i++) {
+            pair_items(PyList_GET_ITEM(prev, i), &name, &val);
+            if (PyDict_SetItem(before, name, val) < 0) {
+                Py_DECREF(before);
+                return NULL;
+            }
+        }
+    }
+    PyObject *shown = PyList_New(n);
+    if (shown == NULL) {
+        Py_XDECREF(before);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        pair_items(PyList_GET_ITEM(pairs, i), &name, &val);
+        PyObject *text = val;
+        if (!full) {
+            if (before == NULL) text = unchanged;
+            else {
+                PyObject *old = PyDict_GetItemWithError(before, name);
+                int same = 0;
+                if (old == NULL && PyErr_Occurred()) same = -1;
+                else same = truth(PyObject_RichCompare(old ? old : Py_None, val, Py_EQ));
+                if (same < 0) {
+                    Py_DECREF(shown);
+                    Py_DECREF(before);
+                    return NULL;
+                }
+                if (same) text = unchanged;
+            }
+        }
+        PyObject *pair = PyList_New(2);
+        if (pair == NULL) {
+            Py_DECREF(shown);
+            Py_XDECREF(before);
+            return NULL;
+        }
+        Py_INCREF(name);
+        PyList_SET_ITEM(pair, 0, name);
+        Py_INCREF(text);
+        PyList_SET_ITEM(pair, 1, text);
+        PyList_SET_ITEM(shown, i, pair);
+    }
+    Py_XDECREF(before);
+    return shown;
+}
+
+
+/* Whether the items `it` yields, `limit` at most (-1: all), are the items of `tuple` from *pos on,
+ * by identity, as all(map(operator.is_, ...)) over a chain of such iterables sees them: it stops
+ * where the tuple runs out. 1, 0, or -1 with an error. */
+static int items_are(PyObject *obj, Py_ssize_t limit, PyObject *tuple, Py_ssize_t *pos) {
+    PyObject *it = PyObject_GetIter(obj);
+    if (it == NULL) return -1;
+    Py_ssize_t n = PyTuple_GET_SIZE(tuple), taken = 0;
+    int ok = 1;
+    while (ok && (limit < 0 || taken < limit)) {
+        PyObject *item = PyIter_Next(it);
+        if (item == NULL) break;
+        taken++;
+        if (*pos >= n) {  /* the tuple ran out first: zip stops, nothing more is compared */
+            Py_DECREF(item);
+            ok = 2;
+            break;
+        }
+        ok = item == PyTuple_GET_ITEM(tuple, *pos);
+        (*pos)++;
+        Py_DECREF(item);
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred()) return -1;
+    return ok;
+}
+
+/* all(map(is_, chain.from_iterable(map(islice, containers, repeat(limit))), tuple)), with
+ * `values` taking each dict's values(); 1, 0 or -1. */
+static int chain_is(PyObject *containers, Py_ssize_t limit, int values, PyObject *tuple) {
+    if (!PyTuple_CheckExact(containers) || !PyTuple_CheckExact(tuple)) {
+        PyErr_SetString(PyExc_TypeError, "unchanged: a key that keyed() did not make");
+        return -1;
+    }
+    Py_ssize_t pos = 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(containers); i++) {
+        PyObject *c = PyTuple_GET_ITEM(containers, i);
+        PyObject *src = values ? PyObject_CallMethodNoArgs(c, S_VALUES) : c;
+        if (src == NULL) return -1;
+        int r = items_are(src, limit, tuple, &pos);
+        if (values) Py_DECREF(src);
+        if (r <= 0) return r;
+        if (r == 2) return 1;
+    }
+    return 1;
+}
+
+/* unchanged(max_items, value, key): serialize.Serializer.unchanged, the same checks in C. */
+static PyObject *unchanged(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyTuple_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "unchanged(max_items, value, key)");
+        return NULL;
+    }
+    Py_ssize_t k = PyLong_AsSsize_t(args[0]);
+    if (k == -1 && PyErr_Occurred()) return NULL;
+    PyObject *value = args[1], *key = args[2];
+    Py_ssize_t klen = PyTuple_GET_SIZE(key);
+    if ((klen != 4 && klen != 10) || PyTuple_GET_ITEM(key, 0) != value) {
+        if (klen != 4 && klen != 10) {
+            PyErr_SetString(PyExc_TypeError, "unchanged: a key that keyed() did not make");
+            return NULL;
+        }
+        Py_RETURN_FALSE;
+    }
+    int r;
+    if (klen == 4) {
+        Py_ssize_t n = PyObject_Size(value);
+        if (n < 0) return NULL;
+        Py_ssize_t shown = PyLong_AsSsize_t(PyTuple_GET_ITEM(key, 1));
+        if (shown == -1 && PyErr_Occurred()) return NULL;
+        if ((n <= k ? n : -1) != shown) Py_RETURN_FALSE;
+        PyObject *one = PyTuple_Pack(1, value);
+        if (one == NULL) return NULL;
+        r = chain_is(one, -1, 0, PyTuple_GET_ITEM(key, 2));
+        if (r == 1 && PyTuple_GET_ITEM(key, 3) != Py_None) r = chain_is(one, -1, 1, PyTuple_GET_ITEM(key, 3));
+        Py_DECREF(one);
+        if (r < 0) return NULL;
+        return PyBool_FromLong(r);
+    }
+    PyObject *small = PyTuple_GET_ITEM(key, 1), *lens = PyTuple_GET_ITEM(key, 2);
+    if (!PyTuple_CheckExact(small) || !PyList_CheckExact(lens)) {
+        PyErr_SetString(PyExc_TypeError, "unchanged: a key that keyed() did not make");
+        return NULL;
+    }
+    if (PyList_GET_SIZE(lens) != PyTuple_GET_SIZE(small)) Py_RETURN_FALSE;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(small); i++) {
+        Py_ssize_t n = PyObject_Size(PyTuple_GET_ITEM(small, i));
+        if (n < 0) return NULL;
+        PyObject *was = PyList_GET_ITEM(lens, i);
+        Py_ssize_t before = PyLong_AsSsize_t(was);
+        if (before == -1 && PyErr_Occurred()) return NULL;
+        if (n != before) Py_RETURN_FALSE;
+    }
+    r = chain_is(small, -1, 0, PyTuple_GET_ITEM(key, 3));
+    if (r == 1 && PyTuple_GET_SIZE(PyTuple_GET_ITEM(key, 4))) r = chain_is(PyTuple_GET_ITEM(key, 4), -1, 1, PyTuple_GET_ITEM(key, 5));
+    PyObject *capped = PyTuple_GET_ITEM(key, 6);
+    if (r == 1 && PyTuple_GET_SIZE(capped)) {
+        for (Py_ssize_t i = 0; r == 1 && i < PyTuple_GET_SIZE(capped); i++) {
+            Py_ssize_t n = PyObject_Size(PyTuple_GET_ITEM(capped, i));
+            if (n < 0) return NULL;
+            if (n <= k) r = 0;
+        }
+        if (r == 1) r = chain_is(capped, k, 0, PyTuple_GET_ITEM(key, 7));
+        if (r == 1 && PyTuple_GET_SIZE(PyTuple_GET_ITEM(key, 8))) r = chain_is(PyTuple_GET_ITEM(key, 8), k, 1, PyTuple_GET_ITEM(key, 9));
+    }
+    if (r < 0) return NULL;
+    return PyBool_FromLong(r);
+}
+
+/* configure(action_sep, arg_sep, frame_sep): render.py's separators, set once by native.py. */
+static PyObject *configure(PyObject *self, PyObject *args) {
+    PyObject *a, *r, *f;
+    if (!PyArg_ParseTuple(args, "UUU", &a, &r, &f)) return NULL;
+    Py_INCREF(a);
+    Py_INCREF(r);
+    Py_INCREF(f);
+    Py_XSETREF(ACTION_SEP, a);
+    Py_XSETREF(ARG_SEP, r);
+    Py_XSETREF(FRAME_SEP, f);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"frame_parts", (PyCFunction)(void (*)(void))frame_parts, METH_FASTCALL,
+     "frame_parts(sep, pairs, value, function, kind_json, line, source) -> (text, text_json, tail, clean) or None"},
+    {"snapshot", (PyCFunction)(void (*)(void))snapshot, METH_FASTCALL,
+     "snapshot(ctx, frame, st) -> the frame's locals as [[name, repr], ...] (tracer.Tracer._snapshot)"},
+    {"line_locals", (PyCFunction)(void (*)(void))line_locals, METH_FASTCALL,
+     "line_locals(pairs, prev, full, unchanged) -> a line frame's locals, or None (episodes._line_fields)"},
+    {"unchanged", (PyCFunction)(void (*)(void))unchanged, METH_FASTCALL,
+     "unchanged(max_items, value, key) -> bool (serialize.Serializer.unchanged)"},
+    {"configure", configure, METH_VARARGS, "configure(action_sep, arg_sep, frame_sep)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_worldline_native", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__worldline_native(void) {
+    EMPTY = PyUnicode_FromString("");
+    LT_BAR = PyUnicode_FromString("<|");
+    LT_QUOTE_COLON = PyUnicode_FromString("<\":");
+    S_F_LOCALS = PyUnicode_InternFromString("f_locals");
+    S_KEYS = PyUnicode_InternFromString("keys");
+    S_VALUES = PyUnicode_InternFromString("values");
+    S_QUALNAME = PyUnicode_InternFromString("__qualname__");
+    if (EMPTY == NULL || LT_BAR == NULL || LT_QUOTE_COLON == NULL || S_F_LOCALS == NULL || S_KEYS == NULL
+        || S_VALUES == NULL || S_QUALNAME == NULL)
+        return NULL;
+    return PyModule_Create(&module);
+}
