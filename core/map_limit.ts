@@ -5,6 +5,8 @@
  * has moved on.
  */
 export async function mapLimit<T, R>(items: T[], limit: number, fn: (item: T, slot: number) => Promise<R>): Promise<R[]> {
+  // A missing limit (undefined, NaN) would make zero workers and return holes, silently.
+  if (typeof limit !== 'number' || Number.isNaN(limit)) throw new Error(`mapLimit: no limit (${limit})`);
   const results = new Array<R>(items.length);
   let next = 0;
   let failed = false;

@@ -37,4 +37,11 @@ describe('mapLimit', () => {
     expect(started).toEqual([0, 1]);
     expect(finished).toEqual([1]);
   });
+
+  it('refuses a missing limit rather than starting no worker (a job enqueued before the option existed)', async () => {
+    const started: number[] = [];
+    const run = mapLimit([1, 2], undefined as unknown as number, async (n) => started.push(n));
+    await expect(run).rejects.toThrow('mapLimit: no limit (undefined)');
+    expect(started).toEqual([]);
+  });
 });

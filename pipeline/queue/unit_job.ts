@@ -10,7 +10,7 @@
 import type { JobsOptions } from 'bullmq';
 import type { StageName } from '../runtime/ledger.js';
 import type { Unit } from '../runtime/manifest.js';
-import type { PipelineOptions } from '../runtime/options.js';
+import { DEFAULTS, type PipelineOptions } from '../runtime/options.js';
 
 export interface UnitJobData {
   unit: Unit;
@@ -19,6 +19,12 @@ export interface UnitJobData {
   /** Seconds one attempt may take before it fails as timed out (0: no limit). */
   timeoutS: number;
 }
+
+/**
+ * A job's options, with today's default for any option its enqueuing build did not know: a job
+ * from before --task-concurrency has no `taskConcurrency`, and forage would work none of its tasks.
+ */
+export const jobPipelineOptions = (data: UnitJobData): Omit<PipelineOptions, 'out'> => ({ ...DEFAULTS, ...data.options });
 
 /** What a completed job returns: which stages did work in this attempt, and where. */
 export interface UnitJobResult {

@@ -24,7 +24,7 @@ import type { Progress, StepsEvent } from '../runtime/progress.js';
 import { assertDockerUp, removeJobContainers, removeOrphanContainers } from '../sandbox/engine.js';
 import { ImageBudget } from '../sandbox/image_budget.js';
 import { redisConnection } from './connection.js';
-import { stageOfReason, type UnitJobData, type UnitJobProgress, type UnitJobResult } from './unit_job.js';
+import { jobPipelineOptions, stageOfReason, type UnitJobData, type UnitJobProgress, type UnitJobResult } from './unit_job.js';
 
 export interface WorkerOptions {
   redis: string;
@@ -55,7 +55,8 @@ export type UnitHandler = (
 function stagesHandler(ledger: Ledger, budget: ImageBudget | null): UnitHandler {
   return async (data, out, attempt, log, onStage, onSteps) => {
     // A retry runs the failed stage again; a first attempt keeps the ledger's answer (its own --retry-failed).
-    const options = { ...data.options, out, retryFailed: data.options.retryFailed || attempt > 0 };
+    const enqueued = jobPipelineOptions(data);
+    const options = { ...enqueued, out, retryFailed: enqueued.retryFailed || attempt > 0 };
     const summary = await runUnit(data.unit, unitStages(data.stages), options, ledger, log, onStage, onSteps);
     if (jobCancelled()) return summary; // timed out: the retry owns the unit's folders now
     removeWorkFolders(out, data.unit.id);

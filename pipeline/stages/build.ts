@@ -16,11 +16,12 @@ import { redactText, unitRedactor } from '../runtime/part_redaction.js';
 import type { BuildRecord } from '../runtime/records.js';
 import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
 import { type BaseImage, resolveBase } from '../sandbox/base_images.js';
+import { bytecodeScript, PYCACHE_PREFIX } from '../sandbox/bytecode.js';
 import { buildImage, inspectImage, removeImage, tarStream } from '../sandbox/engine.js';
 import { freshWork, PRISTINE_REPO, runAndCommit, SANDBOX_UID } from '../sandbox/sandbox.js';
 
 /** Bump when the Dockerfile below changes shape. */
-const BUILD_REVISION = 3;
+const BUILD_REVISION = 4;
 
 /**
  * Phase 1, the package installs the manifest names (apt, pip): the only steps with network, on
@@ -45,9 +46,10 @@ export function packagesDockerfile(base: BaseImage, env: UnitEnv): string | null
  * Phase 2, what the repository controls: its setup steps (each its own shell, stopping at the
  * first failure), run without network in a limited container (runAndCommit); then the baseline
  * commit agents and graders diff against, and the checkout the sandbox user owns, which each
- * container copies into its own writable /repo (pipeline/sandbox/sandbox.ts).
+ * container copies into its own writable /repo (pipeline/sandbox/sandbox.ts); then the image's
+ * bytecode (pipeline/sandbox/bytecode.ts).
  */
-export function setupScript(env: UnitEnv): string {
+export function setupScript(env: UnitEnv, srcLayout: boolean): string {
   const gitEnv = Object.entries(FIXED_COMMIT_ENV)
     .map(([k, v]) => `${k}=${v}`)
     .join(' ');
@@ -60,6 +62,7 @@ export function setupScript(env: UnitEnv): string {
     `git init -q && git add -A && ${gitEnv} git -c commit.gpgsign=false commit -q --allow-empty -m "worldline: environment baseline"`,
     `echo 'worldline:x:${SANDBOX_UID}:${SANDBOX_UID}:worldline:/tmp:/bin/sh' >> /etc/passwd && echo 'worldline:x:${SANDBOX_UID}:' >> /etc/group`,
     `mkdir -p ${dirname(PRISTINE_REPO)} && cp -a /repo ${PRISTINE_REPO} && chown -R ${SANDBOX_UID}:${SANDBOX_UID} ${PRISTINE_REPO}`,
+    ...bytecodeScript(srcLayout),
     '',
   ].join('\n');
 }
@@ -69,6 +72,7 @@ function imageChanges(srcLayout: boolean, labels: Record<string, string>): strin
   return [
     'WORKDIR /repo',
     'CMD ["python3"]',
+    `ENV PYTHONPYCACHEPREFIX=${PYCACHE_PREFIX}`,
     ...(srcLayout ? ['ENV PYTHONPATH=/repo/src'] : []),
     ...Object.entries(labels).map(([k, v]) => `LABEL ${k}=${JSON.stringify(v)}`),
   ];
@@ -157,7 +161,7 @@ export const buildStage: Stage<'build'> = {
     const setup = await runAndCommit({
       image: from,
       checkout,
-      script: setupScript(unit.env),
+      script: setupScript(unit.env, clone.src_layout),
       limits: options,
       timeoutMs: Math.max(1000, deadline - Date.now()),
       tag,

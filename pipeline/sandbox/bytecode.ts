@@ -1,0 +1,46 @@
+/**
+ * Bytecode made once per environment image, so no run compiles the standard library, pytest or the
+ * checkout again: runs set PYTHONDONTWRITEBYTECODE (nothing is written at run time), and without a
+ * prefix every one of a task's pytest runs compiled and assert-rewrote the same files (about 230 ms
+ * of a 410 ms run in toolz's image). The image sets PYTHONPYCACHEPREFIX, so every container of it
+ * (validate, trace, mutant checks, the agent's session, grading) reads bytecode from the prefix.
+ *
+ * Never stale:
+ * - The checkout is compiled with `checked-hash` pycs: every import hashes the source and compiles
+ *   it afresh when the content differs, whatever its size and mtime (a patch, a mutant, an edit).
+ * - The standard library and installed packages use the default mtime+size pycs: nothing a task
+ *   does changes them (a run's root file system is its image's, read-only where it matters).
+ * - pytest's assert-rewritten test modules (in the prefix since pytest 6, `get_cache_dir`; the base
+ *   images have 6.0.2, 7.2.1 and 8.3.5) are checked by mtime (whole seconds) and size only. That is
+ *   safe here because each container's /repo is a `cp -a` of the image's checkout, so an untouched
+ *   file keeps the mtime it was cached with, and a file written in a run (agent edit, gold or test
+ *   patch, mutant) gets the run's clock, which is later than the image build that cached the old
+ *   content: the mtimes differ, pytest rewrites it again. Only a writer that sets an old mtime back
+ *   on purpose with the same size (`touch -d`, `cp -p` of an older file) could meet a stale entry.
+ *
+ * Pycs are keyed to the source path: everything is compiled at the paths runs use (/repo, /usr).
+ */
+/** Where an environment image keeps its bytecode; set as PYTHONPYCACHEPREFIX in the image. */
+export const PYCACHE_PREFIX = '/opt/worldline/pyc';
+
+/** How long the build may spend collecting the tests to rewrite them (a hung conftest is not the build's failure). */
+const COLLECT_TIMEOUT_S = 300;
+
+/**
+ * Shell lines (run as root in /repo once the checkout is committed and copied to the pristine one)
+ * filling the prefix. Failures are ignored: a file that does not compile or a suite that does not
+ * collect is compiled at run time, as before.
+ */
+export function bytecodeScript(srcLayout: boolean): string[] {
+  const stdlib = `python3 -c 'import os, sys; print("\\n".join(p for p in sys.path[1:] if os.path.isdir(p)))'`;
+  return [
+    `export PYTHONPYCACHEPREFIX=${PYCACHE_PREFIX}`,
+    'unset PYTHONDONTWRITEBYTECODE',
+    `${stdlib} | xargs python3 -m compileall -qq -j 0 >/dev/null 2>&1 || true`,
+    `python3 -m compileall -qq -j 0 --invalidation-mode checked-hash /repo >/dev/null 2>&1 || true`,
+    // Collecting imports every test module through pytest's rewriting hook, which writes its cache.
+    // /repo here is the image's own copy, hidden by each container's own /repo and already copied
+    // to the pristine checkout, so what a conftest writes while collecting reaches no run.
+    `PYTHONPATH=${srcLayout ? '/repo/src' : ''} timeout ${COLLECT_TIMEOUT_S} python3 -m pytest --collect-only -q -p no:cacheprovider >/dev/null 2>&1 || true`,
+  ];
+}
