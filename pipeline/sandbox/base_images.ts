@@ -32,7 +32,7 @@ const PACKAGES = ['python3', 'python3-pytest', 'python3-pytest-timeout', 'git', 
 
 /** The tracer's C accelerator (tracers/worldline_tracer/native.py loads it, or falls back to pure Python). */
 const NATIVE_DIR = join(tracersDir, 'worldline_tracer');
-const NATIVE_SOURCES = ['_native.c', 'build_native.py'];
+const NATIVE_SOURCES = ['_native.c', '_episodes.c', 'build_native.py'];
 /** What compiling it needs: installed in a throwaway builder rootfs only, so the image stays lean. */
 const BUILD_PACKAGES = ['python3', 'python3-dev', 'gcc', 'libc6-dev'];
 /** On every Debian python3's sys.path (pytest itself is there); the module's name carries its ABI tag. */
@@ -53,7 +53,7 @@ export interface BaseImage {
   pytest: string;
   /** Whether pytest-timeout is importable: per-test timeouts need it. */
   pytestTimeout: boolean;
-  /** Whether the tracer's C accelerator (_worldline_native) is importable; without it the tracer runs its pure Python. */
+  /** Whether the tracer's C accelerator (_worldline_native and _worldline_episodes) is importable; without it the tracer runs its pure Python. */
   native: boolean;
   /** Whether this is one of ours or a user-named image. */
   source: 'debootstrap' | 'user';
@@ -75,7 +75,7 @@ const PROBE = [
   'except Exception: out["pytest"] = None',
   'out["pytest_timeout"] = importlib.util.find_spec("pytest_timeout") is not None',
   'try:',
-  '    import _worldline_native; out["native"] = True',
+  '    import _worldline_native, _worldline_episodes; out["native"] = True',
   'except Exception: out["native"] = False',
   'print(json.dumps(out))',
 ].join('\n');
@@ -142,9 +142,12 @@ async function addNative(recipe: BaseRecipe, root: string): Promise<void> {
     mkdirSync(join(src, 'out'), { recursive: true });
     for (const f of NATIVE_SOURCES) copyFileSync(join(NATIVE_DIR, f), join(src, f));
     const { stdout } = await execFile('chroot', [builder, 'python3', '/tmp/worldline-native/build_native.py', '/tmp/worldline-native/out']);
-    const built = stdout.trim().split('/').pop() as string;
+    // build_native.py prints one path a line: every module it compiled
     mkdirSync(join(root, NATIVE_TARGET), { recursive: true });
-    copyFileSync(join(src, 'out', built), join(root, NATIVE_TARGET, built));
+    for (const path of stdout.trim().split('\n')) {
+      const built = path.split('/').pop() as string;
+      copyFileSync(join(src, 'out', built), join(root, NATIVE_TARGET, built));
+    }
   } finally {
     rmSync(builder, { recursive: true, force: true });
   }

@@ -67,25 +67,33 @@ PROGRAM_CALLS = [
 
 
 @pytest.fixture(scope="session")
-def native_module(tmp_path_factory):
-    """_worldline_native as installed (the base images carry one built for their Python), else
-    built here for this Python: a host without gcc and the Python headers fails here, it does not
-    skip."""
+def native_modules(tmp_path_factory):
+    """(_worldline_native, _worldline_episodes) as installed (the base images carry them, built for
+    their Python), else built here for this Python: a host without gcc and the Python headers fails
+    here, it does not skip."""
     from worldline_tracer import native
     from worldline_tracer.build_native import build
 
     try:
+        import _worldline_episodes
         import _worldline_native
     except ImportError:
         out = str(tmp_path_factory.mktemp("native"))
         build(out)
         sys.path.insert(0, out)
         try:
+            import _worldline_episodes
             import _worldline_native
         finally:
             sys.path.remove(out)
     _worldline_native.configure(native.ACTION_SEP, native.ARG_SEP, native.FRAME_SEP)
-    return _worldline_native
+    return _worldline_native, _worldline_episodes
+
+
+@pytest.fixture(scope="session")
+def native_module(native_modules):
+    """_worldline_native (see native_modules)."""
+    return native_modules[0]
 
 
 @pytest.fixture(params=["pure", "native"])

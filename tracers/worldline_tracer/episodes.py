@@ -21,6 +21,7 @@ from . import native
 from .render import (ACTION_SEP, ARG_SEP, FRAME_SEP, KIND_SEP, TRACE_CONTEXT_START, UNCHANGED,
                      has_special_token, locals_json, mark_entry)
 from .source import SourceIndex, source_lines
+from .tracer import _as_dict
 
 _enc = json.encoder.encode_basestring_ascii  # json.dumps(str) with the defaults
 _HEADER_JSON = _enc(TRACE_CONTEXT_START)[1:-1]
@@ -135,6 +136,9 @@ class _Frame(object):
 
 
 _KIND_JSON = {kind: _enc(kind) for kind in KIND_SEP}
+# the same in _episodes.c's order: call, line, return, exception
+_KIND_SEPS = tuple(KIND_SEP[k] for k in ("call", "line", "return", "exception"))
+_KINDS_JSON = tuple(_KIND_JSON[k] for k in ("call", "line", "return", "exception"))
 
 
 def _encode_pairs(pairs):
@@ -194,12 +198,14 @@ class EpisodeBuilder(object):
             info = None
             call = act.call
             if act.ret is not None and not call.get("resume") and not act.ret.get("lines_capped"):
-                name = call["function"].rsplit(".", 1)[-1]
-                found = self.sources.at(call["file"], call["line"], name)
-                if found is not None and found.is_def:
-                    info = found
+                info = self._def_at(call["file"], call["line"], call["function"])
             act.func = info
         return info
+
+    def _def_at(self, filename, line, function):
+        """FuncInfo of the ``def`` whose code object starts at ``line``, else None."""
+        found = self.sources.at(filename, line, function.rsplit(".", 1)[-1])
+        return found if found is not None and found.is_def else None
 
     def _drop(self, reason):
         self.dropped[reason] = self.dropped.get(reason, 0) + 1
@@ -212,6 +218,39 @@ class EpisodeBuilder(object):
         """Episodes as JSON texts, each exactly ``json.dumps(dict, sort_keys=True)`` of the dict
         ``build`` gives for it."""
         return [self._as_json(cut) for cut in self._cuts(events)]
+
+    def encode_records(self, raw):
+        """``encode`` straight from a Tracer's compact records (tracer.py's ``_raw``), without
+        turning them into event dicts: by _episodes.c's walk when it is built and the test stays
+        on its path, else by the Python over the records' dicts (the same bytes)."""
+        if native.episodes is not None:
+            got = native.episodes.cut(raw, (
+                self._def_at, self.sources._lines, self.sources.line, self._context_json, {},
+                random.Random(self.seed).random, native.mod.frame_parts, native.mod.line_locals, _enc,
+                _KIND_SEPS, _KINDS_JSON, UNCHANGED, _HEADER_JSON, _SEP_JSON, self.step_in, self.max_depth,
+                self.max_step_depth, self.max_frames))
+            if got is not None:
+                episodes, dropped = got
+                for reason, n in dropped.items():
+                    self.dropped[reason] = self.dropped.get(reason, 0) + n
+                return episodes
+        return self.encode([_as_dict(rec) for rec in raw])
+
+    def _context_json(self, entry_file, info, callees):
+        """The context JSON-encoded, or None when its header holds "<|" other than its own
+        separators (the C walk leaves such an episode to the Python)."""
+        context = self._context(entry_file, info, callees)
+        header = TRACE_CONTEXT_START + context + FRAME_SEP
+        if '<":' in header or header.count("<|") != 2:
+            return None
+        return _enc(context)
+
+    def _context(self, entry_file, info, callees):
+        """The entry's source marked, then each stepped-into callee's ([(file, FuncInfo)])."""
+        parts = [self._source(self._marked, entry_file, info, True)]
+        for f, sub in callees:
+            parts.append(self._source(self._plain, f, sub, False))
+        return "\n".join(parts)
 
     def _cuts(self, events):
         rng = random.Random(self.seed)
@@ -289,11 +328,7 @@ class EpisodeBuilder(object):
         if self.max_frames is not None and len(frames) > self.max_frames:
             self._drop("too_many_frames")
             return None
-        entry_file = act.call["file"]
-        parts = [self._source(self._marked, entry_file, info, True)]
-        for f, sub in callees:
-            parts.append(self._source(self._plain, f, sub, False))
-        context = "\n".join(parts)
+        context = self._context(act.call["file"], info, callees)
         header = TRACE_CONTEXT_START + context + FRAME_SEP
         clean = '<":' not in header and header.count("<|") == 2 and all(fr.clean for _, fr in frames)
         if not clean and (has_special_token(context) or any(fr.has_token() for _, fr in frames)):

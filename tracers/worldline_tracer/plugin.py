@@ -55,7 +55,7 @@ from .episodes import EpisodeBuilder
 from .serialize import DEFAULTS as _SER_DEFAULTS
 from .serialize import Serializer
 from .source import SourceIndex
-from .tracer import Tracer, make_scope
+from .tracer import Tracer, _as_dict, make_scope
 
 # one SourceIndex for the whole run: each file is parsed once, not once per test
 _state = {"fd": None, "scope": None, "opts": None, "sources": None, "caps": None, "budgets": {}}
@@ -151,7 +151,9 @@ def pytest_unconfigure(config):
 def _record(item):
     rec = item.__dict__.get(_KEY)
     if rec is None:
-        rec = {"events": [], "truncated": False, "error": None, "phases": [], "backend": None, "slow_reprs": []}
+        # "records": the tracers' compact records (tracer.py), turned into event dicts only when
+        # the line emits events: episodes are cut from the records themselves
+        rec = {"records": [], "truncated": False, "error": None, "phases": [], "backend": None, "slow_reprs": []}
         item.__dict__[_KEY] = rec
     return rec
 
@@ -210,7 +212,7 @@ def _traced(item, phase):
     try:
         rec = _record(item)
         if not rec["truncated"]:
-            budget = opts["max_events"] - len(rec["events"])
+            budget = opts["max_events"] - len(rec["records"])
             tracer = Tracer(scope=_state["scope"], backend=opts["backend"], max_events=max(budget, 1),
                             max_lines_per_call=opts["max_lines_per_call"], sources=_state["sources"],
                             serializer=Serializer(repr_safety_s=opts["repr_safety_s"]))
@@ -238,8 +240,7 @@ def _traced(item, phase):
             try:
                 rec["phases"].append(phase)
                 rec["backend"] = tracer.backend
-                with _NoCollection():
-                    rec["events"].extend(tracer.events)
+                rec["records"].extend(tracer._raw)
                 rec["truncated"] = rec["truncated"] or tracer.truncated
                 rec["slow_reprs"].extend(getattr(tracer.ser, "slow_classes", ()))
                 if tracer.error and rec["error"] is None:
@@ -275,10 +276,10 @@ def _write_line(item):
     if _state["fd"] is None:
         return
     try:
-        rec = item.__dict__.pop(_KEY, None) or {"events": [], "truncated": False, "error": None,
+        rec = item.__dict__.pop(_KEY, None) or {"records": [], "truncated": False, "error": None,
                                                  "phases": [], "backend": None}
         opts = _state["opts"]
-        events = rec["events"]
+        records = rec["records"]
         out = {
             "nodeid": item.nodeid,
             "phases": rec["phases"],
@@ -290,12 +291,12 @@ def _write_line(item):
             "seconds": rec.get("seconds"),
             "timed_out_under_trace": bool(rec.get("timed_out_under_trace")),
             "stopped": rec.get("stopped"),
-            "event_count": len(events),
-            "line_events": sum(1 for e in events if e["kind"] == "line"),
+            "event_count": len(records),
+            "line_events": sum(1 for r in records if r[0] == "line"),
             "slow_reprs": sorted(set(rec.get("slow_reprs", ()))),
         }
         if opts["emit"] in ("events", "both"):
-            out["events"] = events
+            out["events"] = [_as_dict(r) for r in records]
         episodes = None
         if opts["emit"] in ("episodes", "both"):
             try:
@@ -303,25 +304,37 @@ def _write_line(item):
                                          max_step_depth=opts["max_step_depth"],
                                          seed="%s|%s" % (opts["seed"], item.nodeid),
                                          max_frames=opts["max_frames"], sources=_state["sources"])
-                episodes, kept = _state["caps"].keep(item.nodeid, builder.encode(events))
+                episodes, kept = _state["caps"].keep(item.nodeid, builder.encode_records(records))
                 out.update(kept)
                 out["episodes_dropped"] = builder.dropped
             except Exception as e:
                 episodes = []
                 out["error"] = out["error"] or "episodes: %s: %s" % (type(e).__name__, e)
             out["episodes"] = _SLOT
-        line = json.dumps(out, sort_keys=True)
-        if episodes is not None:
-            # the episodes are JSON already: put them in their key's place ("backend" sorts before
-            # "episodes", and its value is a backend name or null, so the first match is the slot)
-            line = line.replace('"episodes": "%s"' % _SLOT, '"episodes": [' + ", ".join(episodes) + "]", 1)
-        data = (line + "\n").encode("utf-8", "replace")
-        os.write(_state["fd"], data)
+        line = json.dumps(out, sort_keys=True) + "\n"
+        if episodes is None:
+            parts = [line.encode("utf-8", "replace")]
+        else:
+            # the episodes are JSON already (ASCII): put them in their key's place ("backend" sorts
+            # before "episodes", and its value is a backend name or null, so the first match is
+            # the slot), written around the rest of the line without copying the line again
+            head, tail = line.split('"%s"' % _SLOT, 1)
+            parts = [(head + "[").encode("utf-8", "replace"), ", ".join(episodes).encode("ascii"),
+                     ("]" + tail).encode("utf-8", "replace")]
+        _write_all(_state["fd"], parts)
     except Exception as e:
         try:
             sys.stderr.write("worldline_tracer: could not write the trace of %s: %s\n" % (item.nodeid, e))
         except Exception:
             pass
+
+
+def _write_all(fd, parts):
+    """One writev of the line's parts (one append, as one write was), and the rest if it fell short."""
+    done = os.writev(fd, parts)
+    rest = b"".join(parts)[done:] if done < sum(map(len, parts)) else b""
+    while rest:
+        rest = rest[os.write(fd, rest):]
 
 
 @pytest.hookimpl(hookwrapper=True)

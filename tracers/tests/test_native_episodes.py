@@ -1,0 +1,91 @@
+"""_episodes.c's walk (EpisodeBuilder.encode_records) gives exactly the Python builder's bytes from
+the same records, is really taken, and hands the test back to the Python where it leaves the path."""
+import importlib.util
+import itertools
+
+import pytest
+from conftest import PROGRAM_CALLS, load_program, run_traced
+
+from worldline_tracer import HAS_MONITORING, Tracer, native
+from worldline_tracer.episodes import EpisodeBuilder
+from worldline_tracer.tracer import _as_dict
+
+BACKENDS = ["settrace", "monitoring"] if HAS_MONITORING else ["settrace"]
+CALLS = PROGRAM_CALLS + [("native_edges", lambda p: p.main())]
+
+
+@pytest.fixture
+def walk(native_modules, monkeypatch):
+    """Both modules in use, and the answers of every cut(): the episodes' count, or None."""
+    mod, episodes = native_modules
+    answers = []
+
+    class Spy(object):
+        @staticmethod
+        def cut(raw, ctx):
+            got = episodes.cut(raw, ctx)
+            answers.append(None if got is None else len(got[0]))
+            return got
+
+    monkeypatch.setattr(native, "mod", mod)
+    monkeypatch.setattr(native, "episodes", Spy)
+    return answers
+
+
+def _both(raw, events, **options):
+    fast = EpisodeBuilder(**options)
+    pure = EpisodeBuilder(**options)
+    return (fast.encode_records(raw), fast.dropped), (pure.encode(events), pure.dropped)
+
+
+OPTIONS = [dict(step_in=s, max_depth=d, max_step_depth=m, max_frames=f, seed=7)
+           for s, d, m, f in itertools.product([0.0, 0.5, 1.0], [None, 0, 1], [0, 2], [None, 6])]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("tracer_options", [{}, {"max_events": 40}, {"max_lines_per_call": 2}],
+                         ids=["whole", "truncated", "lines-capped"])
+def test_records_give_the_python_builders_bytes(backend, tracer_options, walk):
+    """Every golden program, every combination of the builder's options, traces cut short (calls
+    that never return) and calls whose lines hit the cap: the same JSON and the same drops."""
+    built = 0
+    for module, call in CALLS:
+        p = load_program(module)
+        tracer = run_traced(lambda: call(p), backend, **tracer_options)[2]
+        for options in OPTIONS:
+            fast, pure = _both(tracer._raw, tracer.events, **options)
+            assert fast == pure, (module, options)
+            built += len(pure[0])
+    assert built > 100
+    assert walk and None not in walk  # the walk answered every time: these are on its path
+
+
+def test_frames_off_its_path_are_left_to_the_python(tmp_path, walk):
+    """A special token in a local makes a frame that is not "clean": the walk hands the test back,
+    and the Python drops the episode that shows it (tokens(), not stepped into from main()) and keeps
+    the others."""
+    (tmp_path / "tokens.py").write_text(
+        "def tokens():\n    s = '<|frame_sep|>'\n    return len(s)\n\n\n"
+        "def plain(x):\n    y = x + 1\n    return y\n\n\n"
+        "def main():\n    return tokens() + plain(2)\n")
+    spec = importlib.util.spec_from_file_location("worldline_tokens", str(tmp_path / "tokens.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    tracer = Tracer(root=str(tmp_path))
+    with tracer:
+        mod.main()
+    (texts, dropped), pure = _both(tracer._raw, tracer.events, step_in=0.0)
+    assert (texts, dropped) == pure
+    assert walk == [None]
+    assert dropped == {"special_token_in_text": 1}
+    assert sorted(t[t.index('"function": '):].split('"')[3] for t in texts) == ["main", "plain"]
+
+
+def test_without_the_module_records_take_the_python(monkeypatch):
+    """native.episodes None (an image without it, WORLDLINE_TRACER_NATIVE=0): the records' dicts
+    go through the Python builder."""
+    monkeypatch.setattr(native, "episodes", None)
+    p = load_program("cwm_example")
+    tracer = run_traced(p.main, "settrace")[2]
+    texts = EpisodeBuilder(seed=1).encode_records(tracer._raw)
+    assert texts and texts == EpisodeBuilder(seed=1).encode([_as_dict(r) for r in tracer._raw])

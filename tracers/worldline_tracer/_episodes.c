@@ -1,0 +1,660 @@
+/* The episode builder's walk in C, imported as the top-level module _worldline_episodes
+ * (build_native.py compiles it beside _worldline_native; episodes.py uses it when both import).
+ *
+ * cut(raw, ctx) is episodes.EpisodeBuilder._cuts + _as_json straight from the tracer's compact
+ * records (tracer.py: (kind, (info, depth), line, payload[, flag]), info = (file, qualname,
+ * firstlineno, is_gen)), without the per-event dicts: the same nesting into activations, the same
+ * order (an activation is always appended below the open path, so the walk's preorder is the order
+ * the calls were recorded in), the same rng draws, each (record, full) frame rendered once by
+ * _worldline_native.frame_parts and shared, and exactly the JSON EpisodeBuilder._as_json writes.
+ * It answers None whenever the Python would take a path this file does not copy (a frame whose
+ * text is not "clean", locals frame_parts or line_locals leave to Python, records of another
+ * shape); the caller then builds the whole test in Python, which stays the reference.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+typedef struct {
+    char *p;
+    Py_ssize_t n, cap;
+} Buf;
+
+static int buf_put(Buf *b, const char *s, Py_ssize_t n) {
+    if (b->n + n > b->cap) {
+        Py_ssize_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->n + n) cap *= 2;
+        char *q = PyMem_Realloc(b->p, cap);
+        if (q == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        b->p = q;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    return 0;
+}
+
+#define PUT(b, lit) buf_put((b), (lit), (Py_ssize_t)(sizeof(lit) - 1))
+
+/* An ASCII str's bytes (frame_parts and encode_basestring_ascii give only those). */
+static int put_ascii(Buf *b, PyObject *s) {
+    if (!PyUnicode_IS_ASCII(s)) {
+        PyErr_SetString(PyExc_ValueError, "_worldline_episodes: expected ASCII text");
+        return -1;
+    }
+    return buf_put(b, (const char *)PyUnicode_1BYTE_DATA(s), PyUnicode_GET_LENGTH(s));
+}
+
+static int put_long(Buf *b, long long v) {
+    char num[32];
+    int m = snprintf(num, sizeof num, "%lld", v);
+    return buf_put(b, num, m);
+}
+
+/* The walk's callables and constants: cut()'s ctx tuple, in this order. */
+typedef struct {
+    PyObject *func_of;      /* (file, line, function) -> FuncInfo of a def, or None */
+    PyObject *lines;        /* SourceIndex._lines: file -> [line with "\n", ...] */
+    PyObject *line_of;      /* SourceIndex.line, for a file not in `lines` yet */
+    PyObject *context_of;   /* (file, FuncInfo, [(file, FuncInfo)]) -> context JSON, or None */
+    PyObject *contexts;     /* its answers by (FuncInfo, callees' FuncInfo...): a FuncInfo is one
+                             * function of one file (SourceIndex), so they name the context */
+    PyObject *rand;         /* the episode rng's random() */
+    PyObject *frame_parts;  /* _worldline_native.frame_parts */
+    PyObject *line_locals;  /* _worldline_native.line_locals */
+    PyObject *enc;          /* json.encoder.encode_basestring_ascii */
+    PyObject *seps;         /* (call, line, return, exception) separators */
+    PyObject *kinds_json;   /* the same kinds JSON-encoded */
+    PyObject *unchanged;    /* ".." */
+    PyObject *header_json;  /* TRACE_CONTEXT_START JSON-escaped, no quotes */
+    PyObject *sep_json;     /* FRAME_SEP JSON-escaped, no quotes */
+    double step_in;
+    long max_depth;         /* -1: any */
+    long max_step_depth;
+    long max_frames;        /* -1: any */
+} Ctx;
+
+enum { K_CALL, K_LINE, K_RETURN, K_EXC };
+
+typedef struct {
+    PyObject *text_json, *tail;  /* owned; NULL until made */
+    char missing;
+} Frame;
+
+typedef struct {
+    Py_ssize_t call, ret;        /* record indexes; ret -1 when it never returned */
+    Py_ssize_t first, last;      /* its items: a list through Item.next */
+    PyObject *func;              /* borrowed from `funcs` (or Py_None); NULL: not asked yet */
+} Act;
+
+typedef struct {
+    Py_ssize_t val;              /* a record index, or -(activation + 1) */
+    Py_ssize_t next;
+} Item;
+
+typedef struct {
+    long rel;
+    Frame *fr;
+    char is_line;
+} Shown;
+
+typedef struct {
+    Ctx *c;
+    PyObject *raw;
+    Py_ssize_t n;
+    char *kind;                  /* per record */
+    Frame *frames;               /* 2 per record: [full=0, full=1] */
+    Act *acts;
+    Py_ssize_t nacts;
+    Item *items;
+    Py_ssize_t nitems;
+    PyObject *funcs;             /* (info, line) -> FuncInfo or None */
+    /* the episode under way */
+    Shown *shown;
+    Py_ssize_t nshown, capshown;
+    PyObject *callees;           /* [(file, FuncInfo)] */
+    Buf out;                     /* the episode's JSON, its memory kept from one to the next */
+    int off_path;                /* set: answer None, the Python builds the test */
+} Walk;
+
+#define REC(w, i) PyList_GET_ITEM((w)->raw, (i))
+#define INFO(rec) PyTuple_GET_ITEM(PyTuple_GET_ITEM((rec), 1), 0)
+#define DEPTH(rec) PyTuple_GET_ITEM(PyTuple_GET_ITEM((rec), 1), 1)
+
+static PyObject *S_DEF_LINE, *S_START_LINE, *S_QUALNAME;
+
+/* The records' shape, checked once: tuples of 4 or 5 with a known kind and an (info, depth) head. */
+static int classify(Walk *w) {
+    for (Py_ssize_t i = 0; i < w->n; i++) {
+        PyObject *rec = REC(w, i);
+        if (!PyTuple_CheckExact(rec) || PyTuple_GET_SIZE(rec) < 4) return 0;
+        PyObject *k = PyTuple_GET_ITEM(rec, 0), *head = PyTuple_GET_ITEM(rec, 1);
+        if (!PyUnicode_CheckExact(k) || !PyTuple_CheckExact(head) || PyTuple_GET_SIZE(head) != 2
+            || !PyLong_CheckExact(PyTuple_GET_ITEM(head, 1)))
+            return 0;
+        PyObject *info = PyTuple_GET_ITEM(head, 0);
+        if (!PyTuple_CheckExact(info) || PyTuple_GET_SIZE(info) < 2 || !PyUnicode_CheckExact(PyTuple_GET_ITEM(info, 0))
+            || !PyUnicode_CheckExact(PyTuple_GET_ITEM(info, 1)))
+            return 0;
+        if (PyUnicode_CompareWithASCIIString(k, "call") == 0) {
+            if (PyTuple_GET_SIZE(rec) != 5) return 0;
+            w->kind[i] = K_CALL;
+        } else if (PyUnicode_CompareWithASCIIString(k, "line") == 0) {
+            w->kind[i] = K_LINE;
+        } else if (PyUnicode_CompareWithASCIIString(k, "return") == 0) {
+            if (PyTuple_GET_SIZE(rec) != 5) return 0;
+            w->kind[i] = K_RETURN;
+        } else if (PyUnicode_CompareWithASCIIString(k, "exception") == 0) {
+            w->kind[i] = K_EXC;
+        } else {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static long depth_of(PyObject *rec) {
+    return PyLong_AsLong(DEPTH(rec));
+}
+
+static int add_item(Walk *w, Py_ssize_t act, Py_ssize_t val) {
+    Item *it = &w->items[w->nitems];
+    it->val = val;
+    it->next = -1;
+    Act *a = &w->acts[act];
+    if (a->last < 0) a->first = w->nitems;
+    else w->items[a->last].next = w->nitems;
+    a->last = w->nitems;
+    w->nitems++;
+    return 0;
+}
+
+/* episodes.call_tree over the records. */
+static int nest(Walk *w) {
+    Py_ssize_t *stack = PyMem_Malloc(sizeof(Py_ssize_t) * (w->n + 1));
+    if (stack == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t top = 0;
+    for (Py_ssize_t i = 0; i < w->n; i++) {
+        long d = depth_of(REC(w, i));
+        if (d == -1 && PyErr_Occurred()) {
+            PyMem_Free(stack);
+            return -1;
+        }
+        if (d < 0) {
+            w->off_path = 1;
+            break;
+        }
+        if (w->kind[i] == K_CALL) {
+            if (top > d) top = d;
+            Py_ssize_t a = w->nacts++;
+            w->acts[a].call = i;
+            w->acts[a].ret = -1;
+            w->acts[a].first = w->acts[a].last = -1;
+            w->acts[a].func = NULL;
+            if (top) add_item(w, stack[top - 1], -(a + 1));
+            stack[top++] = a;
+        } else {
+            if (top <= d) continue; /* an orphan: its call was not traced */
+            top = d + 1;
+            Py_ssize_t a = stack[d];
+            if (w->kind[i] == K_RETURN) {
+                w->acts[a].ret = i;
+                top--;
+            } else {
+                add_item(w, a, i);
+            }
+        }
+    }
+    PyMem_Free(stack);
+    return 0;
+}
+
+/* EpisodeBuilder._func: the activation's FuncInfo (borrowed), Py_None, or NULL on an error. */
+static PyObject *func_of(Walk *w, Py_ssize_t a) {
+    Act *act = &w->acts[a];
+    if (act->func != NULL) return act->func;
+    PyObject *call = REC(w, act->call);
+    act->func = Py_None;
+    if (act->ret < 0 || PyObject_IsTrue(PyTuple_GET_ITEM(call, 4))) return Py_None;
+    PyObject *ret = REC(w, act->ret);
+    int capped = PyObject_IsTrue(PyTuple_GET_ITEM(ret, 4));
+    if (capped < 0) return NULL;
+    if (capped) return Py_None;
+    PyObject *info = INFO(call), *line = PyTuple_GET_ITEM(call, 2);
+    PyObject *key = PyTuple_Pack(2, info, line);
+    if (key == NULL) return NULL;
+    PyObject *found = PyDict_GetItemWithError(w->funcs, key);
+    if (found == NULL) {
+        if (PyErr_Occurred()) {
+            Py_DECREF(key);
+            return NULL;
+        }
+        found = PyObject_CallFunctionObjArgs(w->c->func_of, PyTuple_GET_ITEM(info, 0), line,
+                                             PyTuple_GET_ITEM(info, 1), NULL);
+        if (found == NULL || PyDict_SetItem(w->funcs, key, found) < 0) {
+            Py_XDECREF(found);
+            Py_DECREF(key);
+            return NULL;
+        }
+        Py_DECREF(found); /* the dict holds it */
+    }
+    Py_DECREF(key);
+    act->func = found;
+    return found;
+}
+
+/* SourceIndex.line(file, line) as a new reference. */
+static PyObject *source_line(Walk *w, PyObject *file, PyObject *line_obj) {
+    PyObject *lines = PyDict_GetItemWithError(w->c->lines, file);
+    if (lines == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        return PyObject_CallFunctionObjArgs(w->c->line_of, file, line_obj, NULL);
+    }
+    if (!PyList_CheckExact(lines)) return PyObject_CallFunctionObjArgs(w->c->line_of, file, line_obj, NULL);
+    long line = PyLong_AsLong(line_obj);
+    if (line == -1 && PyErr_Occurred()) return NULL;
+    if (line > 0 && line <= PyList_GET_SIZE(lines)) {
+        PyObject *s = PyList_GET_ITEM(lines, line - 1);
+        Py_INCREF(s);
+        return s;
+    }
+    return PyUnicode_FromStringAndSize("", 0);
+}
+
+/* A frame's pieces from frame_parts; off the fast path (None, or not clean) sets off_path. */
+static int make_frame(Walk *w, Frame *fr, int kind, PyObject *pairs, PyObject *value, PyObject *function,
+                      PyObject *line_obj, PyObject *file) {
+    PyObject *source = source_line(w, file, line_obj);
+    if (source == NULL) return -1;
+    if (!PyUnicode_CheckExact(source)) {
+        Py_DECREF(source);
+        w->off_path = 1;
+        return 0;
+    }
+    PyObject *args[7] = {PyTuple_GET_ITEM(w->c->seps, kind), pairs, value, function,
+                         PyTuple_GET_ITEM(w->c->kinds_json, kind), line_obj, source};
+    PyObject *parts = PyObject_Vectorcall(w->c->frame_parts, args, 7, NULL);
+    fr->missing = PyUnicode_GET_LENGTH(source) == 0;
+    Py_DECREF(source);
+    if (parts == NULL) return -1;
+    if (!PyTuple_Check(parts) || PyTuple_GET_SIZE(parts) != 4 || PyTuple_GET_ITEM(parts, 3) != Py_True) {
+        Py_DECREF(parts);
+        w->off_path = 1;
+        return 0;
+    }
+    fr->text_json = PyTuple_GET_ITEM(parts, 1);
+    fr->tail = PyTuple_GET_ITEM(parts, 2);
+    Py_INCREF(fr->text_json);
+    Py_INCREF(fr->tail);
+    Py_DECREF(parts);
+    return 0;
+}
+
+static int show(Walk *w, long rel, Frame *fr, int is_line) {
+    if (w->nshown == w->capshown) {
+        Py_ssize_t cap = w->capshown ? w->capshown * 2 : 256;
+        Shown *s = PyMem_Realloc(w->shown, sizeof(Shown) * cap);
+        if (s == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        w->shown = s;
+        w->capshown = cap;
+    }
+    w->shown[w->nshown].rel = rel;
+    w->shown[w->nshown].fr = fr;
+    w->shown[w->nshown].is_line = (char)is_line;
+    w->nshown++;
+    return 0;
+}
+
+static int same_callee(PyObject *file, long start, PyObject *entry) {
+    PyObject *f = PyTuple_GET_ITEM(entry, 0);
+    PyObject *s = PyObject_GetAttr(PyTuple_GET_ITEM(entry, 1), S_START_LINE);
+    if (s == NULL) return -1;
+    long st = PyLong_AsLong(s);
+    Py_DECREF(s);
+    if (st == -1 && PyErr_Occurred()) return -1;
+    if (st != start) return 0;
+    if (f == file) return 1;
+    return PyUnicode_Compare(f, file) == 0;
+}
+
+/* EpisodeBuilder._episode's emit(). `seen_entry`: the entry's (file, start line) counts as seen. */
+static int emit(Walk *w, Py_ssize_t a, PyObject *info_fn, long rel, PyObject *entry_file, long entry_start) {
+    Ctx *c = w->c;
+    Act *act = &w->acts[a];
+    Py_ssize_t ci = act->call;
+    PyObject *call = REC(w, ci), *info = INFO(call);
+    PyObject *file = PyTuple_GET_ITEM(info, 0), *function = PyTuple_GET_ITEM(info, 1);
+    Frame *fr = &w->frames[2 * ci + 1];
+    if (fr->tail == NULL) {
+        PyObject *def_line = PyObject_GetAttr(info_fn, S_DEF_LINE);
+        if (def_line == NULL) return -1;
+        int r = make_frame(w, fr, K_CALL, PyTuple_GET_ITEM(call, 3), Py_None, function, def_line, file);
+        Py_DECREF(def_line);
+        if (r < 0 || w->off_path) return r;
+    }
+    if (show(w, rel, fr, 0) < 0) return -1;
+    PyObject *prev = PyTuple_GET_ITEM(call, 3);
+    int full = 0;
+    for (Py_ssize_t k = act->first; k >= 0; k = w->items[k].next) {
+        Py_ssize_t v = w->items[k].val;
+        if (v < 0) {
+            Py_ssize_t b = -v - 1;
+            if (rel + 1 > c->max_step_depth) continue;
+            PyObject *sub = func_of(w, b);
+            if (sub == NULL) return -1;
+            if (sub == Py_None) continue;
+            PyObject *draw = PyObject_CallNoArgs(c->rand);
+            if (draw == NULL) return -1;
+            double x = PyFloat_AsDouble(draw);
+            Py_DECREF(draw);
+            if (x == -1.0 && PyErr_Occurred()) return -1;
+            if (!(x < c->step_in)) continue;
+            PyObject *sub_file = PyTuple_GET_ITEM(INFO(REC(w, w->acts[b].call)), 0);
+            PyObject *s = PyObject_GetAttr(sub, S_START_LINE);
+            if (s == NULL) return -1;
+            long start = PyLong_AsLong(s);
+            Py_DECREF(s);
+            if (start == -1 && PyErr_Occurred()) return -1;
+            int seen = start == entry_start && (sub_file == entry_file || PyUnicode_Compare(sub_file, entry_file) == 0);
+            for (Py_ssize_t j = 0; !seen && j < PyList_GET_SIZE(w->callees); j++) {
+                seen = same_callee(sub_file, start, PyList_GET_ITEM(w->callees, j));
+                if (seen < 0) return -1;
+            }
+            if (!seen) {
+                PyObject *pair = PyTuple_Pack(2, sub_file, sub);
+                if (pair == NULL) return -1;
+                int r = PyList_Append(w->callees, pair);
+                Py_DECREF(pair);
+                if (r < 0) return -1;
+            }
+            if (emit(w, b, sub, rel + 1, entry_file, entry_start) < 0 || w->off_path) return w->off_path ? 0 : -1;
+            full = 1;
+            continue;
+        }
+        PyObject *rec = REC(w, v);
+        Frame *f;
+        if (w->kind[v] == K_LINE) {
+            PyObject *pairs = PyTuple_GET_ITEM(rec, 3);
+            f = &w->frames[2 * v + full];
+            if (f->tail == NULL) {
+                PyObject *args[4] = {pairs, prev, full ? Py_True : Py_False, c->unchanged};
+                PyObject *shown = PyObject_Vectorcall(c->line_locals, args, 4, NULL);
+                if (shown == NULL) return -1;
+                if (shown == Py_None) {
+                    Py_DECREF(shown);
+                    w->off_path = 1;
+                    return 0;
+                }
+                int r = make_frame(w, f, K_LINE, shown, Py_None, function, PyTuple_GET_ITEM(rec, 2), file);
+                Py_DECREF(shown);
+                if (r < 0 || w->off_path) return r;
+            }
+            if (show(w, rel, f, 1) < 0) return -1;
+            prev = pairs;
+            full = 0;
+        } else {
+            f = &w->frames[2 * v];
+            if (f->tail == NULL) {
+                if (make_frame(w, f, w->kind[v], Py_None, PyTuple_GET_ITEM(rec, 3), function,
+                               PyTuple_GET_ITEM(rec, 2), file) < 0 || w->off_path)
+                    return w->off_path ? 0 : -1;
+            }
+            if (show(w, rel, f, 0) < 0) return -1;
+        }
+    }
+    Py_ssize_t ri = act->ret;
+    PyObject *ret = REC(w, ri);
+    fr = &w->frames[2 * ri];
+    if (fr->tail == NULL) {
+        if (make_frame(w, fr, K_RETURN, Py_None, PyTuple_GET_ITEM(ret, 3), function, PyTuple_GET_ITEM(ret, 2),
+                       file) < 0 || w->off_path)
+            return w->off_path ? 0 : -1;
+    }
+    return show(w, rel, fr, 0);
+}
+
+static int put_enc(Walk *w, Buf *b, PyObject *s) {
+    PyObject *j = PyObject_CallOneArg(w->c->enc, s);
+    if (j == NULL) return -1;
+    int r = put_ascii(b, j);
+    Py_DECREF(j);
+    return r;
+}
+
+static int bump(PyObject *dropped, const char *reason) {
+    PyObject *key = PyUnicode_FromString(reason);
+    if (key == NULL) return -1;
+    PyObject *old = PyDict_GetItemWithError(dropped, key);
+    long n = old ? PyLong_AsLong(old) : 0;
+    PyObject *v = PyLong_FromLong(n + 1);
+    int r = v == NULL ? -1 : PyDict_SetItem(dropped, key, v);
+    Py_XDECREF(v);
+    Py_DECREF(key);
+    return r;
+}
+
+/* The episode's context JSON (a new reference; None when the Python must answer), from
+ * `contexts` or context_of. */
+static PyObject *context_json(Walk *w, PyObject *file, PyObject *fn) {
+    Py_ssize_t n = PyList_GET_SIZE(w->callees);
+    PyObject *key = PyTuple_New(n + 1);
+    if (key == NULL) return NULL;
+    Py_INCREF(fn);
+    PyTuple_SET_ITEM(key, 0, fn);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *sub = PyTuple_GET_ITEM(PyList_GET_ITEM(w->callees, i), 1);
+        Py_INCREF(sub);
+        PyTuple_SET_ITEM(key, i + 1, sub);
+    }
+    PyObject *context = PyDict_GetItemWithError(w->c->contexts, key);
+    if (context != NULL) {
+        Py_INCREF(context);
+    } else if (!PyErr_Occurred()) {
+        context = PyObject_CallFunctionObjArgs(w->c->context_of, file, fn, w->callees, NULL);
+        if (context != NULL && PyDict_SetItem(w->c->contexts, key, context) < 0) Py_CLEAR(context);
+    }
+    Py_DECREF(key);
+    return context;
+}
+
+/* One episode for activation a (FuncInfo fn) appended to `out`, or a drop counted. */
+static int episode(Walk *w, Py_ssize_t a, PyObject *fn, PyObject *out, PyObject *dropped) {
+    Ctx *c = w->c;
+    PyObject *call = REC(w, w->acts[a].call), *info = INFO(call);
+    PyObject *file = PyTuple_GET_ITEM(info, 0);
+    PyObject *s = PyObject_GetAttr(fn, S_START_LINE);
+    if (s == NULL) return -1;
+    long start = PyLong_AsLong(s);
+    Py_DECREF(s);
+    if (start == -1 && PyErr_Occurred()) return -1;
+    w->nshown = 0;
+    if (PyList_SetSlice(w->callees, 0, PyList_GET_SIZE(w->callees), NULL) < 0) return -1;
+    if (emit(w, a, fn, 0, file, start) < 0) return -1;
+    if (w->off_path) return 0;
+    for (Py_ssize_t i = 0; i < w->nshown; i++)
+        if (w->shown[i].fr->missing) return bump(dropped, "missing_source");
+    if (c->max_frames >= 0 && w->nshown > c->max_frames) return bump(dropped, "too_many_frames");
+    PyObject *context = context_json(w, file, fn);
+    if (context == NULL) return -1;
+    if (context == Py_None || !PyUnicode_CheckExact(context) || PyUnicode_GET_LENGTH(context) < 2) {
+        Py_DECREF(context);
+        w->off_path = 1;
+        return 0;
+    }
+    Buf *bp = &w->out, b = *bp;
+    b.n = 0;
+    PyObject *def_line = NULL, *text = NULL;
+    int r = -1;
+    long line_events = 0;
+    if (PUT(&b, "{\"callees\": [") < 0) goto done;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(w->callees); i++) {
+        PyObject *q = PyObject_GetAttr(PyTuple_GET_ITEM(PyList_GET_ITEM(w->callees, i), 1), S_QUALNAME);
+        if (q == NULL) goto done;
+        int e = (i && PUT(&b, ", ") < 0) || put_enc(w, &b, q) < 0;
+        Py_DECREF(q);
+        if (e) goto done;
+    }
+    long long depth = PyLong_AsLongLong(DEPTH(call));
+    if (depth == -1 && PyErr_Occurred()) goto done;
+    if (PUT(&b, "], \"context\": ") < 0 || put_ascii(&b, context) < 0 || PUT(&b, ", \"depth\": ") < 0
+        || put_long(&b, depth) < 0 || PUT(&b, ", \"file\": ") < 0 || put_enc(w, &b, file) < 0
+        || PUT(&b, ", \"frame_count\": ") < 0 || put_long(&b, w->nshown) < 0 || PUT(&b, ", \"frames\": [") < 0)
+        goto done;
+    for (Py_ssize_t i = 0; i < w->nshown; i++) {
+        line_events += w->shown[i].is_line;
+        if ((i && PUT(&b, ", ") < 0) || PUT(&b, "{\"depth\": ") < 0 || put_long(&b, w->shown[i].rel) < 0
+            || PUT(&b, ", ") < 0 || put_ascii(&b, w->shown[i].fr->tail) < 0)
+            goto done;
+    }
+    def_line = PyObject_GetAttr(fn, S_DEF_LINE);
+    if (def_line == NULL) goto done;
+    long long dl = PyLong_AsLongLong(def_line);
+    if (dl == -1 && PyErr_Occurred()) goto done;
+    if (PUT(&b, "], \"function\": ") < 0 || put_enc(w, &b, PyTuple_GET_ITEM(info, 1)) < 0
+        || PUT(&b, ", \"line\": ") < 0 || put_long(&b, dl) < 0 || PUT(&b, ", \"line_events\": ") < 0
+        || put_long(&b, line_events) < 0 || PUT(&b, ", \"text\": \"") < 0 || put_ascii(&b, c->header_json) < 0
+        || buf_put(&b, (const char *)PyUnicode_1BYTE_DATA(context) + 1, PyUnicode_GET_LENGTH(context) - 2) < 0
+        || put_ascii(&b, c->sep_json) < 0)
+        goto done;
+    for (Py_ssize_t i = 0; i < w->nshown; i++)
+        if (put_ascii(&b, w->shown[i].fr->text_json) < 0) goto done;
+    if (PUT(&b, "\"}") < 0) goto done;
+    text = PyUnicode_New(b.n, 127);
+    if (text == NULL) goto done;
+    memcpy(PyUnicode_1BYTE_DATA(text), b.p, b.n);
+    r = PyList_Append(out, text);
+done:
+    *bp = b;
+    Py_DECREF(context);
+    Py_XDECREF(def_line);
+    Py_XDECREF(text);
+    return r;
+}
+
+static int ctx_of(PyObject *t, Ctx *c) {
+    if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 18) {
+        PyErr_SetString(PyExc_TypeError, "cut: ctx is a tuple of 18");
+        return -1;
+    }
+    PyObject **o = &PyTuple_GET_ITEM(t, 0);
+    c->func_of = o[0];
+    c->lines = o[1];
+    c->line_of = o[2];
+    c->context_of = o[3];
+    c->contexts = o[4];
+    c->rand = o[5];
+    c->frame_parts = o[6];
+    c->line_locals = o[7];
+    c->enc = o[8];
+    c->seps = o[9];
+    c->kinds_json = o[10];
+    c->unchanged = o[11];
+    c->header_json = o[12];
+    c->sep_json = o[13];
+    c->step_in = PyFloat_AsDouble(o[14]);
+    c->max_depth = o[15] == Py_None ? -1 : PyLong_AsLong(o[15]);
+    c->max_step_depth = PyLong_AsLong(o[16]);
+    c->max_frames = o[17] == Py_None ? -1 : PyLong_AsLong(o[17]);
+    if (PyErr_Occurred()) return -1;
+    if (!PyDict_CheckExact(c->lines) || !PyDict_CheckExact(c->contexts) || !PyTuple_CheckExact(c->seps) || PyTuple_GET_SIZE(c->seps) != 4
+        || !PyTuple_CheckExact(c->kinds_json) || PyTuple_GET_SIZE(c->kinds_json) != 4
+        || !PyUnicode_IS_ASCII(c->header_json) || !PyUnicode_IS_ASCII(c->sep_json)) {
+        PyErr_SetString(PyExc_TypeError, "cut: a ctx item of the wrong type");
+        return -1;
+    }
+    return 0;
+}
+
+/* cut(raw, ctx) -> ([episode JSON], {drop reason: count}), or None: see the top of this file. */
+static PyObject *cut(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyList_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "cut(raw: list, ctx: tuple)");
+        return NULL;
+    }
+    Ctx c;
+    if (ctx_of(args[1], &c) < 0) return NULL;
+    Walk w = {0};
+    w.c = &c;
+    /* a list the walk holds, so a callback cannot change the records under it */
+    w.raw = PyList_GetSlice(args[0], 0, PyList_GET_SIZE(args[0]));
+    if (w.raw == NULL) return NULL;
+    w.n = PyList_GET_SIZE(w.raw);
+    PyObject *result = NULL, *out = NULL, *dropped = NULL;
+    Py_ssize_t cells = w.n ? w.n : 1;
+    w.kind = PyMem_Malloc(cells);
+    w.frames = PyMem_Calloc(2 * cells, sizeof(Frame));
+    w.acts = PyMem_Malloc(sizeof(Act) * cells);
+    w.items = PyMem_Malloc(sizeof(Item) * cells);
+    w.funcs = PyDict_New();
+    w.callees = PyList_New(0);
+    out = PyList_New(0);
+    dropped = PyDict_New();
+    if (w.kind == NULL || w.frames == NULL || w.acts == NULL || w.items == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (w.funcs == NULL || w.callees == NULL || out == NULL || dropped == NULL) goto done;
+    if (!classify(&w)) goto none;
+    if (nest(&w) < 0) goto done;
+    if (w.off_path) goto none;
+    for (Py_ssize_t a = 0; a < w.nacts; a++) {
+        if (c.max_depth >= 0) {
+            long d = depth_of(REC(&w, w.acts[a].call));
+            if (d == -1 && PyErr_Occurred()) goto done;
+            if (d > c.max_depth) continue;
+        }
+        PyObject *fn = func_of(&w, a);
+        if (fn == NULL) goto done;
+        if (fn == Py_None) continue;
+        if (episode(&w, a, fn, out, dropped) < 0) goto done;
+        if (w.off_path) goto none;
+    }
+    result = PyTuple_Pack(2, out, dropped);
+    goto done;
+none:
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    if (w.frames != NULL)
+        for (Py_ssize_t i = 0; i < 2 * cells; i++) {
+            Py_XDECREF(w.frames[i].text_json);
+            Py_XDECREF(w.frames[i].tail);
+        }
+    PyMem_Free(w.kind);
+    PyMem_Free(w.frames);
+    PyMem_Free(w.acts);
+    PyMem_Free(w.items);
+    PyMem_Free(w.shown);
+    PyMem_Free(w.out.p);
+    Py_XDECREF(w.funcs);
+    Py_XDECREF(w.callees);
+    Py_XDECREF(out);
+    Py_XDECREF(dropped);
+    Py_DECREF(w.raw);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"cut", (PyCFunction)(void (*)(void))cut, METH_FASTCALL,
+     "cut(raw, ctx) -> ([episode JSON], {reason: dropped}) or None (the Python path answers)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_worldline_episodes", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__worldline_episodes(void) {
+    S_DEF_LINE = PyUnicode_InternFromString("def_line");
+    S_START_LINE = PyUnicode_InternFromString("start_line");
+    S_QUALNAME = PyUnicode_InternFromString("qualname");
+    if (S_DEF_LINE == NULL || S_START_LINE == NULL || S_QUALNAME == NULL) return NULL;
+    return PyModule_Create(&moduledef);
+}
