@@ -312,3 +312,40 @@ def test_no_collection_while_the_tracer_writes_and_the_state_restored():
     except ValueError:
         pass
     assert gc.isenabled()
+
+
+def test_a_traced_phase_collects_young_objects_less_often_and_restores_the_threshold(tmp_path):
+    """While a phase is traced the collector's youngest generation is _GC_SCALE times larger
+    (plugin._SparseCollection); afterwards the suite's own threshold is back, and a threshold the
+    traced code set itself is left as it set it."""
+    import gc
+
+    from worldline_tracer.plugin import _GC_SCALE
+
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "test_gc.py").write_text(textwrap.dedent('''
+        import gc, json, os
+
+        def _note(name):
+            with open(os.environ["GC_NOTES"], "a") as f:
+                f.write(json.dumps([name, gc.get_threshold()]) + "\\n")
+
+        def test_plain():
+            _note("plain")
+
+        def test_sets_its_own():
+            gc.set_threshold(123, 4, 5)
+            _note("own")
+
+        def test_after():
+            _note("after")
+    '''))
+    notes = tmp_path / "notes.jsonl"
+    proc, by_id = _traced_run(suite, tmp_path, GC_NOTES=str(notes))
+    assert proc.returncode == 0, proc.stdout
+    assert len(by_id) == 3
+    t0, t1, t2 = gc.get_threshold()
+    seen = dict(json.loads(line) for line in notes.read_text().splitlines())
+    assert seen == {"plain": [t0 * _GC_SCALE, t1, t2], "own": [123, 4, 5],
+                    "after": [123 * _GC_SCALE, 4, 5]}
