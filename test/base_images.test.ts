@@ -22,11 +22,13 @@ describe('base images', () => {
       // built in a throwaway rootfs: no compiler reaches the image
       const res = await runContainer({
         image: ref,
-        cmd: ['sh', '-c', 'python3 -c "import _worldline_native as m; print(m.__file__)"; command -v gcc || echo NO_GCC'],
+        cmd: ['sh', '-c', 'python3 -c "import _worldline_native as m, _worldline_episodes as e; print(m.__file__, e.__file__)"; command -v gcc || echo NO_GCC'],
         limits: { memoryBytes: 256 << 20, pids: 64, cpus: 1 },
         timeoutMs: 60_000,
       });
-      expect(res.output).toMatch(new RegExp(`/usr/lib/python3/dist-packages/_worldline_native\\.cpython-${python.replace('.', '')}-[^/]*\\.so`));
+      for (const module of ['_worldline_native', '_worldline_episodes']) {
+        expect(res.output).toMatch(new RegExp(`/usr/lib/python3/dist-packages/${module}\\.cpython-${python.replace('.', '')}-[^/]*\\.so`));
+      }
       expect(res.output).toContain('NO_GCC');
     }
   });
