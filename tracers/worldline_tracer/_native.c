@@ -277,8 +277,10 @@ done:
  * state list's layout is tracer.py's _KEYS.._FILT, 3 to 8). ctx = (value, keyed, unchanged, named,
  * bad_classes, immutable, keyed_types, leaf, slow): the tracer's per-value callables and type
  * sets, leaf = (max_str, max_int_bits) when ``value`` is the default Serializer's (then ints, strs,
- * floats, bools and None are rendered here, as _value_repr does; else None), and ``slow``, the Python method, which answers for any
- * frame whose locals are not a list of str names. */
+ * floats, bools and None are rendered here, as _value_repr does; else None), ``slow``, the Python method, which answers for any
+ * frame whose locals are not a list of str names, and ``other`` (other_repr's tuple, or None). A
+ * ctx of 9 (no ``other``) is what tracer.py of an earlier revision passes: bench:tracer's
+ * --baseline runs one against the module the image carries. */
 enum { ST_KEYS = 3, ST_VALS, ST_OUT, ST_MUT, ST_CACHE, ST_FILT, ST_LEN };
 static PyObject *S_F_LOCALS, *S_KEYS, *S_VALUES, *S_QUALNAME;
 
@@ -310,9 +312,118 @@ static void untrack(PyObject *list) {
     if (list != NULL) PyObject_GC_UnTrack(list);
 }
 
+/* other_repr(other, v): the default Serializer's text for a value of any type it has no rendering
+ * of its own for (serialize.Serializer._other, reached through _value_repr and __call__), without
+ * the four Python frames between: its own repr, guarded as _other guards it (a repr that raises,
+ * is not exactly a str, is longer than max_repr or slower than repr_safety_s marks its class bad),
+ * addresses and thread idents stripped by the serializer's own regexes. other = (bad_classes,
+ * array_like, dispatch, max_repr, repr_safety_s, perf_counter, addr_sub, thread_sub, slow_classes,
+ * c_repr_types). NULL without an error: the Python path answers (types the serializer dispatches
+ * on, array-like or not yet classified types, a RecursionError before 3.10, whose handling depends
+ * on the stack's depth). */
+static PyObject *S_AT_0X, *S_ED, *S_STARTED, *S_STOPPED, *S_OBJ_FMT, *S_THREAD_REPL, *S_NAME;
+
+static int has(PyObject *text, PyObject *sub) {
+    return PyUnicode_Find(text, sub, 0, PY_SSIZE_T_MAX, 1) >= 0;  /* -2 (an error) cannot happen on two str */
+}
+
+static PyObject *marker(PyObject *cls) {
+    PyObject *name = PyObject_GetAttr(cls, S_NAME);
+    if (name == NULL) return NULL;
+    PyObject *text = PyUnicode_Format(S_OBJ_FMT, name);
+    Py_DECREF(name);
+    return text;
+}
+
+/* _other's marker for a class whose repr failed the guard: the class is bad from now on */
+static PyObject *bad_marker(PyObject *bad, PyObject *cls) {
+    if (PySet_Add(bad, cls) < 0) return NULL;
+    return marker(cls);
+}
+
+static PyObject *other_repr(PyObject *other, PyObject *v) {
+    PyObject *bad = PyTuple_GET_ITEM(other, 0), *array_like = PyTuple_GET_ITEM(other, 1);
+    PyObject *dispatch = PyTuple_GET_ITEM(other, 2), *perf = PyTuple_GET_ITEM(other, 5);
+    PyObject *addr_sub = PyTuple_GET_ITEM(other, 6), *thread_sub = PyTuple_GET_ITEM(other, 7);
+    PyObject *c_repr = PyTuple_GET_ITEM(other, 9);
+    Py_ssize_t max_repr = PyLong_AsSsize_t(PyTuple_GET_ITEM(other, 3));
+    double safety = PyFloat_AsDouble(PyTuple_GET_ITEM(other, 4));
+    if (PyErr_Occurred()) return NULL;
+    PyObject *cls = (PyObject *)Py_TYPE(v);
+    int r = PySet_Contains(bad, cls);
+    if (r < 0) return NULL;
+    if (r) return marker(cls);
+    r = PySet_Contains(c_repr, cls);
+    if (r < 0) return NULL;
+    if (r) {  /* _value_repr's shortcut: these reprs are C code that cannot fail or run long */
+        PyObject *text = PyObject_Repr(v);
+        if (text == NULL) return NULL;
+        if (PyUnicode_GET_LENGTH(text) <= max_repr && !has(text, S_ED)) {
+            if (!has(text, S_AT_0X)) return text;
+            PyObject *stripped = PyObject_CallFunctionObjArgs(addr_sub, EMPTY, text, NULL);
+            Py_DECREF(text);
+            return stripped;
+        }
+        Py_DECREF(text);  /* the whole way, as _other */
+    }
+    PyObject *known = PyDict_GetItemWithError(dispatch, cls);
+    if (known != NULL || PyErr_Occurred()) return NULL;
+    known = PyDict_GetItemWithError(array_like, cls);
+    if (known != Py_False) return NULL;  /* not classified yet, or array-like: the Python path */
+    PyObject *t0 = PyObject_CallNoArgs(perf);
+    if (t0 == NULL) return NULL;
+    PyObject *text = PyObject_Repr(v);
+    if (text == NULL) {
+#if PY_VERSION_HEX < 0x030A0000
+        if (PyErr_ExceptionMatches(PyExc_RecursionError)) {
+            Py_DECREF(t0);
+            return NULL;  /* see serialize.deep_overflow: only the Python path may decide */
+        }
+#endif
+        Py_DECREF(t0);
+        if (!PyErr_ExceptionMatches(PyExc_Exception)) return NULL;
+        PyErr_Clear();
+        return bad_marker(bad, cls);
+    }
+    if (!PyUnicode_CheckExact(text) || PyUnicode_GET_LENGTH(text) > max_repr) {
+        Py_DECREF(t0);
+        Py_DECREF(text);
+        return bad_marker(bad, cls);
+    }
+    PyObject *t1 = PyObject_CallNoArgs(perf);
+    double took = t1 ? PyFloat_AsDouble(t1) - PyFloat_AsDouble(t0) : 0;
+    Py_DECREF(t0);
+    Py_XDECREF(t1);
+    if (t1 == NULL || PyErr_Occurred()) {
+        Py_DECREF(text);
+        return NULL;
+    }
+    if (took > safety) {
+        Py_DECREF(text);
+        PyObject *name = PyObject_GetAttr(cls, S_NAME);
+        if (name == NULL) return NULL;
+        int err = PyList_Append(PyTuple_GET_ITEM(other, 8), name);
+        Py_DECREF(name);
+        return err < 0 ? NULL : bad_marker(bad, cls);
+    }
+    if (has(text, S_AT_0X)) {
+        Py_SETREF(text, PyObject_CallFunctionObjArgs(addr_sub, EMPTY, text, NULL));
+        if (text == NULL) return NULL;
+    }
+    if (has(text, S_ED) && (has(text, S_STARTED) || has(text, S_STOPPED)))
+        Py_SETREF(text, PyObject_CallFunctionObjArgs(thread_sub, S_THREAD_REPL, text, NULL));
+    return text;
+}
+
 static PyObject *snapshot_of(PyObject *ctx, PyObject *frame, PyObject *st) {
-    if (!PyTuple_CheckExact(ctx) || PyTuple_GET_SIZE(ctx) != 9 || !PyList_CheckExact(st) || PyList_GET_SIZE(st) != ST_LEN) {
+    if (!PyTuple_CheckExact(ctx) || (PyTuple_GET_SIZE(ctx) != 9 && PyTuple_GET_SIZE(ctx) != 10) || !PyList_CheckExact(st)
+        || PyList_GET_SIZE(st) != ST_LEN) {
         PyErr_SetString(PyExc_TypeError, "snapshot(ctx, frame, st)");
+        return NULL;
+    }
+    PyObject *other = PyTuple_GET_SIZE(ctx) == 10 ? PyTuple_GET_ITEM(ctx, 9) : Py_None;
+    if (other != Py_None && (!PyTuple_CheckExact(other) || PyTuple_GET_SIZE(other) != 10)) {
+        PyErr_SetString(PyExc_TypeError, "snapshot: other must be a 10-tuple or None");
         return NULL;
     }
     PyObject *value = PyTuple_GET_ITEM(ctx, 0), *keyed = PyTuple_GET_ITEM(ctx, 1);
@@ -480,6 +591,7 @@ static PyObject *snapshot_of(PyObject *ctx, PyObject *frame, PyObject *st) {
             }
         } else {
             r = leaf != Py_None ? leaf_repr(v, max_str, max_int_bits) : NULL;
+            if (r == NULL && !PyErr_Occurred() && other != Py_None) r = other_repr(other, v);
             if (r == NULL && !PyErr_Occurred()) r = PyObject_CallOneArg(value, v);
             if (r == NULL) failed = 1;
             else {
@@ -582,7 +694,7 @@ static PyObject *snapshot(PyObject *self, PyObject *const *args, Py_ssize_t narg
  * propagates and, under settrace, turns tracing off as CPython's own trampoline does. */
 enum { ST_HEAD = 0, ST_NLINES, ST_CAPPED };
 static PyObject *S_OFF, *S_TRUNCATED, *S_HALT, *S_FAULT, *S_F_TRACE, *S_CALL, *S_LINE, *S_RETURN, *S_EXCEPTION,
-    *S_NAME, *S_EXC_FMT;
+    *S_EXC_FMT;
 
 typedef struct {
     PyObject_HEAD
@@ -1222,6 +1334,12 @@ PyMODINIT_FUNC PyInit__worldline_native(void) {
     S_F_TRACE = PyUnicode_InternFromString("f_trace");
     S_NAME = PyUnicode_InternFromString("__name__");
     S_EXC_FMT = PyUnicode_FromString("<%s>");
+    S_OBJ_FMT = PyUnicode_FromString("<%s object>");
+    S_AT_0X = PyUnicode_FromString(" at 0x");
+    S_ED = PyUnicode_FromString("ed ");
+    S_STARTED = PyUnicode_FromString("started");
+    S_STOPPED = PyUnicode_FromString("stopped");
+    S_THREAD_REPL = PyUnicode_FromString("\\1\\2");
     /* the record kinds: tracer.py's constants are these interned strings (_as_dict tests them with `is`) */
     S_CALL = PyUnicode_InternFromString("call");
     S_LINE = PyUnicode_InternFromString("line");
@@ -1229,7 +1347,8 @@ PyMODINIT_FUNC PyInit__worldline_native(void) {
     S_EXCEPTION = PyUnicode_InternFromString("exception");
     if (EMPTY == NULL || LT_BAR == NULL || LT_QUOTE_COLON == NULL || S_F_LOCALS == NULL || S_KEYS == NULL
         || S_VALUES == NULL || S_QUALNAME == NULL || S_OFF == NULL || S_TRUNCATED == NULL || S_HALT == NULL
-        || S_FAULT == NULL || S_F_TRACE == NULL || S_NAME == NULL || S_EXC_FMT == NULL || S_CALL == NULL
+        || S_FAULT == NULL || S_F_TRACE == NULL || S_NAME == NULL || S_EXC_FMT == NULL || S_OBJ_FMT == NULL || S_AT_0X == NULL
+        || S_ED == NULL || S_STARTED == NULL || S_STOPPED == NULL || S_THREAD_REPL == NULL || S_CALL == NULL
         || S_LINE == NULL || S_RETURN == NULL || S_EXCEPTION == NULL || PyType_Ready(&CaptureType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);

@@ -28,7 +28,7 @@ from itertools import compress, count, islice
 from operator import is_not, or_
 
 from . import native
-from .serialize import _ADDR, Serializer, deep_overflow
+from .serialize import _ADDR, _THREAD_IDENT, Serializer, _perf, deep_overflow
 from .source import SourceIndex
 
 _GEN_FLAGS = 0x20 | 0x80 | 0x200  # CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR
@@ -172,6 +172,16 @@ def _value_repr(ser):
     return value
 
 
+def _other_ctx(ser):
+    """What _native.c's other_repr needs to give ``_value_repr``'s text for values of other types
+    (Serializer._other, guarded the same way), when ``ser`` is exactly the default Serializer;
+    else None (a subclass may render differently)."""
+    if type(ser) is not Serializer:
+        return None
+    return (ser.bad_classes, ser._array_like, ser._dispatch, ser.max_repr, ser.repr_safety_s,
+            _perf, _ADDR.sub, _THREAD_IDENT.sub, ser.slow_classes, _C_REPR)
+
+
 class Tracer(object):
     """Trace the calling thread between ``start()`` and ``stop()``; results in ``.events``,
     ``.truncated`` and ``.error``. Use ``backend="auto"`` (monitoring on 3.12+, else settrace),
@@ -223,7 +233,8 @@ class Tracer(object):
             self._snap_ctx = (
                 self._value, self._keyed, unchanged, self._named,
                 self.ser.bad_classes if default else frozenset(), self._immutable, self._keyed_types,
-                (self.ser.max_str, self.ser._max_int_bits) if default else None, self._snapshot)
+                (self.ser.max_str, self.ser._max_int_bits) if default else None, self._snapshot,
+                _other_ctx(self.ser))
             self._snap = partial(native.mod.snapshot, self._snap_ctx)
         self.truncated = False
         self.error = None
