@@ -113,8 +113,10 @@ def _events(backend, **options):
     Serializer,
     lambda: Serializer(max_int_digits=10, max_str=5, max_items=2, max_depth=2),
     lambda: Serializer(max_int_digits=19),
+    # SlowRepr sleeps 0.06 s: past this safety net on both paths (other_repr's guard in C)
+    lambda: Serializer(repr_safety_s=0.05, max_repr=30),
     _Custom,
-], ids=["default", "small-caps", "int64-edge", "custom"])
+], ids=["default", "small-caps", "int64-edge", "repr-guards", "custom"])
 def test_events_equal_with_and_without_native(backend, serializer, native_module, monkeypatch):
     """The tracer's events (locals snapshots and values) are the same with the C snapshot."""
     out = {}

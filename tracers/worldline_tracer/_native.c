@@ -13,6 +13,9 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#if PY_VERSION_HEX < 0x030B0000
+#include <frameobject.h> /* PyFrame_Type and PyFrame_GetBack, in Python.h from 3.11 */
+#endif
 #include <limits.h>
 #include <string.h>
 
@@ -274,8 +277,10 @@ done:
  * state list's layout is tracer.py's _KEYS.._FILT, 3 to 8). ctx = (value, keyed, unchanged, named,
  * bad_classes, immutable, keyed_types, leaf, slow): the tracer's per-value callables and type
  * sets, leaf = (max_str, max_int_bits) when ``value`` is the default Serializer's (then ints, strs,
- * floats, bools and None are rendered here, as _value_repr does; else None), and ``slow``, the Python method, which answers for any
- * frame whose locals are not a list of str names. */
+ * floats, bools and None are rendered here, as _value_repr does; else None), ``slow``, the Python method, which answers for any
+ * frame whose locals are not a list of str names, and ``other`` (other_repr's tuple, or None). A
+ * ctx of 9 (no ``other``) is what tracer.py of an earlier revision passes: bench:tracer's
+ * --baseline runs one against the module the image carries. */
 enum { ST_KEYS = 3, ST_VALS, ST_OUT, ST_MUT, ST_CACHE, ST_FILT, ST_LEN };
 static PyObject *S_F_LOCALS, *S_KEYS, *S_VALUES, *S_QUALNAME;
 
@@ -299,13 +304,128 @@ static PyObject *leaf_repr(PyObject *v, Py_ssize_t max_str, long max_int_bits) {
     return NULL;
 }
 
-static PyObject *snapshot(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3 || !PyTuple_CheckExact(args[0]) || PyTuple_GET_SIZE(args[0]) != 9 || !PyList_CheckExact(args[2])
-        || PyList_GET_SIZE(args[2]) != ST_LEN) {
+/* The lists a snapshot returns hold only [name, text] lists of two str (or None), so they can never
+ * be part of a reference cycle: they are untracked by the cyclic GC, as CPython untracks tuples of
+ * atomic items. A test's records live until its phase ends; tracked, every young collection walked
+ * them again and moved them on, and the full collections they set off walked the whole heap. */
+static void untrack(PyObject *list) {
+    if (list != NULL) PyObject_GC_UnTrack(list);
+}
+
+/* other_repr(other, v): the default Serializer's text for a value of any type it has no rendering
+ * of its own for (serialize.Serializer._other, reached through _value_repr and __call__), without
+ * the four Python frames between: its own repr, guarded as _other guards it (a repr that raises,
+ * is not exactly a str, is longer than max_repr or slower than repr_safety_s marks its class bad),
+ * addresses and thread idents stripped by the serializer's own regexes. other = (bad_classes,
+ * array_like, dispatch, max_repr, repr_safety_s, perf_counter, addr_sub, thread_sub, slow_classes,
+ * c_repr_types). NULL without an error: the Python path answers (types the serializer dispatches
+ * on, array-like or not yet classified types, a RecursionError before 3.10, whose handling depends
+ * on the stack's depth). */
+static PyObject *S_AT_0X, *S_ED, *S_STARTED, *S_STOPPED, *S_OBJ_FMT, *S_THREAD_REPL, *S_NAME;
+
+static int has(PyObject *text, PyObject *sub) {
+    return PyUnicode_Find(text, sub, 0, PY_SSIZE_T_MAX, 1) >= 0;  /* -2 (an error) cannot happen on two str */
+}
+
+static PyObject *marker(PyObject *cls) {
+    PyObject *name = PyObject_GetAttr(cls, S_NAME);
+    if (name == NULL) return NULL;
+    PyObject *text = PyUnicode_Format(S_OBJ_FMT, name);
+    Py_DECREF(name);
+    return text;
+}
+
+/* _other's marker for a class whose repr failed the guard: the class is bad from now on */
+static PyObject *bad_marker(PyObject *bad, PyObject *cls) {
+    if (PySet_Add(bad, cls) < 0) return NULL;
+    return marker(cls);
+}
+
+static PyObject *other_repr(PyObject *other, PyObject *v) {
+    PyObject *bad = PyTuple_GET_ITEM(other, 0), *array_like = PyTuple_GET_ITEM(other, 1);
+    PyObject *dispatch = PyTuple_GET_ITEM(other, 2), *perf = PyTuple_GET_ITEM(other, 5);
+    PyObject *addr_sub = PyTuple_GET_ITEM(other, 6), *thread_sub = PyTuple_GET_ITEM(other, 7);
+    PyObject *c_repr = PyTuple_GET_ITEM(other, 9);
+    Py_ssize_t max_repr = PyLong_AsSsize_t(PyTuple_GET_ITEM(other, 3));
+    double safety = PyFloat_AsDouble(PyTuple_GET_ITEM(other, 4));
+    if (PyErr_Occurred()) return NULL;
+    PyObject *cls = (PyObject *)Py_TYPE(v);
+    int r = PySet_Contains(bad, cls);
+    if (r < 0) return NULL;
+    if (r) return marker(cls);
+    r = PySet_Contains(c_repr, cls);
+    if (r < 0) return NULL;
+    if (r) {  /* _value_repr's shortcut: these reprs are C code that cannot fail or run long */
+        PyObject *text = PyObject_Repr(v);
+        if (text == NULL) return NULL;
+        if (PyUnicode_GET_LENGTH(text) <= max_repr && !has(text, S_ED)) {
+            if (!has(text, S_AT_0X)) return text;
+            PyObject *stripped = PyObject_CallFunctionObjArgs(addr_sub, EMPTY, text, NULL);
+            Py_DECREF(text);
+            return stripped;
+        }
+        Py_DECREF(text);  /* the whole way, as _other */
+    }
+    PyObject *known = PyDict_GetItemWithError(dispatch, cls);
+    if (known != NULL || PyErr_Occurred()) return NULL;
+    known = PyDict_GetItemWithError(array_like, cls);
+    if (known != Py_False) return NULL;  /* not classified yet, or array-like: the Python path */
+    PyObject *t0 = PyObject_CallNoArgs(perf);
+    if (t0 == NULL) return NULL;
+    PyObject *text = PyObject_Repr(v);
+    if (text == NULL) {
+#if PY_VERSION_HEX < 0x030A0000
+        if (PyErr_ExceptionMatches(PyExc_RecursionError)) {
+            Py_DECREF(t0);
+            return NULL;  /* see serialize.deep_overflow: only the Python path may decide */
+        }
+#endif
+        Py_DECREF(t0);
+        if (!PyErr_ExceptionMatches(PyExc_Exception)) return NULL;
+        PyErr_Clear();
+        return bad_marker(bad, cls);
+    }
+    if (!PyUnicode_CheckExact(text) || PyUnicode_GET_LENGTH(text) > max_repr) {
+        Py_DECREF(t0);
+        Py_DECREF(text);
+        return bad_marker(bad, cls);
+    }
+    PyObject *t1 = PyObject_CallNoArgs(perf);
+    double took = t1 ? PyFloat_AsDouble(t1) - PyFloat_AsDouble(t0) : 0;
+    Py_DECREF(t0);
+    Py_XDECREF(t1);
+    if (t1 == NULL || PyErr_Occurred()) {
+        Py_DECREF(text);
+        return NULL;
+    }
+    if (took > safety) {
+        Py_DECREF(text);
+        PyObject *name = PyObject_GetAttr(cls, S_NAME);
+        if (name == NULL) return NULL;
+        int err = PyList_Append(PyTuple_GET_ITEM(other, 8), name);
+        Py_DECREF(name);
+        return err < 0 ? NULL : bad_marker(bad, cls);
+    }
+    if (has(text, S_AT_0X)) {
+        Py_SETREF(text, PyObject_CallFunctionObjArgs(addr_sub, EMPTY, text, NULL));
+        if (text == NULL) return NULL;
+    }
+    if (has(text, S_ED) && (has(text, S_STARTED) || has(text, S_STOPPED)))
+        Py_SETREF(text, PyObject_CallFunctionObjArgs(thread_sub, S_THREAD_REPL, text, NULL));
+    return text;
+}
+
+static PyObject *snapshot_of(PyObject *ctx, PyObject *frame, PyObject *st) {
+    if (!PyTuple_CheckExact(ctx) || (PyTuple_GET_SIZE(ctx) != 9 && PyTuple_GET_SIZE(ctx) != 10) || !PyList_CheckExact(st)
+        || PyList_GET_SIZE(st) != ST_LEN) {
         PyErr_SetString(PyExc_TypeError, "snapshot(ctx, frame, st)");
         return NULL;
     }
-    PyObject *ctx = args[0], *frame = args[1], *st = args[2];
+    PyObject *other = PyTuple_GET_SIZE(ctx) == 10 ? PyTuple_GET_ITEM(ctx, 9) : Py_None;
+    if (other != Py_None && (!PyTuple_CheckExact(other) || PyTuple_GET_SIZE(other) != 10)) {
+        PyErr_SetString(PyExc_TypeError, "snapshot: other must be a 10-tuple or None");
+        return NULL;
+    }
     PyObject *value = PyTuple_GET_ITEM(ctx, 0), *keyed = PyTuple_GET_ITEM(ctx, 1);
     PyObject *unchanged = PyTuple_GET_ITEM(ctx, 2), *named = PyTuple_GET_ITEM(ctx, 3);
     PyObject *bad = PyTuple_GET_ITEM(ctx, 4), *immutable = PyTuple_GET_ITEM(ctx, 5);
@@ -366,6 +486,7 @@ static PyObject *snapshot(PyObject *self, PyObject *const *args, Py_ssize_t narg
         }
     } else {
         out = PyList_New(n);
+        untrack(out);
         mut = PyList_New(n);
         cache = PyList_New(n);
         if (out == NULL || mut == NULL || cache == NULL) {
@@ -470,6 +591,7 @@ static PyObject *snapshot(PyObject *self, PyObject *const *args, Py_ssize_t narg
             }
         } else {
             r = leaf != Py_None ? leaf_repr(v, max_str, max_int_bits) : NULL;
+            if (r == NULL && !PyErr_Occurred() && other != Py_None) r = other_repr(other, v);
             if (r == NULL && !PyErr_Occurred()) r = PyObject_CallOneArg(value, v);
             if (r == NULL) failed = 1;
             else {
@@ -502,6 +624,7 @@ static PyObject *snapshot(PyObject *self, PyObject *const *args, Py_ssize_t narg
         if (differs) {
             if (shared) {
                 PyObject *copy = PyList_GetSlice(out, 0, n);
+                untrack(copy);
                 if (copy == NULL) {
                     Py_DECREF(r);
                     failed = 1;
@@ -520,6 +643,7 @@ static PyObject *snapshot(PyObject *self, PyObject *const *args, Py_ssize_t narg
             }
             PyList_SET_ITEM(np, 0, name);
             PyList_SET_ITEM(np, 1, r);
+            untrack(np);
             PyList_SetItem(out, i, np);
         } else {
             Py_DECREF(r);
@@ -537,6 +661,7 @@ static PyObject *snapshot(PyObject *self, PyObject *const *args, Py_ssize_t narg
             PyObject *p = PyList_GET_ITEM(out, i);
             if (p != Py_None && PyList_Append(result, p) < 0) Py_CLEAR(result);
         }
+        untrack(result);
     } else {
         result = out;
         Py_INCREF(result);
@@ -547,6 +672,443 @@ done:
     Py_XDECREF(out);
     return result;
 }
+
+
+static PyObject *snapshot(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "snapshot(ctx, frame, st)");
+        return NULL;
+    }
+    return snapshot_of(args[0], args[1], args[2]);
+}
+
+/* Capture: tracer.Tracer's event handlers in C, from the interpreter's event to the compact record
+ * in Tracer._raw: the settrace backend's trace function (_st_global/_st_local, installed with
+ * PyEval_SetTrace, so no Python frame runs per event) and the sys.monitoring backend's commonest
+ * callbacks (LINE, PY_START/PY_RESUME, PY_RETURN/PY_YIELD). It shares the tracer's frames dict,
+ * code cache and record list, so the Python handlers that stay (the rarer monitoring events) see
+ * the same state. Only what must be Python is called back: the scope decision for a code object
+ * not seen before (cached in the tracer's dict), the serializer for returned values and
+ * exceptions, the snapshot's slow paths, and the tracer's _halt and _fault. A Python exception
+ * in a handler is handled as the Python's ``except Exception: self._fault()``; anything else
+ * propagates and, under settrace, turns tracing off as CPython's own trampoline does. */
+enum { ST_HEAD = 0, ST_NLINES, ST_CAPPED };
+static PyObject *S_OFF, *S_TRUNCATED, *S_HALT, *S_FAULT, *S_F_TRACE, *S_CALL, *S_LINE, *S_RETURN, *S_EXCEPTION,
+    *S_EXC_FMT;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *tracer;  /* the Python Tracer: _off, truncated, _halt(), _fault() */
+    PyObject *frames, *codes, *raw, *ctx, *ser, *scope, *kinds, *disable;
+    Py_ssize_t max_lines, max_events;
+    unsigned long thread;
+} Capture;
+
+/* `except Exception: tracer._fault()` for the error set now: 0 when handled, -1 when it must
+ * propagate (not an Exception, or _fault re-raised). */
+static int cap_fault(Capture *c) {
+    if (!PyErr_ExceptionMatches(PyExc_Exception)) return -1;
+    PyObject *t, *v, *tb, *ot, *ov, *otb;
+    PyErr_Fetch(&t, &v, &tb);
+    PyErr_NormalizeException(&t, &v, &tb);
+    if (tb != NULL) PyException_SetTraceback(v, tb);
+    PyErr_GetExcInfo(&ot, &ov, &otb);
+    PyErr_SetExcInfo(t, v, tb);  /* what sys.exc_info() shows inside _fault */
+    PyObject *r = PyObject_CallMethodNoArgs(c->tracer, S_FAULT);
+    PyErr_SetExcInfo(ot, ov, otb);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+static int cap_off(Capture *c) {
+    PyObject *off = PyObject_GetAttr(c->tracer, S_OFF);
+    if (off == NULL) return -1;
+    int r = PyObject_IsTrue(off);
+    Py_DECREF(off);
+    return r;
+}
+
+/* frame.f_lineno */
+static PyObject *lineno_of(PyFrameObject *frame) {
+    int line = PyFrame_GetLineNumber(frame);
+    if (line < 0) Py_RETURN_NONE;
+    return PyLong_FromLong(line);
+}
+
+/* A tuple none of whose items the cyclic GC tracks is untracked (what a collection would do to it
+ * later, after walking it; see untrack above). */
+static void untrack_flat(PyObject *tuple) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple); i++) {
+        PyObject *item = PyTuple_GET_ITEM(tuple, i);
+        if (PyObject_IS_GC(item) && PyObject_GC_IsTracked(item)) return;
+    }
+    PyObject_GC_UnTrack(tuple);
+}
+
+/* Tracer._emit: append (stealing rec) and stop at the event cap. */
+static int cap_emit(Capture *c, PyObject *rec) {
+    if (rec == NULL) return -1;
+    untrack_flat(rec);
+    int r = PyList_Append(c->raw, rec);
+    Py_DECREF(rec);
+    if (r < 0) return -1;
+    if (PyList_GET_SIZE(c->raw) >= c->max_events) {
+        if (PyObject_SetAttr(c->tracer, S_TRUNCATED, Py_True) < 0) return -1;
+        PyObject *h = PyObject_CallMethodNoArgs(c->tracer, S_HALT);
+        if (h == NULL) return -1;
+        Py_DECREF(h);
+    }
+    return 0;
+}
+
+/* Tracer._on_call */
+static int cap_on_call(Capture *c, PyFrameObject *frame, PyObject *info) {
+    long depth = 0;
+    PyFrameObject *f = PyFrame_GetBack(frame);
+    while (f != NULL) {
+        PyObject *st = PyDict_GetItemWithError(c->frames, (PyObject *)f);
+        if (st != NULL) {
+            depth = PyLong_AsLong(PyTuple_GET_ITEM(PyList_GET_ITEM(st, ST_HEAD), 1)) + 1;
+            break;
+        }
+        PyFrameObject *back = PyErr_Occurred() ? NULL : PyFrame_GetBack(f);
+        Py_DECREF(f);
+        f = back;
+    }
+    Py_XDECREF(f);
+    if (PyErr_Occurred()) return -1;
+    untrack_flat(info);
+    PyObject *head = Py_BuildValue("(Ol)", info, depth);
+    if (head == NULL) return -1;
+    untrack_flat(head);
+    PyObject *st = PyList_New(ST_LEN);
+    if (st == NULL) {
+        Py_DECREF(head);
+        return -1;
+    }
+    PyObject *init[ST_LEN] = {head, NULL, Py_False, Py_None, Py_None, Py_None, Py_None, Py_None, Py_False};
+    init[ST_NLINES] = PyLong_FromLong(0);
+    for (int i = 0; i < ST_LEN; i++) {
+        if (i != ST_HEAD && i != ST_NLINES) Py_INCREF(init[i]);
+        PyList_SET_ITEM(st, i, init[i]);
+    }
+    int r = PyDict_SetItem(c->frames, (PyObject *)frame, st);
+    PyObject *line = r < 0 ? NULL : lineno_of(frame);
+    PyObject *snap = line == NULL ? NULL : snapshot_of(c->ctx, (PyObject *)frame, st);
+    PyObject *rec = NULL;
+    if (snap != NULL) {
+        PyObject *gen = PyTuple_GET_ITEM(info, 3), *resume;
+        int is_gen = PyObject_IsTrue(gen);
+        resume = is_gen ? PyObject_RichCompare(line, PyTuple_GET_ITEM(info, 2), Py_NE) : (Py_INCREF(gen), gen);
+        if (resume != NULL) rec = PyTuple_Pack(5, S_CALL, head, line, snap, resume);
+        Py_XDECREF(resume);
+    }
+    Py_XDECREF(line);
+    Py_XDECREF(snap);
+    Py_DECREF(st);
+    return snap == NULL ? -1 : cap_emit(c, rec);
+}
+
+/* Tracer._on_line, the line cap included */
+static int cap_on_line(Capture *c, PyFrameObject *frame, PyObject *st, PyObject *line) {
+    Py_ssize_t n = PyLong_AsSsize_t(PyList_GET_ITEM(st, ST_NLINES)) + 1;
+    if (n == 0 && PyErr_Occurred()) return -1;
+    PyObject *count = PyLong_FromSsize_t(n);
+    if (count == NULL) return -1;
+    PyList_SetItem(st, ST_NLINES, count);
+    if (n > c->max_lines) {
+        Py_INCREF(Py_True);
+        PyList_SetItem(st, ST_CAPPED, Py_True);
+        return 0;
+    }
+    Py_INCREF(st);  /* a callback in the snapshot may drop it from the frames dict */
+    PyObject *snap = snapshot_of(c->ctx, (PyObject *)frame, st);
+    PyObject *rec = snap ? PyTuple_Pack(4, S_LINE, PyList_GET_ITEM(st, ST_HEAD), line, snap) : NULL;
+    Py_XDECREF(snap);
+    Py_DECREF(st);
+    return snap == NULL ? -1 : cap_emit(c, rec);
+}
+
+/* Tracer._on_return (value: the returned object, or NULL for None) */
+static int cap_on_return(Capture *c, PyFrameObject *frame, PyObject *st, PyObject *value) {
+    Py_INCREF(st);
+    int r = PyDict_DelItem(c->frames, (PyObject *)frame);
+    PyObject *line = r < 0 ? NULL : lineno_of(frame);
+    PyObject *text = line ? PyObject_CallOneArg(c->ser, value ? value : Py_None) : NULL;
+    PyObject *rec = text ? PyTuple_Pack(5, S_RETURN, PyList_GET_ITEM(st, ST_HEAD), line, text,
+                                        PyList_GET_ITEM(st, ST_CAPPED)) : NULL;
+    Py_XDECREF(line);
+    Py_XDECREF(text);
+    Py_DECREF(st);
+    return text == NULL ? -1 : cap_emit(c, rec);
+}
+
+/* Tracer._on_exception, with _st_local's reading of settrace's (type, value, traceback) */
+static int cap_on_exception(Capture *c, PyFrameObject *frame, PyObject *st, PyObject *arg) {
+    PyObject *exc = NULL;
+    if (arg != NULL && arg != Py_None) {
+        exc = PySequence_GetItem(arg, 1);
+        if (exc == NULL) return -1;
+    }
+    if (exc == NULL || !PyExceptionInstance_Check(exc)) {
+        Py_XDECREF(exc);
+        PyObject *type = arg != NULL && arg != Py_None ? PySequence_GetItem(arg, 0) : (Py_INCREF(Py_None), Py_None);
+        if (type == NULL) return -1;
+        PyObject *name = PyObject_GetAttr(type, S_NAME);
+        Py_DECREF(type);
+        if (name == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+            PyErr_Clear();
+            name = PyUnicode_FromString("exception");
+            if (name == NULL) return -1;
+        }
+        exc = PyUnicode_Format(S_EXC_FMT, name);
+        Py_DECREF(name);
+        if (exc == NULL) return -1;
+    }
+    Py_INCREF(st);
+    PyObject *line = lineno_of(frame);
+    PyObject *text = line ? PyObject_CallOneArg(c->ser, exc) : NULL;
+    PyObject *rec = text ? PyTuple_Pack(4, S_EXCEPTION, PyList_GET_ITEM(st, ST_HEAD), line, text) : NULL;
+    Py_DECREF(exc);
+    Py_XDECREF(line);
+    Py_XDECREF(text);
+    Py_DECREF(st);
+    return text == NULL ? -1 : cap_emit(c, rec);
+}
+
+/* The code's info (Tracer._info / _m_scope, called only for a code object not cached yet): a new
+ * reference, False when out of scope. */
+static PyObject *cap_info(Capture *c, PyObject *code) {
+    PyObject *info = PyDict_GetItemWithError(c->codes, code);
+    if (info != NULL) {
+        Py_INCREF(info);
+        return info;
+    }
+    if (PyErr_Occurred()) return NULL;
+    return PyObject_CallOneArg(c->scope, code);
+}
+
+/* settrace: one event, as _st_global ("call") and _st_local (the rest) handle it. */
+static int cap_event(Capture *c, PyFrameObject *frame, int what, PyObject *arg) {
+    int off = cap_off(c);
+    if (off) return off < 0 ? -1 : 0;
+    if (what == PyTrace_CALL) {
+        PyObject *code = (PyObject *)PyFrame_GetCode(frame);
+        PyObject *info = cap_info(c, code);
+        Py_DECREF(code);
+        if (info == NULL) return -1;
+        int in = PyObject_IsTrue(info);
+        int r = in <= 0 ? in : cap_on_call(c, frame, info);
+        Py_DECREF(info);
+        /* the trampoline sets the frame's f_trace to the local trace function it is given back */
+        if (r == 0 && in) r = PyObject_SetAttr((PyObject *)frame, S_F_TRACE, (PyObject *)c);
+        return r;
+    }
+    PyObject *st = PyDict_GetItemWithError(c->frames, (PyObject *)frame);
+    if (st == NULL) return PyErr_Occurred() ? -1 : 0;
+    if (what == PyTrace_LINE) {
+        PyObject *line = lineno_of(frame);
+        if (line == NULL) return -1;
+        int r = cap_on_line(c, frame, st, line);
+        Py_DECREF(line);
+        return r;
+    }
+    if (what == PyTrace_RETURN) {
+        int r = cap_on_return(c, frame, st, arg);
+        return r < 0 ? r : PyObject_SetAttr((PyObject *)frame, S_F_TRACE, Py_None);
+    }
+    if (what == PyTrace_EXCEPTION) return cap_on_exception(c, frame, st, arg);
+    return 0;
+}
+
+static int cap_trace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg) {
+    Capture *c = (Capture *)obj;
+    Py_INCREF(c);  /* _halt may replace the trace function, dropping the interpreter's reference */
+    int r = cap_event(c, frame, what, arg);
+    if (r < 0) r = cap_fault(c);
+    if (r < 0) {
+        /* as CPython's trampoline does when a trace function raises */
+        PyEval_SetTrace(NULL, NULL);
+        PyObject *t, *v, *tb;
+        PyErr_Fetch(&t, &v, &tb);
+        if (PyObject_SetAttr((PyObject *)frame, S_F_TRACE, Py_None) < 0) PyErr_Clear();
+        PyErr_Restore(t, v, tb);
+    }
+    Py_DECREF(c);
+    return r;
+}
+
+/* Called as a Python trace function (someone gave sys.gettrace()'s answer back to sys.settrace):
+ * the same handling, and itself as the local trace function while the frame is traced. */
+static PyObject *cap_call(PyObject *self, PyObject *args, PyObject *kwargs) {
+    PyObject *frame, *event, *arg;
+    if (!PyArg_ParseTuple(args, "O!UO", &PyFrame_Type, &frame, &event, &arg)) return NULL;
+    int what = -1;
+    if (PyUnicode_Compare(event, S_CALL) == 0) what = PyTrace_CALL;
+    else if (PyUnicode_Compare(event, S_LINE) == 0) what = PyTrace_LINE;
+    else if (PyUnicode_Compare(event, S_RETURN) == 0) what = PyTrace_RETURN;
+    else if (PyUnicode_Compare(event, S_EXCEPTION) == 0) what = PyTrace_EXCEPTION;
+    if (what >= 0) {
+        Capture *c = (Capture *)self;
+        Py_INCREF(c);
+        int r = cap_event(c, (PyFrameObject *)frame, what, arg);
+        if (r < 0) r = cap_fault(c);
+        Py_DECREF(c);
+        if (r < 0) return NULL;
+    }
+    int traced = PyDict_Contains(((Capture *)self)->frames, frame);
+    if (traced < 0) return NULL;
+    PyObject *r = traced && what != PyTrace_RETURN ? self : Py_None;
+    Py_INCREF(r);
+    return r;
+}
+
+/* settrace(capture): install it as the calling thread's C trace function. */
+static PyObject *cap_settrace(PyObject *self, PyObject *obj) {
+    PyEval_SetTrace(cap_trace, obj);
+    if (PyErr_Occurred()) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* sys.monitoring callbacks (bound methods of the capture). The calling frame is the monitored
+ * one: a C function pushes no frame, where the Python callbacks used sys._getframe(1). */
+static PyObject *cap_done(Capture *c, int r) {
+    if (r < 0 && cap_fault(c) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* LINE(code, line) */
+static PyObject *cap_m_line(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    Capture *c = (Capture *)self;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "line(code, line)");
+        return NULL;
+    }
+    PyFrameObject *frame = PyEval_GetFrame();
+    if (frame == NULL) Py_RETURN_NONE;
+    PyObject *st = PyDict_GetItemWithError(c->frames, (PyObject *)frame);
+    if (st == NULL) return PyErr_Occurred() ? NULL : (Py_INCREF(Py_None), Py_None);
+    int off = cap_off(c);
+    if (off) return off < 0 ? NULL : (Py_INCREF(Py_None), Py_None);
+    return cap_done(c, cap_on_line(c, frame, st, args[1]));
+}
+
+/* PY_START / PY_RESUME(code, offset): out-of-scope code gets DISABLE */
+static PyObject *cap_m_start(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    Capture *c = (Capture *)self;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "start(code, offset)");
+        return NULL;
+    }
+    int off = cap_off(c);
+    if (off) return off < 0 ? NULL : (Py_INCREF(Py_None), Py_None);
+    PyObject *info = cap_info(c, args[0]);
+    if (info == NULL) return cap_done(c, -1);
+    int in = PyObject_IsTrue(info);
+    int r = in;
+    if (in == 0) {
+        Py_DECREF(info);
+        Py_INCREF(c->disable);
+        return c->disable;
+    }
+    if (in > 0 && PyThread_get_thread_ident() == c->thread) {
+        PyFrameObject *frame = PyEval_GetFrame();
+        r = frame ? cap_on_call(c, frame, info) : 0;
+    }
+    Py_DECREF(info);
+    return cap_done(c, r);
+}
+
+/* PY_RETURN / PY_YIELD(code, offset, value) */
+static PyObject *cap_m_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    Capture *c = (Capture *)self;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "return(code, offset, value)");
+        return NULL;
+    }
+    int off = cap_off(c);
+    if (off) return off < 0 ? NULL : (Py_INCREF(Py_None), Py_None);
+    PyFrameObject *frame = PyEval_GetFrame();
+    if (frame == NULL) Py_RETURN_NONE;
+    PyObject *st = PyDict_GetItemWithError(c->frames, (PyObject *)frame);
+    if (st == NULL) return PyErr_Occurred() ? NULL : (Py_INCREF(Py_None), Py_None);
+    return cap_done(c, cap_on_return(c, frame, st, args[2]));
+}
+
+/* Capture(tracer, frames, codes, raw, ctx, ser, scope, max_lines, max_events, disable, thread) */
+static PyObject *cap_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *tracer, *frames, *codes, *raw, *ctx, *ser, *scope, *disable;
+    Py_ssize_t max_lines, max_events;
+    unsigned long thread;
+    if (!PyArg_ParseTuple(args, "OO!O!O!O!OOnnOk", &tracer, &PyDict_Type, &frames, &PyDict_Type, &codes, &PyList_Type,
+                          &raw, &PyTuple_Type, &ctx, &ser, &scope, &max_lines, &max_events, &disable, &thread))
+        return NULL;
+    Capture *c = (Capture *)type->tp_alloc(type, 0);
+    if (c == NULL) return NULL;
+    PyObject **slots[] = {&c->tracer, &c->frames, &c->codes, &c->raw, &c->ctx, &c->ser, &c->scope, &c->disable};
+    PyObject *vals[] = {tracer, frames, codes, raw, ctx, ser, scope, disable};
+    for (int i = 0; i < 8; i++) {
+        Py_INCREF(vals[i]);
+        *slots[i] = vals[i];
+    }
+    c->max_lines = max_lines;
+    c->max_events = max_events;
+    c->thread = thread;
+    return (PyObject *)c;
+}
+
+static int cap_traverse(Capture *c, visitproc visit, void *arg) {
+    Py_VISIT(c->tracer);
+    Py_VISIT(c->frames);
+    Py_VISIT(c->codes);
+    Py_VISIT(c->raw);
+    Py_VISIT(c->ctx);
+    Py_VISIT(c->ser);
+    Py_VISIT(c->scope);
+    Py_VISIT(c->disable);
+    return 0;
+}
+
+static int cap_clear(Capture *c) {
+    Py_CLEAR(c->tracer);
+    Py_CLEAR(c->frames);
+    Py_CLEAR(c->codes);
+    Py_CLEAR(c->raw);
+    Py_CLEAR(c->ctx);
+    Py_CLEAR(c->ser);
+    Py_CLEAR(c->scope);
+    Py_CLEAR(c->disable);
+    return 0;
+}
+
+static void cap_dealloc(Capture *c) {
+    PyObject_GC_UnTrack(c);
+    cap_clear(c);
+    Py_TYPE(c)->tp_free((PyObject *)c);
+}
+
+static PyMethodDef cap_methods[] = {
+    {"line", (PyCFunction)(void (*)(void))cap_m_line, METH_FASTCALL, "sys.monitoring LINE callback"},
+    {"start", (PyCFunction)(void (*)(void))cap_m_start, METH_FASTCALL, "sys.monitoring PY_START/PY_RESUME callback"},
+    {"ret", (PyCFunction)(void (*)(void))cap_m_return, METH_FASTCALL, "sys.monitoring PY_RETURN/PY_YIELD callback"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject CaptureType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "_worldline_native.Capture",
+    .tp_basicsize = sizeof(Capture),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Capture(tracer, frames, codes, raw, ctx, ser, scope, max_lines, max_events, disable, thread)",
+    .tp_new = cap_new,
+    .tp_call = cap_call,
+    .tp_traverse = (traverseproc)cap_traverse,
+    .tp_clear = (inquiry)cap_clear,
+    .tp_dealloc = (destructor)cap_dealloc,
+    .tp_methods = cap_methods,
+};
 
 
 /* line_locals(pairs, prev, full, unchanged): episodes._line_fields's "locals": every pair in full,
@@ -751,6 +1313,7 @@ static PyMethodDef methods[] = {
     {"unchanged", (PyCFunction)(void (*)(void))unchanged, METH_FASTCALL,
      "unchanged(max_items, value, key) -> bool (serialize.Serializer.unchanged)"},
     {"configure", configure, METH_VARARGS, "configure(action_sep, arg_sep, frame_sep)"},
+    {"settrace", cap_settrace, METH_O, "settrace(capture): the calling thread's C trace function"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -764,8 +1327,37 @@ PyMODINIT_FUNC PyInit__worldline_native(void) {
     S_KEYS = PyUnicode_InternFromString("keys");
     S_VALUES = PyUnicode_InternFromString("values");
     S_QUALNAME = PyUnicode_InternFromString("__qualname__");
+    S_OFF = PyUnicode_InternFromString("_off");
+    S_TRUNCATED = PyUnicode_InternFromString("truncated");
+    S_HALT = PyUnicode_InternFromString("_halt");
+    S_FAULT = PyUnicode_InternFromString("_fault");
+    S_F_TRACE = PyUnicode_InternFromString("f_trace");
+    S_NAME = PyUnicode_InternFromString("__name__");
+    S_EXC_FMT = PyUnicode_FromString("<%s>");
+    S_OBJ_FMT = PyUnicode_FromString("<%s object>");
+    S_AT_0X = PyUnicode_FromString(" at 0x");
+    S_ED = PyUnicode_FromString("ed ");
+    S_STARTED = PyUnicode_FromString("started");
+    S_STOPPED = PyUnicode_FromString("stopped");
+    S_THREAD_REPL = PyUnicode_FromString("\\1\\2");
+    /* the record kinds: tracer.py's constants are these interned strings (_as_dict tests them with `is`) */
+    S_CALL = PyUnicode_InternFromString("call");
+    S_LINE = PyUnicode_InternFromString("line");
+    S_RETURN = PyUnicode_InternFromString("return");
+    S_EXCEPTION = PyUnicode_InternFromString("exception");
     if (EMPTY == NULL || LT_BAR == NULL || LT_QUOTE_COLON == NULL || S_F_LOCALS == NULL || S_KEYS == NULL
-        || S_VALUES == NULL || S_QUALNAME == NULL)
+        || S_VALUES == NULL || S_QUALNAME == NULL || S_OFF == NULL || S_TRUNCATED == NULL || S_HALT == NULL
+        || S_FAULT == NULL || S_F_TRACE == NULL || S_NAME == NULL || S_EXC_FMT == NULL || S_OBJ_FMT == NULL || S_AT_0X == NULL
+        || S_ED == NULL || S_STARTED == NULL || S_STOPPED == NULL || S_THREAD_REPL == NULL || S_CALL == NULL
+        || S_LINE == NULL || S_RETURN == NULL || S_EXCEPTION == NULL || PyType_Ready(&CaptureType) < 0)
         return NULL;
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    Py_INCREF(&CaptureType);
+    if (PyModule_AddObject(m, "Capture", (PyObject *)&CaptureType) < 0) {
+        Py_DECREF(&CaptureType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -28,7 +28,7 @@ from itertools import compress, count, islice
 from operator import is_not, or_
 
 from . import native
-from .serialize import _ADDR, Serializer, deep_overflow
+from .serialize import _ADDR, _THREAD_IDENT, Serializer, _perf, deep_overflow
 from .source import SourceIndex
 
 _GEN_FLAGS = 0x20 | 0x80 | 0x200  # CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR
@@ -172,6 +172,16 @@ def _value_repr(ser):
     return value
 
 
+def _other_ctx(ser):
+    """What _native.c's other_repr needs to give ``_value_repr``'s text for values of other types
+    (Serializer._other, guarded the same way), when ``ser`` is exactly the default Serializer;
+    else None (a subclass may render differently)."""
+    if type(ser) is not Serializer:
+        return None
+    return (ser.bad_classes, ser._array_like, ser._dispatch, ser.max_repr, ser.repr_safety_s,
+            _perf, _ADDR.sub, _THREAD_IDENT.sub, ser.slow_classes, _C_REPR)
+
+
 class Tracer(object):
     """Trace the calling thread between ``start()`` and ``stop()``; results in ``.events``,
     ``.truncated`` and ``.error``. Use ``backend="auto"`` (monitoring on 3.12+, else settrace),
@@ -213,16 +223,19 @@ class Tracer(object):
             self._keyed = self._unchanged = None
             self._named = None
         self._snap = self._snapshot
+        self._snap_ctx = None
         if native.mod is not None:
             # the same steps in C; the leaf values _value_repr inlines are rendered there too
             default = isinstance(self.ser, Serializer)
             unchanged = self._unchanged
             if default and type(self.ser).unchanged is Serializer.unchanged and self.ser.max_items >= 0:
                 unchanged = partial(native.mod.unchanged, self.ser.max_items)  # the same checks in C
-            self._snap = partial(native.mod.snapshot, (
+            self._snap_ctx = (
                 self._value, self._keyed, unchanged, self._named,
                 self.ser.bad_classes if default else frozenset(), self._immutable, self._keyed_types,
-                (self.ser.max_str, self.ser._max_int_bits) if default else None, self._snapshot))
+                (self.ser.max_str, self.ser._max_int_bits) if default else None, self._snapshot,
+                _other_ctx(self.ser))
+            self._snap = partial(native.mod.snapshot, self._snap_ctx)
         self.truncated = False
         self.error = None
         self._raw = []         # compact records (see _as_dict)
@@ -236,6 +249,7 @@ class Tracer(object):
         self._local_codes = []
         self._jump_lines = {}
         self._prev_trace = None
+        self._capture = None   # the C handlers (native.mod.Capture), while started with the accelerator
 
     @property
     def events(self):
@@ -253,11 +267,21 @@ class Tracer(object):
         self._thread = threading.get_ident()
         self._running = True
         self._off = False
+        if native.mod is not None:
+            # _st_global/_st_local and the commonest monitoring callbacks in C, on this state
+            self._capture = native.mod.Capture(
+                self, self._frames, self._codes, self._raw, self._snap_ctx, self.ser,
+                self._m_scope if self.backend == "monitoring" else self._info, self.max_lines_per_call,
+                self.max_events, getattr(sys.monitoring, "DISABLE", None) if HAS_MONITORING else None,
+                self._thread)
         if self.backend == "monitoring":
             self._start_monitoring()
         else:
             self._prev_trace = sys.gettrace()
-            sys.settrace(self._st_global)
+            if self._capture is not None:
+                native.mod.settrace(self._capture)
+            else:
+                sys.settrace(self._st_global)
         return self
 
     def stop(self):
@@ -273,6 +297,7 @@ class Tracer(object):
         finally:
             self._running = False
             self._frames.clear()
+            self._capture = None
         return self
 
     def __enter__(self):
@@ -500,8 +525,9 @@ class Tracer(object):
         on_frame = self._frame_callback
         on_return = self._on_return
         on_exception = self._on_exception
-        start = on_call(disable=True)
-        ret = on_frame(lambda frame, st, offset, value: on_return(frame, st, value))
+        cap = self._capture
+        start = on_call(disable=True) if cap is None else cap.start
+        ret = on_frame(lambda frame, st, offset, value: on_return(frame, st, value)) if cap is None else cap.ret
         exc = on_frame(lambda frame, st, offset, exc: on_exception(frame, st, exc))
         reg = mon.register_callback
         reg(tool, E.PY_START, start)
@@ -512,7 +538,7 @@ class Tracer(object):
         reg(tool, E.PY_UNWIND, on_frame(lambda frame, st, offset, exc: on_return(frame, st, None)))
         reg(tool, E.RAISE, exc)
         reg(tool, E.STOP_ITERATION, exc)
-        reg(tool, E.LINE, self._m_line_callback())
+        reg(tool, E.LINE, self._m_line_callback() if cap is None else cap.line)
         reg(tool, E.JUMP, self._m_jump)
         self._global_set = E.PY_START | E.PY_RESUME | E.PY_THROW | E.PY_UNWIND | E.RAISE
         mon.set_events(tool, self._global_set)
