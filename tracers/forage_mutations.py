@@ -11,7 +11,9 @@ Like validate's runner (worldline_runs.py, whose run_once runs each mutant's tes
 OUT_DIR/key off the file system and makes itself non-dumpable before any repository code
 runs: each run's report is signed by run_once from the plugin's records, and OUT_DIR/results.jsonl, one line per
 candidate, is signed here, so a conftest can forge neither which mutants failed nor the
-patches. The TypeScript side checks both and decides which mutants to keep.
+patches. The TypeScript side checks both and decides which mutants to keep. The mutants' runs
+fork from one zygote (worldline_zygote.py): pytest is imported once per container, /repo's
+modules never before a run.
 """
 import difflib
 import hashlib
@@ -85,8 +87,18 @@ def main(plan_file, out_dir):
     sign = worldline_runs.signer(key) if key is not None else (lambda record: json.dumps(record, sort_keys=True) + "\n")
     with open(plan_file) as f:
         plan = json.load(f)
-    results = open(os.path.join(out_dir, "results.jsonl"), "w")
     pristine = tree_digest(PRISTINE) if os.path.isdir(PRISTINE) else None
+    # Each mutant's run forks from one zygote (pytest imported once), which never imports /repo's modules.
+    zygote = worldline_runs.Zygote() if len(plan["candidates"]) >= 2 and worldline_runs.Zygote.serves(plan["pytest"], None) else None
+    try:
+        _try_all(plan, out_dir, key, sign, pristine, zygote)
+    finally:
+        if zygote is not None:
+            zygote.close()
+
+
+def _try_all(plan, out_dir, key, sign, pristine, zygote):
+    results = open(os.path.join(out_dir, "results.jsonl"), "w")
     failing = 0
     for i, cand in enumerate(plan["candidates"]):
         if failing >= plan["max_failing"]:
@@ -106,7 +118,7 @@ def main(plan_file, out_dir):
                 with open(path, "w", encoding="utf-8", newline="") as f:
                     f.write(m["source"])
                 code = worldline_runs.run_once(out_dir, i, cand.get("timeout", plan["timeout"]), plan["test_limit"], plan["output_cap"],
-                                               plan["pytest"] + cand["tests"], key)["exit"]
+                                               plan["pytest"] + cand["tests"], key, None, zygote)["exit"]
                 # Nobody reads a mutant's output: it would only fill the folder.
                 os.unlink(os.path.join(out_dir, "output-%d.log" % i))
                 timed_out = code == worldline_runs.TIMEOUT_EXIT

@@ -31,10 +31,14 @@ a fix): {"cap": bytes, "steps": [{"name", "sh": script} | {"name", "run": [argv]
 either) ends the list when it fails. Each step's outcome (exit status, a `sh` step's first
 `cap` bytes of output, a run's capped bytes and timed-out test, wall clock) is one line of
 OUT/steps.jsonl signed with the key, so what a test leaves in OUT cannot stand in for it.
+With two or more pytest runs in the list, they fork from a zygote (worldline_zygote.py, started
+before the first step) instead of each starting an interpreter and importing pytest; a run's
+outcome says `"zygote": true` when it did. A plan with `"zygote": false` starts every run cold.
 
 Drivers of their own (forage_mutations.py) import take_key, forbid_dumping, signer and run_once.
 Standard library only; Python 3.8+.
 """
+import array
 import ctypes
 import hashlib
 import hmac
@@ -42,6 +46,7 @@ import json
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -213,15 +218,112 @@ def signer(key):
     return sign
 
 
-def run_once(out, i, timeout_s, test_limit_s, cap, cmd, key, extra_env=None):
+# The one command a zygote child can stand in for: a cold start of this, with the same arguments.
+PYTEST_CMD = ["python3", "-S", "/worldline/lib/worldline_pytest.py"]
+# Seconds the first run waits for the zygote's imports before starting cold.
+ZYGOTE_READY_S = 60
+
+
+class _Forked:
+    """A run the zygote forked, with the part of Popen's interface run_once uses."""
+
+    def __init__(self, sock, pid, stdout):
+        self.sock, self.pid, self.stdout = sock, pid, stdout
+        self.returncode = None
+        self.lock = threading.Lock()
+
+    def _read_status(self, wait_s):
+        with self.lock:
+            if self.returncode is None and select.select([self.sock], [], [], wait_s)[0]:
+                line = _read_line(self.sock)
+                # The zygote gone without a word: the run's status is unknown, counted as killed.
+                self.returncode = int(line) if line else -signal.SIGKILL
+            return self.returncode
+
+    def poll(self):
+        return self._read_status(0)
+
+    def wait(self):
+        # Never blocks holding the lock: the watcher thread may need poll() meanwhile.
+        while self._read_status(0.2) is None:
+            pass
+        return self.returncode
+
+
+def _read_line(sock):
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = sock.recv(1)
+        if not chunk:
+            return None
+        data += chunk
+    return data.strip()
+
+
+class Zygote:
+    """The runner's side of worldline_zygote.py: started once, asked for a child per run."""
+
+    def __init__(self):
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        env = dict(os.environ, WORLDLINE_ZYGOTE_FD=str(theirs.fileno()))
+        self.proc = subprocess.Popen(
+            ["python3", "-S", "/worldline/lib/worldline_zygote.py"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env=env, pass_fds=[theirs.fileno()], start_new_session=True, cwd="/repo",
+        )
+        theirs.close()
+        self.ready = None
+
+    @staticmethod
+    def serves(cmd, extra_env):
+        """Only a plain pytest run, and an environment the interpreter read nothing of at start-up (ours only)."""
+        return cmd[: len(PYTEST_CMD)] == PYTEST_CMD and all(k.startswith("WORLDLINE_") for k in (extra_env or {}))
+
+    def spawn(self, args, env, report_w):
+        """A forked run writing to a new output pipe, or None when the zygote refused or is gone (the run then starts cold)."""
+        try:
+            if self.ready is None:
+                # A zygote that does not get ready in time (a hung import) is given up, not waited on.
+                self.ready = bool(select.select([self.sock], [], [], ZYGOTE_READY_S)[0]) and _read_line(self.sock) == b"ready"
+            if not self.ready:
+                _kill_group(self.proc)
+                return None
+            body = json.dumps({"args": args, "env": env, "cwd": "/repo"}).encode("utf-8")
+            out_r, out_w = os.pipe()
+            try:
+                message = b"%d\n" % len(body) + body
+                sent = self.sock.sendmsg([message[: 1 << 15]], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [out_w, report_w]).tobytes())])
+                self.sock.sendall(message[sent:])
+            finally:
+                os.close(out_w)
+            pid = _read_line(self.sock)
+            if pid is None:
+                os.close(out_r)
+                self.ready = False
+                return None
+            return _Forked(self.sock, int(pid), os.fdopen(out_r, "rb"))
+        except OSError:
+            self.ready = False
+            return None
+
+    def close(self):
+        self.sock.close()
+        _kill_group(self.proc)
+        self.proc.wait()
+
+
+def run_once(out, i, timeout_s, test_limit_s, cap, cmd, key, extra_env=None, zygote=None):
     """One pytest run; its files are named with `i` (see the module's docstring). Returns what the
     files say, from our memory: {"exit", "capped" (bytes dropped), "test_timeout" (node id or None)}."""
     env = dict(os.environ, **(extra_env or {}))
     records, w = os.pipe()
     env["WORLDLINE_REPORT_FD"] = str(w)
     report = _Report(os.path.join(out, "report-%s.jsonl" % i), key)
-    # Its own session: a timeout kills the suite and whatever it started, not us.
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, pass_fds=[w], start_new_session=True, cwd="/repo")
+    proc = zygote.spawn(cmd[len(PYTEST_CMD) :], env, w) if zygote is not None and Zygote.serves(cmd, extra_env) else None
+    forked = proc is not None
+    if not forked:
+        # Its own session: a timeout kills the suite and whatever it started, not us.
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, pass_fds=[w], start_new_session=True, cwd="/repo")
     os.close(w)
     timed_out = []
     ended = threading.Event()
@@ -273,7 +375,8 @@ def run_once(out, i, timeout_s, test_limit_s, cap, cmd, key, extra_env=None):
     if dropped:
         with open(os.path.join(out, "capped-%s" % i), "w") as f:
             f.write("%d\n" % dropped)
-    return {"exit": code, "capped": dropped, "test_timeout": test_timed_out[0] if test_timed_out else None}
+    proc.stdout.close()
+    return {"exit": code, "capped": dropped, "test_timeout": test_timed_out[0] if test_timed_out else None, "zygote": forked}
 
 
 def _sh_step(script, cap):
@@ -300,6 +403,17 @@ def run_steps(out, plan_file):
         plan = json.load(f)
     sign = signer(key) if key is not None else (lambda record: json.dumps(record, sort_keys=True) + "\n")
     cap = int(plan["cap"])
+    runs = [step for step in plan["steps"] if "run" in step and Zygote.serves(step["run"], step.get("env"))]
+    # One run gains nothing from a zygote; it starts while the first steps (patches) run.
+    zygote = Zygote() if plan.get("zygote", True) and len(runs) >= 2 else None
+    try:
+        _steps(out, plan, cap, key, sign, zygote)
+    finally:
+        if zygote is not None:
+            zygote.close()
+
+
+def _steps(out, plan, cap, key, sign, zygote):
     with open(os.path.join(out, "steps.jsonl"), "w") as steps:
         for step in plan["steps"]:
             started = time.time()
@@ -307,7 +421,7 @@ def run_steps(out, plan_file):
             if "sh" in step:
                 record["exit"], record["output"] = _sh_step(step["sh"], cap)
             else:
-                record.update(run_once(out, step["name"], float(step["timeout"]), float(step["test_limit"]), cap, step["run"], key, step.get("env")))
+                record.update(run_once(out, step["name"], float(step["timeout"]), float(step["test_limit"]), cap, step["run"], key, step.get("env"), zygote))
             record.update(started=started, ended=time.time())
             steps.write(sign(record))
             steps.flush()

@@ -15,10 +15,10 @@ export const tracersDir = join(packageRoot, 'tracers');
 
 /** The Python each kind of container run executes, relative to tracers/ (a folder: its .py files). */
 export const TRACER_CODE = {
-  /** The per-test reporting plugin (every pytest run loads it) and the runner that holds the key and signs its records. */
-  report: ['worldline_report.py', 'worldline_runs.py', 'worldline_pytest.py'],
-  tracer: ['worldline_tracer', 'worldline_report.py', 'worldline_runs.py', 'worldline_pytest.py'],
-  mutants: ['worldline_mutate', 'forage_mutations.py', 'worldline_report.py', 'worldline_runs.py', 'worldline_pytest.py'],
+  /** The per-test reporting plugin (every pytest run loads it), the runner that holds the key and signs its records, and its zygote. */
+  report: ['worldline_report.py', 'worldline_runs.py', 'worldline_pytest.py', 'worldline_zygote.py'],
+  tracer: ['worldline_tracer', 'worldline_report.py', 'worldline_runs.py', 'worldline_pytest.py', 'worldline_zygote.py'],
+  mutants: ['worldline_mutate', 'forage_mutations.py', 'worldline_report.py', 'worldline_runs.py', 'worldline_pytest.py', 'worldline_zygote.py'],
   /** The agent's tools, run by exec inside the rollout container. */
   agent: ['agent_tools.py'],
 } as const;
