@@ -32,7 +32,7 @@ const PACKAGES = ['python3', 'python3-pytest', 'python3-pytest-timeout', 'git', 
 
 /** The tracer's C accelerator (tracers/worldline_tracer/native.py loads it, or falls back to pure Python). */
 const NATIVE_DIR = join(tracersDir, 'worldline_tracer');
-const NATIVE_SOURCES = ['_native.c', '_episodes.c', 'build_native.py'];
+const NATIVE_SOURCES = ['_buf.h', '_native.c', '_episodes.c', 'build_native.py'];
 /** What compiling it needs: installed in a throwaway builder rootfs only, so the image stays lean. */
 const BUILD_PACKAGES = ['python3', 'python3-dev', 'gcc', 'libc6-dev'];
 /** On every Debian python3's sys.path (pytest itself is there); the module's name carries its ABI tag. */

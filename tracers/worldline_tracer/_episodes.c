@@ -15,29 +15,7 @@
 #include <Python.h>
 #include <string.h>
 
-typedef struct {
-    char *p;
-    Py_ssize_t n, cap;
-} Buf;
-
-static int buf_put(Buf *b, const char *s, Py_ssize_t n) {
-    if (b->n + n > b->cap) {
-        Py_ssize_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->n + n) cap *= 2;
-        char *q = PyMem_Realloc(b->p, cap);
-        if (q == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        b->p = q;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    return 0;
-}
-
-#define PUT(b, lit) buf_put((b), (lit), (Py_ssize_t)(sizeof(lit) - 1))
+#include "_buf.h"
 
 /* An ASCII str's bytes (frame_parts and encode_basestring_ascii give only those). */
 static int put_ascii(Buf *b, PyObject *s) {
