@@ -82,19 +82,13 @@ def restore_tree(expected):
 
 
 def main(plan_file, out_dir):
-    key = worldline_runs.take_key(out_dir)
-    worldline_runs.forbid_dumping()
-    sign = worldline_runs.signer(key) if key is not None else (lambda record: json.dumps(record, sort_keys=True) + "\n")
+    key, sign = worldline_runs.keyed(out_dir)
     with open(plan_file) as f:
         plan = json.load(f)
     pristine = tree_digest(PRISTINE) if os.path.isdir(PRISTINE) else None
     # Each mutant's run forks from one zygote (pytest imported once), which never imports /repo's modules.
-    zygote = worldline_runs.Zygote() if len(plan["candidates"]) >= 2 and worldline_runs.Zygote.serves(plan["pytest"], None) else None
-    try:
+    with worldline_runs.zygote_if(len(plan["candidates"]) >= 2 and worldline_runs.Zygote.serves(plan["pytest"], None)) as zygote:
         _try_all(plan, out_dir, key, sign, pristine, zygote)
-    finally:
-        if zygote is not None:
-            zygote.close()
 
 
 def _try_all(plan, out_dir, key, sign, pristine, zygote):

@@ -39,6 +39,7 @@ Drivers of their own (forage_mutations.py) import take_key, forbid_dumping, sign
 Standard library only; Python 3.8+.
 """
 import array
+import contextlib
 import ctypes
 import hashlib
 import hmac
@@ -205,6 +206,14 @@ def forbid_dumping():
         sys.exit("worldline_runs: prctl(PR_SET_DUMPABLE) failed: the key would be readable by tests")
 
 
+def keyed(out):
+    """The run's key, taken off OUT before any repository code runs (this process is then
+    non-dumpable), and the signer of our records: plain JSON lines when no key was given."""
+    key = take_key(out)
+    forbid_dumping()
+    return key, (signer(key) if key is not None else lambda record: json.dumps(record, sort_keys=True) + "\n")
+
+
 def signer(key):
     """Signs records (`<hmac-sha256 hex> <json with seq>`): the reporting plugin's, and a driver's
     own results; tests can write the folder they land in, but not sign a line."""
@@ -312,6 +321,17 @@ class Zygote:
         self.proc.wait()
 
 
+@contextlib.contextmanager
+def zygote_if(wanted):
+    """A Zygote for the block when `wanted` (it pays off from two runs it serves), else None; closed after."""
+    zygote = Zygote() if wanted else None
+    try:
+        yield zygote
+    finally:
+        if zygote is not None:
+            zygote.close()
+
+
 def run_once(out, i, timeout_s, test_limit_s, cap, cmd, key, extra_env=None, zygote=None):
     """One pytest run; its files are named with `i` (see the module's docstring). Returns what the
     files say, from our memory: {"exit", "capped" (bytes dropped), "test_timeout" (node id or None)}."""
@@ -397,20 +417,14 @@ def _sh_step(script, cap):
 
 
 def run_steps(out, plan_file):
-    key = take_key(out)
-    forbid_dumping()
+    key, sign = keyed(out)
     with open(plan_file) as f:
         plan = json.load(f)
-    sign = signer(key) if key is not None else (lambda record: json.dumps(record, sort_keys=True) + "\n")
     cap = int(plan["cap"])
     runs = [step for step in plan["steps"] if "run" in step and Zygote.serves(step["run"], step.get("env"))]
     # One run gains nothing from a zygote; it starts while the first steps (patches) run.
-    zygote = Zygote() if plan.get("zygote", True) and len(runs) >= 2 else None
-    try:
+    with zygote_if(plan.get("zygote", True) and len(runs) >= 2) as zygote:
         _steps(out, plan, cap, key, sign, zygote)
-    finally:
-        if zygote is not None:
-            zygote.close()
 
 
 def _steps(out, plan, cap, key, sign, zygote):
