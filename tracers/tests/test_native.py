@@ -44,10 +44,23 @@ def test_frames_match_the_pure_path_on_awkward_text(native_module):
                 assert (fast.text, fast.text_json, fast.tail, fast.clean) == (
                     pure.text, pure.text_json, pure.tail, pure.clean), fields
                 assert fast.tail == json.dumps(fields, sort_keys=True)[1:]
-                seen_fast += native_module.frame_parts(KIND_SEP[kind], fields.get("locals"), fields.get("value"),
-                                                       fields["function"], _KIND_JSON[kind], fields["line"],
-                                                       fields["source"]) is not None
+                args = (KIND_SEP[kind], fields.get("locals"), fields.get("value"), fields["function"],
+                        _KIND_JSON[kind], fields["line"], fields["source"])
+                seen_fast += native_module.frame_parts(*args) is not None
+                # the C walk's call: no plain text, the rest as the Python makes it
+                assert native_module.frame_parts(*args, False) == (None, pure.text_json, pure.tail, pure.clean)
     assert seen_fast == len(KIND_SEP) * len(AWKWARD) ** 2
+
+
+@pytest.mark.parametrize("source", ["x <", 'x <"', "<", "|>", ":"])
+@pytest.mark.parametrize("sep", [KIND_SEP["line"], "<", "|", "<|odd"])
+def test_without_the_text_clean_is_the_whole_texts(source, sep, native_module):
+    """Counted piece by piece (with_text False), "<|" and '<":' next to a separator are found as in
+    the whole text: a source ending in "<" or '<"', and separators not of the usual shape."""
+    for pairs, value in (([["a", "<"]], None), (None, "<")):
+        full = native_module.frame_parts(sep, pairs, value, "f", '"line"', 3, source)
+        assert full[3] == ('<":' not in full[0] and full[0].count("<|") == (3 if pairs else 4))
+        assert native_module.frame_parts(sep, pairs, value, "f", '"line"', 3, source, False) == (None,) + full[1:]
 
 
 @pytest.mark.parametrize("fields", [

@@ -255,9 +255,10 @@ static int make_frame(Walk *w, Frame *fr, int kind, PyObject *pairs, PyObject *v
         w->off_path = 1;
         return 0;
     }
-    PyObject *args[7] = {PyTuple_GET_ITEM(w->c->seps, kind), pairs, value, function,
-                         PyTuple_GET_ITEM(w->c->kinds_json, kind), line_obj, source};
-    PyObject *parts = PyObject_Vectorcall(w->c->frame_parts, args, 7, NULL);
+    /* with_text False: the walk writes only the escaped text, so the plain one is never built */
+    PyObject *args[8] = {PyTuple_GET_ITEM(w->c->seps, kind), pairs, value, function,
+                         PyTuple_GET_ITEM(w->c->kinds_json, kind), line_obj, source, Py_False};
+    PyObject *parts = PyObject_Vectorcall(w->c->frame_parts, args, 8, NULL);
     fr->missing = PyUnicode_GET_LENGTH(source) == 0;
     Py_DECREF(source);
     if (parts == NULL) return -1;

@@ -87,14 +87,27 @@ static PyObject *buf_str(Buf *b) {
 
 static PyObject *ACTION_SEP, *ARG_SEP, *FRAME_SEP, *EMPTY, *LT_BAR, *LT_QUOTE_COLON;
 
-/* '<":' not in text and text.count("<|") == seps */
-static int is_clean(PyObject *text, Py_ssize_t seps) {
-    Py_ssize_t at = PyUnicode_Find(text, LT_QUOTE_COLON, 0, PY_SSIZE_T_MAX, 1);
-    if (at == -2) return -1;
-    if (at != -1) return 0;
-    Py_ssize_t n = PyUnicode_Count(text, LT_BAR, 0, PY_SSIZE_T_MAX);
-    if (n < 0) return -1;
-    return n == seps;
+/* '<":' not in text and text.count("<|") == seps, for text = the concatenation of `pieces`
+ * (n of them), counted piece by piece: every separator among them starts with "<" and ends with
+ * ">" (separated_by checks the kind's), and no two other pieces are adjacent, so neither "<|" nor
+ * '<":' can straddle two pieces. */
+static int is_clean(PyObject *const *pieces, int n, Py_ssize_t seps) {
+    Py_ssize_t bars = 0;
+    for (int i = 0; i < n; i++) {
+        Py_ssize_t at = PyUnicode_Find(pieces[i], LT_QUOTE_COLON, 0, PY_SSIZE_T_MAX, 1);
+        if (at == -2) return -1;
+        if (at != -1) return 0;
+        Py_ssize_t k = PyUnicode_Count(pieces[i], LT_BAR, 0, PY_SSIZE_T_MAX);
+        if (k < 0) return -1;
+        bars += k;
+    }
+    return bars == seps;
+}
+
+/* Whether `sep` starts with "<" and ends with ">", as is_clean needs of a separator. */
+static int separated_by(PyObject *sep) {
+    Py_ssize_t n = PyUnicode_GET_LENGTH(sep);
+    return n > 0 && PyUnicode_READ_CHAR(sep, 0) == '<' && PyUnicode_READ_CHAR(sep, n - 1) == '>';
 }
 
 /* '"function": F, "kind": K, "line": L' (episodes._head) */
@@ -148,22 +161,18 @@ static int names_distinct(PyObject *pairs) {
     return ok;
 }
 
-static PyObject *join5(PyObject *a, PyObject *b, PyObject *c, PyObject *d, PyObject *e, PyObject *f) {
-    PyObject *parts = f ? PyTuple_Pack(6, a, b, c, d, e, f) : PyTuple_Pack(5, a, b, c, d, e);
-    if (parts == NULL) return NULL;
-    PyObject *text = PyUnicode_Join(EMPTY, parts);
-    Py_DECREF(parts);
-    return text;
-}
-
-/* frame_parts(sep, pairs, value, function, kind_json, line, source) -> (text, text_json, tail,
- * clean) or None. A call/line frame passes its locals as `pairs` (value None); a return/exception
- * frame passes pairs None and its value. */
+/* frame_parts(sep, pairs, value, function, kind_json, line, source[, with_text]) -> (text, text_json,
+ * tail, clean) or None. A call/line frame passes its locals as `pairs` (value None); a
+ * return/exception frame passes pairs None and its value. With a false `with_text` (the C walk,
+ * which writes only the escaped text) text is None and the plain text is never built: text_json
+ * and clean are made from its pieces, JSON escaping being character by character. */
 static PyObject *frame_parts(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "frame_parts takes 7 arguments");
+    if (nargs != 7 && nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "frame_parts takes 7 or 8 arguments");
         return NULL;
     }
+    int with_text = nargs == 7 ? 1 : PyObject_IsTrue(args[7]);
+    if (with_text < 0) return NULL;
     PyObject *sep = args[0], *pairs = args[1], *value = args[2], *function = args[3];
     PyObject *kind_json = args[4], *line_obj = args[5], *source = args[6];
     if (!PyUnicode_CheckExact(sep) || !PyUnicode_CheckExact(function) || !PyUnicode_CheckExact(kind_json)
@@ -176,6 +185,8 @@ static PyObject *frame_parts(PyObject *self, PyObject *const *args, Py_ssize_t n
 
     Buf obj = {0}, tail = {0}, esc = {0};
     PyObject *obj_str = NULL, *text = NULL, *text_json = NULL, *tail_str = NULL, *result = NULL;
+    PyObject *pieces[6];
+    int npieces;
     Py_ssize_t seps;
     if (put_head(&tail, function, kind_json, line) < 0) goto done;
     if (pairs != Py_None) {
@@ -211,7 +222,8 @@ static PyObject *frame_parts(PyObject *self, PyObject *const *args, Py_ssize_t n
             goto done;
         obj_str = buf_str(&obj);
         if (obj_str == NULL) goto done;
-        text = join5(sep, obj_str, ACTION_SEP, source, FRAME_SEP, NULL);
+        pieces[0] = sep, pieces[1] = obj_str, pieces[2] = ACTION_SEP, pieces[3] = source, pieces[4] = FRAME_SEP;
+        npieces = 5;
         seps = 3;
     } else {
         if (!PyUnicode_CheckExact(value)) goto none;
@@ -221,16 +233,31 @@ static PyObject *frame_parts(PyObject *self, PyObject *const *args, Py_ssize_t n
             goto done;
         obj_str = buf_str(&obj);
         if (obj_str == NULL) goto done;
-        text = join5(sep, ACTION_SEP, source, ARG_SEP, obj_str, FRAME_SEP);
+        pieces[0] = sep, pieces[1] = ACTION_SEP, pieces[2] = source, pieces[3] = ARG_SEP, pieces[4] = obj_str;
+        pieces[5] = FRAME_SEP;
+        npieces = 6;
         seps = 4;
     }
-    if (text == NULL || buf_json(&esc, text, 0) < 0) goto done;
-    int clean = is_clean(text, seps);
+    for (int i = 0; i < npieces; i++)
+        if (buf_json(&esc, pieces[i], 0) < 0) goto done;
+    if (with_text || !separated_by(sep)) {
+        PyObject *parts = PyTuple_New(npieces);
+        if (parts == NULL) goto done;
+        for (int i = 0; i < npieces; i++) {
+            Py_INCREF(pieces[i]);
+            PyTuple_SET_ITEM(parts, i, pieces[i]);
+        }
+        text = PyUnicode_Join(EMPTY, parts);
+        Py_DECREF(parts);
+        if (text == NULL) goto done;
+    }
+    /* an unusual separator: the whole text counted, as one piece */
+    int clean = separated_by(sep) ? is_clean(pieces, npieces, seps) : is_clean(&text, 1, seps);
     if (clean < 0) goto done;
     text_json = buf_str(&esc);
     tail_str = buf_str(&tail);
     if (text_json == NULL || tail_str == NULL) goto done;
-    result = PyTuple_Pack(4, text, text_json, tail_str, clean ? Py_True : Py_False);
+    result = PyTuple_Pack(4, with_text ? text : Py_None, text_json, tail_str, clean ? Py_True : Py_False);
     goto done;
 none:
     result = Py_None;
@@ -1279,7 +1306,7 @@ static PyObject *configure(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"frame_parts", (PyCFunction)(void (*)(void))frame_parts, METH_FASTCALL,
-     "frame_parts(sep, pairs, value, function, kind_json, line, source) -> (text, text_json, tail, clean) or None"},
+     "frame_parts(sep, pairs, value, function, kind_json, line, source[, with_text]) -> (text, text_json, tail, clean) or None"},
     {"snapshot", (PyCFunction)(void (*)(void))snapshot, METH_FASTCALL,
      "snapshot(ctx, frame, st) -> the frame's locals as [[name, repr], ...] (tracer.Tracer._snapshot)"},
     {"line_locals", (PyCFunction)(void (*)(void))line_locals, METH_FASTCALL,
