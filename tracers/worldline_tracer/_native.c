@@ -415,6 +415,104 @@ static PyObject *other_repr(PyObject *other, PyObject *v) {
     return text;
 }
 
+/* flat_keyed's test of one shown item: True when it is of a leaf type (int, bool, float, None,
+ * str, bytes) whose builtin repr is exactly Serializer._ser's text (serialize._scalars_ok: ints
+ * within the digit cap, str and bytes within max_str). An int past 64 bits answers False: the
+ * Python path decides it. */
+static int flat_item_ok(PyObject *x, Py_ssize_t max_str, long max_int_bits) {
+    PyTypeObject *t = Py_TYPE(x);
+    if (t == &PyLong_Type || t == &PyBool_Type) {
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(x, &overflow);
+        if (overflow) return 0;
+        if (max_int_bits >= 64) return 1;
+        if (max_int_bits == 63) return v != LLONG_MIN;
+        if (max_int_bits < 0) return 0;
+        return v > -(1LL << max_int_bits) && v < (1LL << max_int_bits);
+    }
+    if (t == &PyUnicode_Type) return PyUnicode_GET_LENGTH(x) <= max_str;
+    if (t == &PyBytes_Type) return PyBytes_GET_SIZE(x) <= max_str;
+    return t == &PyFloat_Type || x == Py_None;
+}
+
+/* flat_keyed(v, caps): Serializer.keyed's (text, key) for an exact list, tuple or dict that is empty
+ * or whose shown items (the first max_items; a dict's keys and values) are all leaf values within
+ * the caps: its builtin-repr path (_seq_render, _dict_render) and its one-container key, the same
+ * text and key, without the Python frames. caps = (max_str, max_int_bits, max_items, max_depth).
+ * NULL without an error for anything else (nested containers, sets, other types, caps the Python
+ * path treats apart): the Python keyed answers. */
+static PyObject *flat_keyed(PyObject *v, Py_ssize_t max_str, long max_int_bits, Py_ssize_t k, long max_depth) {
+    PyTypeObject *t = Py_TYPE(v);
+    int is_dict = t == &PyDict_Type;
+    if (!(t == &PyList_Type || t == &PyTuple_Type || is_dict) || k < 0) return NULL;
+    Py_ssize_t n = is_dict ? PyDict_GET_SIZE(v) : Py_SIZE(v);
+    if (n > 0 && (max_depth <= 0 || k < (is_dict ? 1 : 2))) return NULL;
+    Py_ssize_t shown = n <= k ? n : k;
+    PyObject *sub = NULL, *keys = NULL, *vals = NULL, *text = NULL, *result = NULL;
+    if (is_dict) {
+        keys = PyTuple_New(shown);
+        vals = PyTuple_New(shown);
+        if (keys == NULL || vals == NULL) goto done;
+        Py_ssize_t pos = 0, i = 0;
+        PyObject *dk, *dv;
+        while (i < shown && PyDict_Next(v, &pos, &dk, &dv)) {
+            if (!flat_item_ok(dk, max_str, max_int_bits) || !flat_item_ok(dv, max_str, max_int_bits)) goto done;
+            Py_INCREF(dk);
+            PyTuple_SET_ITEM(keys, i, dk);
+            Py_INCREF(dv);
+            PyTuple_SET_ITEM(vals, i, dv);
+            i++;
+        }
+        if (i != shown) goto done;  /* cannot happen: no Python code runs while the dict is read */
+        if (n > k) {
+            sub = PyDict_New();
+            for (i = 0; sub != NULL && i < shown; i++)
+                if (PyDict_SetItem(sub, PyTuple_GET_ITEM(keys, i), PyTuple_GET_ITEM(vals, i)) < 0) Py_CLEAR(sub);
+            if (sub == NULL) goto done;
+        }
+    } else {
+        PyObject **items = t == &PyList_Type ? ((PyListObject *)v)->ob_item : ((PyTupleObject *)v)->ob_item;
+        for (Py_ssize_t i = 0; i < shown; i++)
+            if (!flat_item_ok(items[i], max_str, max_int_bits)) goto done;
+        keys = PyTuple_New(shown);
+        if (keys == NULL) goto done;
+        for (Py_ssize_t i = 0; i < shown; i++) {
+            Py_INCREF(items[i]);
+            PyTuple_SET_ITEM(keys, i, items[i]);
+        }
+        if (n > k) {
+            sub = t == &PyList_Type ? PyList_GetSlice(v, 0, k) : PyTuple_GetSlice(v, 0, k);
+            if (sub == NULL) goto done;
+        }
+    }
+    text = PyObject_Repr(sub != NULL ? sub : v);
+    if (text == NULL) goto done;
+    if (sub != NULL) {  /* past max_items: the text ends ", ...]" (")", "}") as _seq_render's */
+        const char *tail = t == &PyList_Type ? ", ...]" : t == &PyTuple_Type ? ", ...)" : ", ...}";
+        PyObject *head = PyUnicode_Substring(text, 0, PyUnicode_GET_LENGTH(text) - 1);
+        Py_SETREF(text, head);
+        if (text == NULL) goto done;
+        PyObject *more = PyUnicode_FromString(tail);
+        if (more == NULL) goto done;
+        PyUnicode_Append(&text, more);
+        Py_DECREF(more);
+        if (text == NULL) goto done;
+    }
+    PyObject *count = PyLong_FromSsize_t(n <= k ? n : -1);
+    if (count == NULL) goto done;
+    PyObject *key = PyTuple_Pack(4, v, count, keys, is_dict ? vals : Py_None);
+    Py_DECREF(count);
+    if (key == NULL) goto done;
+    result = PyTuple_Pack(2, text, key);
+    Py_DECREF(key);
+done:
+    Py_XDECREF(sub);
+    Py_XDECREF(keys);
+    Py_XDECREF(vals);
+    Py_XDECREF(text);
+    return result;
+}
+
 static PyObject *snapshot_of(PyObject *ctx, PyObject *frame, PyObject *st) {
     if (!PyTuple_CheckExact(ctx) || (PyTuple_GET_SIZE(ctx) != 9 && PyTuple_GET_SIZE(ctx) != 10) || !PyList_CheckExact(st)
         || PyList_GET_SIZE(st) != ST_LEN) {
@@ -430,15 +528,21 @@ static PyObject *snapshot_of(PyObject *ctx, PyObject *frame, PyObject *st) {
     PyObject *unchanged = PyTuple_GET_ITEM(ctx, 2), *named = PyTuple_GET_ITEM(ctx, 3);
     PyObject *bad = PyTuple_GET_ITEM(ctx, 4), *immutable = PyTuple_GET_ITEM(ctx, 5);
     PyObject *keyed_types = PyTuple_GET_ITEM(ctx, 6), *leaf = PyTuple_GET_ITEM(ctx, 7);
-    Py_ssize_t max_str = -1;
-    long max_int_bits = -1;
+    Py_ssize_t max_str = -1, max_items = -1;
+    long max_int_bits = -1, max_depth = -1;
+    int c_keyed = 0;
     if (leaf != Py_None) {
-        if (!PyTuple_CheckExact(leaf) || PyTuple_GET_SIZE(leaf) != 2) {
-            PyErr_SetString(PyExc_TypeError, "snapshot: leaf must be (max_str, max_int_bits) or None");
+        if (!PyTuple_CheckExact(leaf) || (PyTuple_GET_SIZE(leaf) != 2 && PyTuple_GET_SIZE(leaf) != 4)) {
+            PyErr_SetString(PyExc_TypeError, "snapshot: leaf must be (max_str, max_int_bits[, max_items, max_depth]) or None");
             return NULL;
         }
         max_str = PyLong_AsSsize_t(PyTuple_GET_ITEM(leaf, 0));
         max_int_bits = PyLong_AsLong(PyTuple_GET_ITEM(leaf, 1));
+        if (PyTuple_GET_SIZE(leaf) == 4) {  /* keyed is Serializer.keyed: flat containers here too */
+            c_keyed = 1;
+            max_items = PyLong_AsSsize_t(PyTuple_GET_ITEM(leaf, 2));
+            max_depth = PyLong_AsLong(PyTuple_GET_ITEM(leaf, 3));
+        }
         if (PyErr_Occurred()) return NULL;
     }
 
@@ -546,7 +650,8 @@ static PyObject *snapshot_of(PyObject *ctx, PyObject *frame, PyObject *st) {
                     continue;
                 }
             }
-            PyObject *rk = failed ? NULL : PyObject_CallOneArg(keyed, v);
+            PyObject *rk = failed || !c_keyed ? NULL : flat_keyed(v, max_str, max_int_bits, max_items, max_depth);
+            if (rk == NULL && !failed && !PyErr_Occurred()) rk = PyObject_CallOneArg(keyed, v);
             if (rk == NULL) failed = 1;
             else {
                 if (!PyTuple_CheckExact(rk) || PyTuple_GET_SIZE(rk) != 2) {
@@ -1228,6 +1333,21 @@ static int chain_is(PyObject *containers, Py_ssize_t limit, int values, PyObject
     return 1;
 }
 
+/* keyed(caps, value): flat_keyed's (text, key), or None where the Python keyed answers (for tests). */
+static PyObject *keyed(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyTuple_CheckExact(args[0]) || PyTuple_GET_SIZE(args[0]) != 4) {
+        PyErr_SetString(PyExc_TypeError, "keyed((max_str, max_int_bits, max_items, max_depth), value)");
+        return NULL;
+    }
+    PyObject *caps = args[0];
+    Py_ssize_t max_str = PyLong_AsSsize_t(PyTuple_GET_ITEM(caps, 0)), max_items = PyLong_AsSsize_t(PyTuple_GET_ITEM(caps, 2));
+    long max_int_bits = PyLong_AsLong(PyTuple_GET_ITEM(caps, 1)), max_depth = PyLong_AsLong(PyTuple_GET_ITEM(caps, 3));
+    if (PyErr_Occurred()) return NULL;
+    PyObject *r = flat_keyed(args[1], max_str, max_int_bits, max_items, max_depth);
+    if (r == NULL && !PyErr_Occurred()) Py_RETURN_NONE;
+    return r;
+}
+
 /* unchanged(max_items, value, key): serialize.Serializer.unchanged, the same checks in C. */
 static PyObject *unchanged(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 3 || !PyTuple_CheckExact(args[2])) {
@@ -1310,6 +1430,8 @@ static PyMethodDef methods[] = {
      "snapshot(ctx, frame, st) -> the frame's locals as [[name, repr], ...] (tracer.Tracer._snapshot)"},
     {"line_locals", (PyCFunction)(void (*)(void))line_locals, METH_FASTCALL,
      "line_locals(pairs, prev, full, unchanged) -> a line frame's locals, or None (episodes._line_fields)"},
+    {"keyed", (PyCFunction)(void (*)(void))keyed, METH_FASTCALL,
+     "keyed((max_str, max_int_bits, max_items, max_depth), value) -> (text, key) of a flat container, or None"},
     {"unchanged", (PyCFunction)(void (*)(void))unchanged, METH_FASTCALL,
      "unchanged(max_items, value, key) -> bool (serialize.Serializer.unchanged)"},
     {"configure", configure, METH_VARARGS, "configure(action_sep, arg_sep, frame_sep)"},
