@@ -513,6 +513,8 @@ done:
     return result;
 }
 
+static int unchanged_of(Py_ssize_t k, PyObject *value, PyObject *key);
+
 static PyObject *snapshot_of(PyObject *ctx, PyObject *frame, PyObject *st) {
     if (!PyTuple_CheckExact(ctx) || (PyTuple_GET_SIZE(ctx) != 9 && PyTuple_GET_SIZE(ctx) != 10) || !PyList_CheckExact(st)
         || PyList_GET_SIZE(st) != ST_LEN) {
@@ -538,7 +540,7 @@ static PyObject *snapshot_of(PyObject *ctx, PyObject *frame, PyObject *st) {
         }
         max_str = PyLong_AsSsize_t(PyTuple_GET_ITEM(leaf, 0));
         max_int_bits = PyLong_AsLong(PyTuple_GET_ITEM(leaf, 1));
-        if (PyTuple_GET_SIZE(leaf) == 4) {  /* keyed is Serializer.keyed: flat containers here too */
+        if (PyTuple_GET_SIZE(leaf) == 4) {  /* keyed and unchanged are Serializer's: flat containers here too */
             c_keyed = 1;
             max_items = PyLong_AsSsize_t(PyTuple_GET_ITEM(leaf, 2));
             max_depth = PyLong_AsLong(PyTuple_GET_ITEM(leaf, 3));
@@ -641,9 +643,13 @@ static PyObject *snapshot_of(PyObject *ctx, PyObject *frame, PyObject *st) {
         else if (contains) {
             PyObject *key = PyList_GET_ITEM(cache, i);
             if (PyTuple_CheckExact(key)) {
-                PyObject *u = PyObject_CallFunctionObjArgs(unchanged, v, key, NULL);
-                int same_text = u ? PyObject_IsTrue(u) : -1;
-                Py_XDECREF(u);
+                int same_text;
+                if (c_keyed) same_text = unchanged_of(max_items, v, key);  /* no partial to call through */
+                else {
+                    PyObject *u = PyObject_CallFunctionObjArgs(unchanged, v, key, NULL);
+                    same_text = u ? PyObject_IsTrue(u) : -1;
+                    Py_XDECREF(u);
+                }
                 if (same_text < 0) failed = 1;
                 else if (same_text) {
                     Py_DECREF(v);
@@ -1348,6 +1354,61 @@ static PyObject *keyed(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     return r;
 }
 
+/* serialize.Serializer.unchanged's checks: 1 (the text still holds), 0, or -1 with an error. */
+static int unchanged_of(Py_ssize_t k, PyObject *value, PyObject *key) {
+    Py_ssize_t klen = PyTuple_GET_SIZE(key);
+    if ((klen != 4 && klen != 10) || PyTuple_GET_ITEM(key, 0) != value) {
+        if (klen != 4 && klen != 10) {
+            PyErr_SetString(PyExc_TypeError, "unchanged: a key that keyed() did not make");
+            return -1;
+        }
+        return 0;
+    }
+    int r;
+    if (klen == 4) {
+        Py_ssize_t n = PyObject_Size(value);
+        if (n < 0) return -1;
+        Py_ssize_t shown = PyLong_AsSsize_t(PyTuple_GET_ITEM(key, 1));
+        if (shown == -1 && PyErr_Occurred()) return -1;
+        if ((n <= k ? n : -1) != shown) return 0;
+        PyObject *one = PyTuple_Pack(1, value);
+        if (one == NULL) return -1;
+        r = chain_is(one, -1, 0, PyTuple_GET_ITEM(key, 2));
+        if (r == 1 && PyTuple_GET_ITEM(key, 3) != Py_None) r = chain_is(one, -1, 1, PyTuple_GET_ITEM(key, 3));
+        Py_DECREF(one);
+        if (r < 0) return -1;
+        return r;
+    }
+    PyObject *small = PyTuple_GET_ITEM(key, 1), *lens = PyTuple_GET_ITEM(key, 2);
+    if (!PyTuple_CheckExact(small) || !PyList_CheckExact(lens)) {
+        PyErr_SetString(PyExc_TypeError, "unchanged: a key that keyed() did not make");
+        return -1;
+    }
+    if (PyList_GET_SIZE(lens) != PyTuple_GET_SIZE(small)) return 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(small); i++) {
+        Py_ssize_t n = PyObject_Size(PyTuple_GET_ITEM(small, i));
+        if (n < 0) return -1;
+        PyObject *was = PyList_GET_ITEM(lens, i);
+        Py_ssize_t before = PyLong_AsSsize_t(was);
+        if (before == -1 && PyErr_Occurred()) return -1;
+        if (n != before) return 0;
+    }
+    r = chain_is(small, -1, 0, PyTuple_GET_ITEM(key, 3));
+    if (r == 1 && PyTuple_GET_SIZE(PyTuple_GET_ITEM(key, 4))) r = chain_is(PyTuple_GET_ITEM(key, 4), -1, 1, PyTuple_GET_ITEM(key, 5));
+    PyObject *capped = PyTuple_GET_ITEM(key, 6);
+    if (r == 1 && PyTuple_GET_SIZE(capped)) {
+        for (Py_ssize_t i = 0; r == 1 && i < PyTuple_GET_SIZE(capped); i++) {
+            Py_ssize_t n = PyObject_Size(PyTuple_GET_ITEM(capped, i));
+            if (n < 0) return -1;
+            if (n <= k) r = 0;
+        }
+        if (r == 1) r = chain_is(capped, k, 0, PyTuple_GET_ITEM(key, 7));
+        if (r == 1 && PyTuple_GET_SIZE(PyTuple_GET_ITEM(key, 8))) r = chain_is(PyTuple_GET_ITEM(key, 8), k, 1, PyTuple_GET_ITEM(key, 9));
+    }
+    if (r < 0) return -1;
+    return r;
+}
+
 /* unchanged(max_items, value, key): serialize.Serializer.unchanged, the same checks in C. */
 static PyObject *unchanged(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 3 || !PyTuple_CheckExact(args[2])) {
@@ -1356,58 +1417,8 @@ static PyObject *unchanged(PyObject *self, PyObject *const *args, Py_ssize_t nar
     }
     Py_ssize_t k = PyLong_AsSsize_t(args[0]);
     if (k == -1 && PyErr_Occurred()) return NULL;
-    PyObject *value = args[1], *key = args[2];
-    Py_ssize_t klen = PyTuple_GET_SIZE(key);
-    if ((klen != 4 && klen != 10) || PyTuple_GET_ITEM(key, 0) != value) {
-        if (klen != 4 && klen != 10) {
-            PyErr_SetString(PyExc_TypeError, "unchanged: a key that keyed() did not make");
-            return NULL;
-        }
-        Py_RETURN_FALSE;
-    }
-    int r;
-    if (klen == 4) {
-        Py_ssize_t n = PyObject_Size(value);
-        if (n < 0) return NULL;
-        Py_ssize_t shown = PyLong_AsSsize_t(PyTuple_GET_ITEM(key, 1));
-        if (shown == -1 && PyErr_Occurred()) return NULL;
-        if ((n <= k ? n : -1) != shown) Py_RETURN_FALSE;
-        PyObject *one = PyTuple_Pack(1, value);
-        if (one == NULL) return NULL;
-        r = chain_is(one, -1, 0, PyTuple_GET_ITEM(key, 2));
-        if (r == 1 && PyTuple_GET_ITEM(key, 3) != Py_None) r = chain_is(one, -1, 1, PyTuple_GET_ITEM(key, 3));
-        Py_DECREF(one);
-        if (r < 0) return NULL;
-        return PyBool_FromLong(r);
-    }
-    PyObject *small = PyTuple_GET_ITEM(key, 1), *lens = PyTuple_GET_ITEM(key, 2);
-    if (!PyTuple_CheckExact(small) || !PyList_CheckExact(lens)) {
-        PyErr_SetString(PyExc_TypeError, "unchanged: a key that keyed() did not make");
-        return NULL;
-    }
-    if (PyList_GET_SIZE(lens) != PyTuple_GET_SIZE(small)) Py_RETURN_FALSE;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(small); i++) {
-        Py_ssize_t n = PyObject_Size(PyTuple_GET_ITEM(small, i));
-        if (n < 0) return NULL;
-        PyObject *was = PyList_GET_ITEM(lens, i);
-        Py_ssize_t before = PyLong_AsSsize_t(was);
-        if (before == -1 && PyErr_Occurred()) return NULL;
-        if (n != before) Py_RETURN_FALSE;
-    }
-    r = chain_is(small, -1, 0, PyTuple_GET_ITEM(key, 3));
-    if (r == 1 && PyTuple_GET_SIZE(PyTuple_GET_ITEM(key, 4))) r = chain_is(PyTuple_GET_ITEM(key, 4), -1, 1, PyTuple_GET_ITEM(key, 5));
-    PyObject *capped = PyTuple_GET_ITEM(key, 6);
-    if (r == 1 && PyTuple_GET_SIZE(capped)) {
-        for (Py_ssize_t i = 0; r == 1 && i < PyTuple_GET_SIZE(capped); i++) {
-            Py_ssize_t n = PyObject_Size(PyTuple_GET_ITEM(capped, i));
-            if (n < 0) return NULL;
-            if (n <= k) r = 0;
-        }
-        if (r == 1) r = chain_is(capped, k, 0, PyTuple_GET_ITEM(key, 7));
-        if (r == 1 && PyTuple_GET_SIZE(PyTuple_GET_ITEM(key, 8))) r = chain_is(PyTuple_GET_ITEM(key, 8), k, 1, PyTuple_GET_ITEM(key, 9));
-    }
-    if (r < 0) return NULL;
-    return PyBool_FromLong(r);
+    int r = unchanged_of(k, args[1], args[2]);
+    return r < 0 ? NULL : PyBool_FromLong(r);
 }
 
 /* configure(action_sep, arg_sep, frame_sep): render.py's separators, set once by native.py. */
