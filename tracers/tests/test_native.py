@@ -1,5 +1,6 @@
 """The C accelerator (_native.c) gives exactly the pure Python path's bytes, and is really used."""
 import json
+import operator
 import os
 import random
 import shutil
@@ -224,3 +225,46 @@ def test_unchanged_matches_the_serializer(caps, native_module):
             assert native_module.unchanged(s.max_items, [], key) is False
             answers.add(want)
     assert answers == {True, False}
+
+
+def _flat_edges(caps):
+    """Flat containers at the caps' edges: empty, one item, max_items and one past it, ints and str
+    at the digit and length caps and one past them, and containers flat_keyed leaves to Python."""
+    s = Serializer(**caps)
+    lim = 1 << s._max_int_bits
+    k = s.max_items
+    leaves = [0, -1, True, False, None, 1.5, float("nan"), "", "'\"\\\n\u00e9", b"\x00b",
+              lim - 1, -(lim - 1), lim, -lim, 2 ** 63, -(2 ** 63), 2 ** 64,
+              "x" * s.max_str, "x" * (s.max_str + 1), b"y" * s.max_str, b"y" * (s.max_str + 1)]
+    out = [[], (), {}, set(), frozenset(), [[1, 2], [3, 4]], ([1],), {"a": [1]}, {1: object()}]
+    for leaf in leaves:
+        for n in (1, 2, k, k + 1, k + 5):
+            out.append([leaf] * n)
+            out.append(tuple([leaf] + list(range(n - 1))))
+            out.append(dict(zip(range(n), [leaf] * n)))
+            out.append({leaf: 1} if n == 1 else dict(zip([str(i) for i in range(n)], range(n))))
+    return out
+
+
+@pytest.mark.parametrize("caps", CAPS, ids=[str(sorted(c.items())) for c in CAPS])
+def test_keyed_matches_the_serializer(caps, native_module):
+    """The C keyed of flat containers gives Serializer.keyed's text and an equal key (the same
+    objects), or leaves the value to the Python keyed; it answers for the flat ones."""
+    s = Serializer(**caps)
+    c_caps = (s.max_str, s._max_int_bits, s.max_items, s.max_depth)
+    answered = 0
+    for v in _flat_edges(caps) + list(values(len(str(caps)) + 5, 300)):
+        got = native_module.keyed(c_caps, v)
+        if got is None:
+            continue
+        answered += 1
+        text, key = s.keyed(v)
+        assert got[0] == text
+        assert key is not None and len(got[1]) == len(key) == 4
+        assert got[1][0] is v and got[1][1] == key[1]
+        assert len(got[1][2]) == len(key[2]) and all(map(operator.is_, got[1][2], key[2]))
+        assert (got[1][3] is None) == (key[3] is None)
+        if key[3] is not None:
+            assert len(got[1][3]) == len(key[3]) and all(map(operator.is_, got[1][3], key[3]))
+    assert answered > 30
+    assert native_module.keyed(c_caps, [[1]]) is None and native_module.keyed(c_caps, {1}) is None

@@ -416,6 +416,106 @@ static PyObject *other_repr(PyObject *other, PyObject *v) {
     return text;
 }
 
+/* flat_keyed's test of one shown item: True when it is of a leaf type (int, bool, float, None,
+ * str, bytes) whose builtin repr is exactly Serializer._ser's text (serialize._scalars_ok: ints
+ * within the digit cap, str and bytes within max_str). An int past 64 bits answers False: the
+ * Python path decides it. */
+static int flat_item_ok(PyObject *x, Py_ssize_t max_str, long max_int_bits) {
+    PyTypeObject *t = Py_TYPE(x);
+    if (t == &PyLong_Type || t == &PyBool_Type) {
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(x, &overflow);
+        if (overflow) return 0;
+        if (max_int_bits >= 64) return 1;
+        if (max_int_bits == 63) return v != LLONG_MIN;
+        if (max_int_bits < 0) return 0;
+        return v > -(1LL << max_int_bits) && v < (1LL << max_int_bits);
+    }
+    if (t == &PyUnicode_Type) return PyUnicode_GET_LENGTH(x) <= max_str;
+    if (t == &PyBytes_Type) return PyBytes_GET_SIZE(x) <= max_str;
+    return t == &PyFloat_Type || x == Py_None;
+}
+
+/* flat_keyed(v, caps): Serializer.keyed's (text, key) for an exact list, tuple or dict that is empty
+ * or whose shown items (the first max_items; a dict's keys and values) are all leaf values within
+ * the caps: its builtin-repr path (_seq_render, _dict_render) and its one-container key, the same
+ * text and key, without the Python frames. caps = (max_str, max_int_bits, max_items, max_depth).
+ * NULL without an error for anything else (nested containers, sets, other types, caps the Python
+ * path treats apart): the Python keyed answers. */
+static PyObject *flat_keyed(PyObject *v, Py_ssize_t max_str, long max_int_bits, Py_ssize_t k, long max_depth) {
+    PyTypeObject *t = Py_TYPE(v);
+    int is_dict = t == &PyDict_Type;
+    if (!(t == &PyList_Type || t == &PyTuple_Type || is_dict) || k < 0) return NULL;
+    Py_ssize_t n = is_dict ? PyDict_GET_SIZE(v) : Py_SIZE(v);
+    if (n > 0 && (max_depth <= 0 || k < (is_dict ? 1 : 2))) return NULL;
+    Py_ssize_t shown = n <= k ? n : k;
+    PyObject *sub = NULL, *keys = NULL, *vals = NULL, *text = NULL, *result = NULL;
+    if (is_dict) {
+        keys = PyTuple_New(shown);
+        vals = PyTuple_New(shown);
+        if (keys == NULL || vals == NULL) goto done;
+        Py_ssize_t pos = 0, i = 0;
+        PyObject *dk, *dv;
+        while (i < shown && PyDict_Next(v, &pos, &dk, &dv)) {
+            if (!flat_item_ok(dk, max_str, max_int_bits) || !flat_item_ok(dv, max_str, max_int_bits)) goto done;
+            Py_INCREF(dk);
+            PyTuple_SET_ITEM(keys, i, dk);
+            Py_INCREF(dv);
+            PyTuple_SET_ITEM(vals, i, dv);
+            i++;
+        }
+        if (i != shown) goto done;  /* cannot happen: no Python code runs while the dict is read */
+        if (n > k) {
+            sub = PyDict_New();
+            for (i = 0; sub != NULL && i < shown; i++)
+                if (PyDict_SetItem(sub, PyTuple_GET_ITEM(keys, i), PyTuple_GET_ITEM(vals, i)) < 0) Py_CLEAR(sub);
+            if (sub == NULL) goto done;
+        }
+    } else {
+        PyObject **items = t == &PyList_Type ? ((PyListObject *)v)->ob_item : ((PyTupleObject *)v)->ob_item;
+        for (Py_ssize_t i = 0; i < shown; i++)
+            if (!flat_item_ok(items[i], max_str, max_int_bits)) goto done;
+        keys = PyTuple_New(shown);
+        if (keys == NULL) goto done;
+        for (Py_ssize_t i = 0; i < shown; i++) {
+            Py_INCREF(items[i]);
+            PyTuple_SET_ITEM(keys, i, items[i]);
+        }
+        if (n > k) {
+            sub = t == &PyList_Type ? PyList_GetSlice(v, 0, k) : PyTuple_GetSlice(v, 0, k);
+            if (sub == NULL) goto done;
+        }
+    }
+    text = PyObject_Repr(sub != NULL ? sub : v);
+    if (text == NULL) goto done;
+    if (sub != NULL) {  /* past max_items: the text ends ", ...]" (")", "}") as _seq_render's */
+        const char *tail = t == &PyList_Type ? ", ...]" : t == &PyTuple_Type ? ", ...)" : ", ...}";
+        PyObject *head = PyUnicode_Substring(text, 0, PyUnicode_GET_LENGTH(text) - 1);
+        Py_SETREF(text, head);
+        if (text == NULL) goto done;
+        PyObject *more = PyUnicode_FromString(tail);
+        if (more == NULL) goto done;
+        PyUnicode_Append(&text, more);
+        Py_DECREF(more);
+        if (text == NULL) goto done;
+    }
+    PyObject *count = PyLong_FromSsize_t(n <= k ? n : -1);
+    if (count == NULL) goto done;
+    PyObject *key = PyTuple_Pack(4, v, count, keys, is_dict ? vals : Py_None);
+    Py_DECREF(count);
+    if (key == NULL) goto done;
+    result = PyTuple_Pack(2, text, key);
+    Py_DECREF(key);
+done:
+    Py_XDECREF(sub);
+    Py_XDECREF(keys);
+    Py_XDECREF(vals);
+    Py_XDECREF(text);
+    return result;
+}
+
+static int unchanged_of(Py_ssize_t k, PyObject *value, PyObject *key);
+
 static PyObject *snapshot_of(PyObject *ctx, PyObject *frame, PyObject *st) {
     if (!PyTuple_CheckExact(ctx) || (PyTuple_GET_SIZE(ctx) != 9 && PyTuple_GET_SIZE(ctx) != 10) || !PyList_CheckExact(st)
         || PyList_GET_SIZE(st) != ST_LEN) {
@@ -431,15 +531,21 @@ static PyObject *snapshot_of(PyObject *ctx, PyObject *frame, PyObject *st) {
     PyObject *unchanged = PyTuple_GET_ITEM(ctx, 2), *named = PyTuple_GET_ITEM(ctx, 3);
     PyObject *bad = PyTuple_GET_ITEM(ctx, 4), *immutable = PyTuple_GET_ITEM(ctx, 5);
     PyObject *keyed_types = PyTuple_GET_ITEM(ctx, 6), *leaf = PyTuple_GET_ITEM(ctx, 7);
-    Py_ssize_t max_str = -1;
-    long max_int_bits = -1;
+    Py_ssize_t max_str = -1, max_items = -1;
+    long max_int_bits = -1, max_depth = -1;
+    int c_keyed = 0;
     if (leaf != Py_None) {
-        if (!PyTuple_CheckExact(leaf) || PyTuple_GET_SIZE(leaf) != 2) {
-            PyErr_SetString(PyExc_TypeError, "snapshot: leaf must be (max_str, max_int_bits) or None");
+        if (!PyTuple_CheckExact(leaf) || (PyTuple_GET_SIZE(leaf) != 2 && PyTuple_GET_SIZE(leaf) != 4)) {
+            PyErr_SetString(PyExc_TypeError, "snapshot: leaf must be (max_str, max_int_bits[, max_items, max_depth]) or None");
             return NULL;
         }
         max_str = PyLong_AsSsize_t(PyTuple_GET_ITEM(leaf, 0));
         max_int_bits = PyLong_AsLong(PyTuple_GET_ITEM(leaf, 1));
+        if (PyTuple_GET_SIZE(leaf) == 4) {  /* keyed and unchanged are Serializer's: flat containers here too */
+            c_keyed = 1;
+            max_items = PyLong_AsSsize_t(PyTuple_GET_ITEM(leaf, 2));
+            max_depth = PyLong_AsLong(PyTuple_GET_ITEM(leaf, 3));
+        }
         if (PyErr_Occurred()) return NULL;
     }
 
@@ -538,16 +644,21 @@ static PyObject *snapshot_of(PyObject *ctx, PyObject *frame, PyObject *st) {
         else if (contains) {
             PyObject *key = PyList_GET_ITEM(cache, i);
             if (PyTuple_CheckExact(key)) {
-                PyObject *u = PyObject_CallFunctionObjArgs(unchanged, v, key, NULL);
-                int same_text = u ? PyObject_IsTrue(u) : -1;
-                Py_XDECREF(u);
+                int same_text;
+                if (c_keyed) same_text = unchanged_of(max_items, v, key);  /* no partial to call through */
+                else {
+                    PyObject *u = PyObject_CallFunctionObjArgs(unchanged, v, key, NULL);
+                    same_text = u ? PyObject_IsTrue(u) : -1;
+                    Py_XDECREF(u);
+                }
                 if (same_text < 0) failed = 1;
                 else if (same_text) {
                     Py_DECREF(v);
                     continue;
                 }
             }
-            PyObject *rk = failed ? NULL : PyObject_CallOneArg(keyed, v);
+            PyObject *rk = failed || !c_keyed ? NULL : flat_keyed(v, max_str, max_int_bits, max_items, max_depth);
+            if (rk == NULL && !failed && !PyErr_Occurred()) rk = PyObject_CallOneArg(keyed, v);
             if (rk == NULL) failed = 1;
             else {
                 if (!PyTuple_CheckExact(rk) || PyTuple_GET_SIZE(rk) != 2) {
@@ -1229,6 +1340,76 @@ static int chain_is(PyObject *containers, Py_ssize_t limit, int values, PyObject
     return 1;
 }
 
+/* keyed(caps, value): flat_keyed's (text, key), or None where the Python keyed answers (for tests). */
+static PyObject *keyed(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyTuple_CheckExact(args[0]) || PyTuple_GET_SIZE(args[0]) != 4) {
+        PyErr_SetString(PyExc_TypeError, "keyed((max_str, max_int_bits, max_items, max_depth), value)");
+        return NULL;
+    }
+    PyObject *caps = args[0];
+    Py_ssize_t max_str = PyLong_AsSsize_t(PyTuple_GET_ITEM(caps, 0)), max_items = PyLong_AsSsize_t(PyTuple_GET_ITEM(caps, 2));
+    long max_int_bits = PyLong_AsLong(PyTuple_GET_ITEM(caps, 1)), max_depth = PyLong_AsLong(PyTuple_GET_ITEM(caps, 3));
+    if (PyErr_Occurred()) return NULL;
+    PyObject *r = flat_keyed(args[1], max_str, max_int_bits, max_items, max_depth);
+    if (r == NULL && !PyErr_Occurred()) Py_RETURN_NONE;
+    return r;
+}
+
+/* serialize.Serializer.unchanged's checks: 1 (the text still holds), 0, or -1 with an error. */
+static int unchanged_of(Py_ssize_t k, PyObject *value, PyObject *key) {
+    Py_ssize_t klen = PyTuple_GET_SIZE(key);
+    if ((klen != 4 && klen != 10) || PyTuple_GET_ITEM(key, 0) != value) {
+        if (klen != 4 && klen != 10) {
+            PyErr_SetString(PyExc_TypeError, "unchanged: a key that keyed() did not make");
+            return -1;
+        }
+        return 0;
+    }
+    int r;
+    if (klen == 4) {
+        Py_ssize_t n = PyObject_Size(value);
+        if (n < 0) return -1;
+        Py_ssize_t shown = PyLong_AsSsize_t(PyTuple_GET_ITEM(key, 1));
+        if (shown == -1 && PyErr_Occurred()) return -1;
+        if ((n <= k ? n : -1) != shown) return 0;
+        PyObject *one = PyTuple_Pack(1, value);
+        if (one == NULL) return -1;
+        r = chain_is(one, -1, 0, PyTuple_GET_ITEM(key, 2));
+        if (r == 1 && PyTuple_GET_ITEM(key, 3) != Py_None) r = chain_is(one, -1, 1, PyTuple_GET_ITEM(key, 3));
+        Py_DECREF(one);
+        if (r < 0) return -1;
+        return r;
+    }
+    PyObject *small = PyTuple_GET_ITEM(key, 1), *lens = PyTuple_GET_ITEM(key, 2);
+    if (!PyTuple_CheckExact(small) || !PyList_CheckExact(lens)) {
+        PyErr_SetString(PyExc_TypeError, "unchanged: a key that keyed() did not make");
+        return -1;
+    }
+    if (PyList_GET_SIZE(lens) != PyTuple_GET_SIZE(small)) return 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(small); i++) {
+        Py_ssize_t n = PyObject_Size(PyTuple_GET_ITEM(small, i));
+        if (n < 0) return -1;
+        PyObject *was = PyList_GET_ITEM(lens, i);
+        Py_ssize_t before = PyLong_AsSsize_t(was);
+        if (before == -1 && PyErr_Occurred()) return -1;
+        if (n != before) return 0;
+    }
+    r = chain_is(small, -1, 0, PyTuple_GET_ITEM(key, 3));
+    if (r == 1 && PyTuple_GET_SIZE(PyTuple_GET_ITEM(key, 4))) r = chain_is(PyTuple_GET_ITEM(key, 4), -1, 1, PyTuple_GET_ITEM(key, 5));
+    PyObject *capped = PyTuple_GET_ITEM(key, 6);
+    if (r == 1 && PyTuple_GET_SIZE(capped)) {
+        for (Py_ssize_t i = 0; r == 1 && i < PyTuple_GET_SIZE(capped); i++) {
+            Py_ssize_t n = PyObject_Size(PyTuple_GET_ITEM(capped, i));
+            if (n < 0) return -1;
+            if (n <= k) r = 0;
+        }
+        if (r == 1) r = chain_is(capped, k, 0, PyTuple_GET_ITEM(key, 7));
+        if (r == 1 && PyTuple_GET_SIZE(PyTuple_GET_ITEM(key, 8))) r = chain_is(PyTuple_GET_ITEM(key, 8), k, 1, PyTuple_GET_ITEM(key, 9));
+    }
+    if (r < 0) return -1;
+    return r;
+}
+
 /* unchanged(max_items, value, key): serialize.Serializer.unchanged, the same checks in C. */
 static PyObject *unchanged(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 3 || !PyTuple_CheckExact(args[2])) {
@@ -1237,58 +1418,8 @@ static PyObject *unchanged(PyObject *self, PyObject *const *args, Py_ssize_t nar
     }
     Py_ssize_t k = PyLong_AsSsize_t(args[0]);
     if (k == -1 && PyErr_Occurred()) return NULL;
-    PyObject *value = args[1], *key = args[2];
-    Py_ssize_t klen = PyTuple_GET_SIZE(key);
-    if ((klen != 4 && klen != 10) || PyTuple_GET_ITEM(key, 0) != value) {
-        if (klen != 4 && klen != 10) {
-            PyErr_SetString(PyExc_TypeError, "unchanged: a key that keyed() did not make");
-            return NULL;
-        }
-        Py_RETURN_FALSE;
-    }
-    int r;
-    if (klen == 4) {
-        Py_ssize_t n = PyObject_Size(value);
-        if (n < 0) return NULL;
-        Py_ssize_t shown = PyLong_AsSsize_t(PyTuple_GET_ITEM(key, 1));
-        if (shown == -1 && PyErr_Occurred()) return NULL;
-        if ((n <= k ? n : -1) != shown) Py_RETURN_FALSE;
-        PyObject *one = PyTuple_Pack(1, value);
-        if (one == NULL) return NULL;
-        r = chain_is(one, -1, 0, PyTuple_GET_ITEM(key, 2));
-        if (r == 1 && PyTuple_GET_ITEM(key, 3) != Py_None) r = chain_is(one, -1, 1, PyTuple_GET_ITEM(key, 3));
-        Py_DECREF(one);
-        if (r < 0) return NULL;
-        return PyBool_FromLong(r);
-    }
-    PyObject *small = PyTuple_GET_ITEM(key, 1), *lens = PyTuple_GET_ITEM(key, 2);
-    if (!PyTuple_CheckExact(small) || !PyList_CheckExact(lens)) {
-        PyErr_SetString(PyExc_TypeError, "unchanged: a key that keyed() did not make");
-        return NULL;
-    }
-    if (PyList_GET_SIZE(lens) != PyTuple_GET_SIZE(small)) Py_RETURN_FALSE;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(small); i++) {
-        Py_ssize_t n = PyObject_Size(PyTuple_GET_ITEM(small, i));
-        if (n < 0) return NULL;
-        PyObject *was = PyList_GET_ITEM(lens, i);
-        Py_ssize_t before = PyLong_AsSsize_t(was);
-        if (before == -1 && PyErr_Occurred()) return NULL;
-        if (n != before) Py_RETURN_FALSE;
-    }
-    r = chain_is(small, -1, 0, PyTuple_GET_ITEM(key, 3));
-    if (r == 1 && PyTuple_GET_SIZE(PyTuple_GET_ITEM(key, 4))) r = chain_is(PyTuple_GET_ITEM(key, 4), -1, 1, PyTuple_GET_ITEM(key, 5));
-    PyObject *capped = PyTuple_GET_ITEM(key, 6);
-    if (r == 1 && PyTuple_GET_SIZE(capped)) {
-        for (Py_ssize_t i = 0; r == 1 && i < PyTuple_GET_SIZE(capped); i++) {
-            Py_ssize_t n = PyObject_Size(PyTuple_GET_ITEM(capped, i));
-            if (n < 0) return NULL;
-            if (n <= k) r = 0;
-        }
-        if (r == 1) r = chain_is(capped, k, 0, PyTuple_GET_ITEM(key, 7));
-        if (r == 1 && PyTuple_GET_SIZE(PyTuple_GET_ITEM(key, 8))) r = chain_is(PyTuple_GET_ITEM(key, 8), k, 1, PyTuple_GET_ITEM(key, 9));
-    }
-    if (r < 0) return NULL;
-    return PyBool_FromLong(r);
+    int r = unchanged_of(k, args[1], args[2]);
+    return r < 0 ? NULL : PyBool_FromLong(r);
 }
 
 /* configure(action_sep, arg_sep, frame_sep): render.py's separators, set once by native.py. */
@@ -1311,6 +1442,8 @@ static PyMethodDef methods[] = {
      "snapshot(ctx, frame, st) -> the frame's locals as [[name, repr], ...] (tracer.Tracer._snapshot)"},
     {"line_locals", (PyCFunction)(void (*)(void))line_locals, METH_FASTCALL,
      "line_locals(pairs, prev, full, unchanged) -> a line frame's locals, or None (episodes._line_fields)"},
+    {"keyed", (PyCFunction)(void (*)(void))keyed, METH_FASTCALL,
+     "keyed((max_str, max_int_bits, max_items, max_depth), value) -> (text, key) of a flat container, or None"},
     {"unchanged", (PyCFunction)(void (*)(void))unchanged, METH_FASTCALL,
      "unchanged(max_items, value, key) -> bool (serialize.Serializer.unchanged)"},
     {"configure", configure, METH_VARARGS, "configure(action_sep, arg_sep, frame_sep)"},

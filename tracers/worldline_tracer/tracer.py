@@ -115,6 +115,10 @@ _IMMUTABLE = frozenset({int, str, float, bool, type(None), bytes})
 # Exact types whose text the snapshot can keep while the containers it shows stay the same
 # (Serializer.keyed).
 _KEYED = frozenset({list, tuple, dict, set, frozenset})
+# The Serializer methods whose steps _native.c's flat_keyed repeats (a subclass overriding one keeps
+# the Python keyed).
+_C_KEYED = ("keyed", "unchanged", "_seq_render", "_seq_scan", "_dict_render", "_scalars_ok", "__call__", "_ser", "_list",
+            "_tuple", "_dict")
 
 
 def _as_dict(rec):
@@ -230,10 +234,16 @@ class Tracer(object):
             unchanged = self._unchanged
             if default and type(self.ser).unchanged is Serializer.unchanged and self.ser.max_items >= 0:
                 unchanged = partial(native.mod.unchanged, self.ser.max_items)  # the same checks in C
+            leaf = (self.ser.max_str, self.ser._max_int_bits) if default else None
+            if (default and self.ser.max_items >= 0
+                    and all(getattr(type(self.ser), m) is getattr(Serializer, m) for m in _C_KEYED)):
+                # keyed's flat list/tuple/dict of leaf values is rendered and keyed in C as well, and
+                # unchanged is called there directly
+                leaf += (self.ser.max_items, self.ser.max_depth)
             self._snap_ctx = (
                 self._value, self._keyed, unchanged, self._named,
                 self.ser.bad_classes if default else frozenset(), self._immutable, self._keyed_types,
-                (self.ser.max_str, self.ser._max_int_bits) if default else None, self._snapshot,
+                leaf, self._snapshot,
                 _other_ctx(self.ser))
             self._snap = partial(native.mod.snapshot, self._snap_ctx)
         self.truncated = False
