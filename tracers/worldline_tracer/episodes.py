@@ -141,6 +141,14 @@ _KIND_SEPS = tuple(KIND_SEP[k] for k in ("call", "line", "return", "exception"))
 _KINDS_JSON = tuple(_KIND_JSON[k] for k in ("call", "line", "return", "exception"))
 
 
+def _clean_header(context):
+    """Whether the episode's header (the context between its separators) holds "<|" only in those
+    two separators and no '<":', the test each frame's ``clean`` makes of its own text; the C walk
+    and the Python builder both ask it."""
+    header = TRACE_CONTEXT_START + context + FRAME_SEP
+    return '<":' not in header and header.count("<|") == 2
+
+
 def _encode_pairs(pairs):
     """[(name JSON, value JSON)] for locals [[name, repr], ...], or None when a name or value is not
     a str or a name repeats (then json's own conversions and a dict's last-wins apply)."""
@@ -240,10 +248,7 @@ class EpisodeBuilder(object):
         """The context JSON-encoded, or None when its header holds "<|" other than its own
         separators (the C walk leaves such an episode to the Python)."""
         context = self._context(entry_file, info, callees)
-        header = TRACE_CONTEXT_START + context + FRAME_SEP
-        if '<":' in header or header.count("<|") != 2:
-            return None
-        return _enc(context)
+        return _enc(context) if _clean_header(context) else None
 
     def _context(self, entry_file, info, callees):
         """The entry's source marked, then each stepped-into callee's ([(file, FuncInfo)])."""
@@ -329,8 +334,7 @@ class EpisodeBuilder(object):
             self._drop("too_many_frames")
             return None
         context = self._context(act.call["file"], info, callees)
-        header = TRACE_CONTEXT_START + context + FRAME_SEP
-        clean = '<":' not in header and header.count("<|") == 2 and all(fr.clean for _, fr in frames)
+        clean = _clean_header(context) and all(fr.clean for _, fr in frames)
         if not clean and (has_special_token(context) or any(fr.has_token() for _, fr in frames)):
             self._drop("special_token_in_text")
             return None
