@@ -104,9 +104,31 @@ def test_raw_records_equal_with_and_without_capture(backend, native_module, monk
         total += len(fast._raw)
         if backend == "settrace":
             assert not any(gc.is_tracked(rec[3]) for rec in fast._raw if rec[0] in ("call", "line"))
-    # the rarer monitoring events (RAISE, PY_UNWIND, PY_THROW, JUMP) still have Python handlers
+    # the rarer monitoring events (RAISE, PY_UNWIND, PY_THROW) still have Python handlers
     assert tracked == 0 if backend == "settrace" else tracked < total / 4, (tracked, total)
 
+
+
+@pytest.mark.skipif(not HAS_MONITORING, reason="sys.monitoring needs Python 3.12+")
+def test_one_line_loops_take_the_c_jump_handler(native_module, monkeypatch):
+    """A loop on one line has a line event per turn only through sys.monitoring's JUMP event (a
+    backward jump that stays on the line); the C handler records what the Python one records, and
+    all its records come from C (untracked by the cyclic GC, which is off so that it cannot untrack
+    the Python path's records itself)."""
+    p = load_program("samples")
+    gc.disable()
+    try:
+        (r1, pure), (r2, fast) = _both(lambda: _run(lambda: p.one_line_loop(5), p.__file__.rsplit("/", 1)[0],
+                                                    "monitoring"), native_module, monkeypatch)
+    finally:
+        gc.enable()
+    assert r1 == r2 == 0
+    assert pure.error is None and fast.error is None
+    assert fast._raw == pure._raw
+    loop_line = p.one_line_loop.__code__.co_firstlineno + 1
+    assert [rec[2] for rec in fast._raw if rec[0] == "line"].count(loop_line) == 5
+    assert not any(map(gc.is_tracked, fast._raw))
+    assert all(map(gc.is_tracked, (rec for rec in pure._raw if rec[0] == "line")))
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_program_with_generators_exceptions_and_a_handed_back_trace_function(backend, tmp_path, native_module,

@@ -811,7 +811,8 @@ static PyObject *S_OFF, *S_TRUNCATED, *S_HALT, *S_FAULT, *S_F_TRACE, *S_CALL, *S
 typedef struct {
     PyObject_HEAD
     PyObject *tracer;  /* the Python Tracer: _off, truncated, _halt(), _fault() */
-    PyObject *frames, *codes, *raw, *ctx, *ser, *scope, *kinds, *disable;
+    PyObject *attrs;   /* the tracer's __dict__, where cap_off reads _off (NULL: read the attribute) */
+    PyObject *frames, *codes, *raw, *ctx, *ser, *scope, *disable;
     Py_ssize_t max_lines, max_events;
     unsigned long thread;
 } Capture;
@@ -833,7 +834,15 @@ static int cap_fault(Capture *c) {
     return 0;
 }
 
+/* tracer._off, asked at every event: a lookup in the tracer's __dict__ (Tracer has no `_off`
+ * descriptor) costs a fraction of the generic attribute lookup, which looked the name up on the
+ * type first. */
 static int cap_off(Capture *c) {
+    if (c->attrs != NULL) {
+        PyObject *off = PyDict_GetItemWithError(c->attrs, S_OFF);
+        if (off != NULL) return PyObject_IsTrue(off);
+        if (PyErr_Occurred()) return -1;
+    }
     PyObject *off = PyObject_GetAttr(c->tracer, S_OFF);
     if (off == NULL) return -1;
     int r = PyObject_IsTrue(off);
@@ -1149,6 +1158,44 @@ static PyObject *cap_m_return(PyObject *self, PyObject *const *args, Py_ssize_t 
     return cap_done(c, cap_on_return(c, frame, st, args[2]));
 }
 
+/* JUMP(code, src, dest): Tracer._m_jump, settrace's line event for a backward jump that stays on
+ * one line (a one-line loop), as CPython's legacy tracing gives it; every other jump gets DISABLE
+ * and is not reported again. In C because it fires on every turn of such a loop: the Python
+ * handler ran a frame and looked the code object up in a dict, and on 3.13 a code object's hash is
+ * computed afresh from its bytecode and constants at every lookup. PyCode_Addr2Line answers from
+ * the same line table co_lines() reads. */
+static PyObject *cap_m_jump(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    Capture *c = (Capture *)self;
+    if (nargs != 3 || !PyCode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "jump(code, src, dest)");
+        return NULL;
+    }
+    int off = cap_off(c);
+    if (off) return off < 0 ? NULL : (Py_INCREF(Py_None), Py_None);
+    long src = PyLong_AsLong(args[1]), dest = PyLong_AsLong(args[2]);
+    if (PyErr_Occurred()) return cap_done(c, -1);
+    if (dest > src) {
+        Py_INCREF(c->disable);
+        return c->disable;
+    }
+    PyCodeObject *code = (PyCodeObject *)args[0];
+    int to_line = PyCode_Addr2Line(code, (int)dest);
+    if (to_line != PyCode_Addr2Line(code, (int)src)) {
+        Py_INCREF(c->disable);
+        return c->disable;
+    }
+    if (to_line < 0) Py_RETURN_NONE;
+    PyFrameObject *frame = PyEval_GetFrame();
+    if (frame == NULL) Py_RETURN_NONE;
+    PyObject *st = PyDict_GetItemWithError(c->frames, (PyObject *)frame);
+    if (st == NULL) return PyErr_Occurred() ? cap_done(c, -1) : (Py_INCREF(Py_None), Py_None);
+    PyObject *line = PyLong_FromLong(to_line);
+    if (line == NULL) return cap_done(c, -1);
+    int r = cap_on_line(c, frame, st, line);
+    Py_DECREF(line);
+    return cap_done(c, r);
+}
+
 /* Capture(tracer, frames, codes, raw, ctx, ser, scope, max_lines, max_events, disable, thread) */
 static PyObject *cap_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     PyObject *tracer, *frames, *codes, *raw, *ctx, *ser, *scope, *disable;
@@ -1168,11 +1215,15 @@ static PyObject *cap_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     c->max_lines = max_lines;
     c->max_events = max_events;
     c->thread = thread;
+    c->attrs = PyObject_GenericGetDict(tracer, NULL);
+    if (c->attrs != NULL && !PyDict_CheckExact(c->attrs)) Py_CLEAR(c->attrs);
+    if (c->attrs == NULL) PyErr_Clear();  /* no __dict__: cap_off reads the attribute */
     return (PyObject *)c;
 }
 
 static int cap_traverse(Capture *c, visitproc visit, void *arg) {
     Py_VISIT(c->tracer);
+    Py_VISIT(c->attrs);
     Py_VISIT(c->frames);
     Py_VISIT(c->codes);
     Py_VISIT(c->raw);
@@ -1185,6 +1236,7 @@ static int cap_traverse(Capture *c, visitproc visit, void *arg) {
 
 static int cap_clear(Capture *c) {
     Py_CLEAR(c->tracer);
+    Py_CLEAR(c->attrs);
     Py_CLEAR(c->frames);
     Py_CLEAR(c->codes);
     Py_CLEAR(c->raw);
@@ -1205,6 +1257,7 @@ static PyMethodDef cap_methods[] = {
     {"line", (PyCFunction)(void (*)(void))cap_m_line, METH_FASTCALL, "sys.monitoring LINE callback"},
     {"start", (PyCFunction)(void (*)(void))cap_m_start, METH_FASTCALL, "sys.monitoring PY_START/PY_RESUME callback"},
     {"ret", (PyCFunction)(void (*)(void))cap_m_return, METH_FASTCALL, "sys.monitoring PY_RETURN/PY_YIELD callback"},
+    {"jump", (PyCFunction)(void (*)(void))cap_m_jump, METH_FASTCALL, "sys.monitoring JUMP callback"},
     {NULL, NULL, 0, NULL},
 };
 

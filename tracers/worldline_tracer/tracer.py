@@ -549,7 +549,7 @@ class Tracer(object):
         reg(tool, E.RAISE, exc)
         reg(tool, E.STOP_ITERATION, exc)
         reg(tool, E.LINE, self._m_line_callback() if cap is None else cap.line)
-        reg(tool, E.JUMP, self._m_jump)
+        reg(tool, E.JUMP, self._m_jump if cap is None else cap.jump)
         self._global_set = E.PY_START | E.PY_RESUME | E.PY_THROW | E.PY_UNWIND | E.RAISE
         mon.set_events(tool, self._global_set)
 
