@@ -516,6 +516,33 @@ done:
 
 static int unchanged_of(Py_ssize_t k, PyObject *value, PyObject *key);
 
+/* frame.f_locals, without the attribute lookup where the C API has the getter (3.11+). */
+static PyObject *locals_of(PyObject *frame) {
+#if PY_VERSION_HEX >= 0x030B0000
+    if (PyFrame_Check(frame)) return PyFrame_GetLocals((PyFrameObject *)frame);
+#endif
+    return PyObject_GetAttr(frame, S_F_LOCALS);
+}
+
+/* The locals dict's keys as a list: the previous snapshot's own list `prev` when it holds the same
+ * objects in the same order (*same = 1: no local bound or unbound since, the commonest case),
+ * which spares building a new list and comparing it at every event; else a new list (*same = -1:
+ * not compared yet). */
+static PyObject *keys_since(PyObject *fl, PyObject *prev, int *same) {
+    Py_ssize_t n = PyDict_GET_SIZE(fl), pos = 0, i = 0;
+    if (PyList_CheckExact(prev) && PyList_GET_SIZE(prev) == n) {
+        PyObject *k, *v;
+        while (PyDict_Next(fl, &pos, &k, &v) && k == PyList_GET_ITEM(prev, i)) i++;
+        if (i == n) {
+            *same = 1;
+            Py_INCREF(prev);
+            return prev;
+        }
+    }
+    *same = -1;
+    return PyDict_Keys(fl);
+}
+
 static PyObject *snapshot_of(PyObject *ctx, PyObject *frame, PyObject *st) {
     if (!PyTuple_CheckExact(ctx) || (PyTuple_GET_SIZE(ctx) != 9 && PyTuple_GET_SIZE(ctx) != 10) || !PyList_CheckExact(st)
         || PyList_GET_SIZE(st) != ST_LEN) {
@@ -550,10 +577,12 @@ static PyObject *snapshot_of(PyObject *ctx, PyObject *frame, PyObject *st) {
     }
 
     PyObject *keys = NULL, *vals = NULL, *out = NULL, *result = NULL;
-    PyObject *fl = PyObject_GetAttr(frame, S_F_LOCALS);
+    PyObject *prev_keys = PyList_GET_ITEM(st, ST_KEYS);
+    int same = -1;
+    PyObject *fl = locals_of(frame);
     if (fl == NULL) return NULL;
     if (PyDict_CheckExact(fl)) {  /* up to 3.12 */
-        keys = PyDict_Keys(fl);
+        keys = keys_since(fl, prev_keys, &same);
         vals = PyDict_Values(fl);
     } else {  /* 3.13+: a FrameLocalsProxy */
         keys = PyObject_CallMethodNoArgs(fl, S_KEYS);
@@ -571,8 +600,7 @@ static PyObject *snapshot_of(PyObject *ctx, PyObject *frame, PyObject *st) {
         result = PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(ctx, 8), frame, st, NULL);
         goto done;
     }
-    PyObject *prev_keys = PyList_GET_ITEM(st, ST_KEYS);
-    int same = PyObject_RichCompareBool(keys, prev_keys, Py_EQ);
+    if (same < 0) same = PyObject_RichCompareBool(keys, prev_keys, Py_EQ);
     if (same < 0) goto done;
     PyObject *mut, *cache, *prev_vals = NULL;
     int shared;
@@ -806,7 +834,18 @@ static PyObject *snapshot(PyObject *self, PyObject *const *args, Py_ssize_t narg
  * propagates and, under settrace, turns tracing off as CPython's own trampoline does. */
 enum { ST_HEAD = 0, ST_NLINES, ST_CAPPED };
 static PyObject *S_OFF, *S_TRUNCATED, *S_HALT, *S_FAULT, *S_F_TRACE, *S_CALL, *S_LINE, *S_RETURN, *S_EXCEPTION,
-    *S_EXC_FMT;
+    *S_EXC_FMT, *S_CO_LINES;
+
+/* A code object's line per code unit, from its co_lines() (-1: none), for cap_m_jump: the JUMP
+ * events of a loop come from one or two code objects in turn, so a few entries keyed by the
+ * object's address (holding it alive) answer nearly every event without a dict lookup, which
+ * would hash the code object. */
+#define JUMP_CODES 8
+typedef struct {
+    PyObject *code;
+    int *lines;
+    Py_ssize_t n;
+} CodeLines;
 
 typedef struct {
     PyObject_HEAD
@@ -815,6 +854,7 @@ typedef struct {
     PyObject *frames, *codes, *raw, *ctx, *ser, *scope, *disable;
     Py_ssize_t max_lines, max_events;
     unsigned long thread;
+    CodeLines jump_codes[JUMP_CODES];
 } Capture;
 
 /* `except Exception: tracer._fault()` for the error set now: 0 when handled, -1 when it must
@@ -1158,12 +1198,74 @@ static PyObject *cap_m_return(PyObject *self, PyObject *const *args, Py_ssize_t 
     return cap_done(c, cap_on_return(c, frame, st, args[2]));
 }
 
+/* The code's entry, made from its co_lines() the first time (as Tracer._line_of reads them), or
+ * NULL with an error set. */
+static CodeLines *code_lines(Capture *c, PyObject *code) {
+    CodeLines *e = &c->jump_codes[((uintptr_t)code >> 4) % JUMP_CODES];
+    if (e->code == code) return e;
+    PyObject *it = PyObject_CallMethodNoArgs(code, S_CO_LINES);
+    PyObject *table = it ? PySequence_List(it) : NULL;
+    Py_XDECREF(it);
+    if (table == NULL) return NULL;
+    Py_ssize_t n = 0, count = PyList_GET_SIZE(table);
+    long *ranges = PyMem_New(long, 3 * (count ? count : 1));
+    if (ranges == NULL) {
+        Py_DECREF(table);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *t = PyList_GET_ITEM(table, i);
+        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 3) {
+            PyErr_SetString(PyExc_TypeError, "co_lines() must give (start, end, line)");
+            break;
+        }
+        PyObject *line = PyTuple_GET_ITEM(t, 2);
+        ranges[3 * i] = PyLong_AsLong(PyTuple_GET_ITEM(t, 0)) / 2;
+        ranges[3 * i + 1] = PyLong_AsLong(PyTuple_GET_ITEM(t, 1)) / 2;
+        ranges[3 * i + 2] = line == Py_None ? -1 : PyLong_AsLong(line);
+        if (PyErr_Occurred()) break;
+        if (ranges[3 * i + 2] < 0 || ranges[3 * i + 2] > INT_MAX) ranges[3 * i + 2] = -1;
+        if (ranges[3 * i + 1] > n) n = ranges[3 * i + 1];
+    }
+    Py_DECREF(table);
+    int *lines = PyErr_Occurred() ? NULL : PyMem_New(int, n ? n : 1);
+    if (lines != NULL) {
+        for (Py_ssize_t k = 0; k < n; k++) lines[k] = -1;
+        /* backwards, so that the first range holding a code unit gives its line, as in _line_of */
+        for (Py_ssize_t i = count - 1; i >= 0; i--)
+            for (long k = ranges[3 * i] < 0 ? 0 : ranges[3 * i]; k < ranges[3 * i + 1]; k++) lines[k] = (int)ranges[3 * i + 2];
+    } else if (!PyErr_Occurred()) PyErr_NoMemory();
+    PyMem_Free(ranges);
+    if (lines == NULL) return NULL;
+    Py_INCREF(code);
+    Py_XSETREF(e->code, code);
+    PyMem_Free(e->lines);
+    e->lines = lines;
+    e->n = n;
+    return e;
+}
+
+/* The line of the code unit at byte offset `at` (-1: none, as _line_of's None). */
+static int line_at(CodeLines *e, long at) {
+    return at >= 0 && at / 2 < e->n ? e->lines[at / 2] : -1;
+}
+
+static void clear_code_lines(Capture *c) {
+    for (int i = 0; i < JUMP_CODES; i++) {
+        Py_CLEAR(c->jump_codes[i].code);
+        PyMem_Free(c->jump_codes[i].lines);
+        c->jump_codes[i].lines = NULL;
+        c->jump_codes[i].n = 0;
+    }
+}
+
 /* JUMP(code, src, dest): Tracer._m_jump, settrace's line event for a backward jump that stays on
  * one line (a one-line loop), as CPython's legacy tracing gives it; every other jump gets DISABLE
  * and is not reported again. In C because it fires on every turn of such a loop: the Python
  * handler ran a frame and looked the code object up in a dict, and on 3.13 a code object's hash is
- * computed afresh from its bytecode and constants at every lookup. PyCode_Addr2Line answers from
- * the same line table co_lines() reads. */
+ * computed afresh from its bytecode and constants at every lookup (and PyCode_Addr2Line scans the
+ * line table from its start at every call). */
 static PyObject *cap_m_jump(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     Capture *c = (Capture *)self;
     if (nargs != 3 || !PyCode_Check(args[0])) {
@@ -1178,9 +1280,10 @@ static PyObject *cap_m_jump(PyObject *self, PyObject *const *args, Py_ssize_t na
         Py_INCREF(c->disable);
         return c->disable;
     }
-    PyCodeObject *code = (PyCodeObject *)args[0];
-    int to_line = PyCode_Addr2Line(code, (int)dest);
-    if (to_line != PyCode_Addr2Line(code, (int)src)) {
+    CodeLines *lines = code_lines(c, args[0]);
+    if (lines == NULL) return cap_done(c, -1);
+    int to_line = line_at(lines, dest);
+    if (to_line != line_at(lines, src)) {
         Py_INCREF(c->disable);
         return c->disable;
     }
@@ -1231,6 +1334,7 @@ static int cap_traverse(Capture *c, visitproc visit, void *arg) {
     Py_VISIT(c->ser);
     Py_VISIT(c->scope);
     Py_VISIT(c->disable);
+    for (int i = 0; i < JUMP_CODES; i++) Py_VISIT(c->jump_codes[i].code);
     return 0;
 }
 
@@ -1244,6 +1348,7 @@ static int cap_clear(Capture *c) {
     Py_CLEAR(c->ser);
     Py_CLEAR(c->scope);
     Py_CLEAR(c->disable);
+    clear_code_lines(c);
     return 0;
 }
 
@@ -1521,6 +1626,7 @@ PyMODINIT_FUNC PyInit__worldline_native(void) {
     S_F_TRACE = PyUnicode_InternFromString("f_trace");
     S_NAME = PyUnicode_InternFromString("__name__");
     S_EXC_FMT = PyUnicode_FromString("<%s>");
+    S_CO_LINES = PyUnicode_InternFromString("co_lines");
     S_OBJ_FMT = PyUnicode_FromString("<%s object>");
     S_AT_0X = PyUnicode_FromString(" at 0x");
     S_ED = PyUnicode_FromString("ed ");
@@ -1534,7 +1640,7 @@ PyMODINIT_FUNC PyInit__worldline_native(void) {
     S_EXCEPTION = PyUnicode_InternFromString("exception");
     if (EMPTY == NULL || LT_BAR == NULL || LT_QUOTE_COLON == NULL || S_F_LOCALS == NULL || S_KEYS == NULL
         || S_VALUES == NULL || S_QUALNAME == NULL || S_OFF == NULL || S_TRUNCATED == NULL || S_HALT == NULL
-        || S_FAULT == NULL || S_F_TRACE == NULL || S_NAME == NULL || S_EXC_FMT == NULL || S_OBJ_FMT == NULL || S_AT_0X == NULL
+        || S_FAULT == NULL || S_F_TRACE == NULL || S_NAME == NULL || S_EXC_FMT == NULL || S_CO_LINES == NULL || S_OBJ_FMT == NULL || S_AT_0X == NULL
         || S_ED == NULL || S_STARTED == NULL || S_STOPPED == NULL || S_THREAD_REPL == NULL || S_CALL == NULL
         || S_LINE == NULL || S_RETURN == NULL || S_EXCEPTION == NULL || PyType_Ready(&CaptureType) < 0)
         return NULL;
