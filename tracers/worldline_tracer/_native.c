@@ -852,6 +852,7 @@ typedef struct {
     PyObject *tracer;  /* the Python Tracer: _off, truncated, _halt(), _fault() */
     PyObject *attrs;   /* the tracer's __dict__, where cap_off reads _off (NULL: read the attribute) */
     PyObject *frames, *codes, *raw, *ctx, *ser, *scope, *disable;
+    PyObject *counts;  /* the ints 0, 1, ... a frame's line count has reached so far (count_of) */
     Py_ssize_t max_lines, max_events;
     unsigned long thread;
     CodeLines jump_codes[JUMP_CODES];
@@ -971,11 +972,32 @@ static int cap_on_call(Capture *c, PyFrameObject *frame, PyObject *info) {
     return snap == NULL ? -1 : cap_emit(c, rec);
 }
 
+/* The int n (0 <= n <= max_lines + 1), a new reference: a frame's line count is replaced at every
+ * line event, and past CPython's cached small ints (256) each new count was allocated and the
+ * previous one freed; the capture keeps the ints up to the line cap instead, made once when a frame
+ * first gets that far. */
+static PyObject *count_of(Capture *c, Py_ssize_t n) {
+    if (n < 0 || n > c->max_lines + 1) return PyLong_FromSsize_t(n);
+    while (PyList_GET_SIZE(c->counts) <= n) {
+        PyObject *x = PyLong_FromSsize_t(PyList_GET_SIZE(c->counts));
+        if (x == NULL || PyList_Append(c->counts, x) < 0) {
+            Py_XDECREF(x);
+            return NULL;
+        }
+        Py_DECREF(x);
+    }
+    PyObject *x = PyList_GET_ITEM(c->counts, n);
+    Py_INCREF(x);
+    return x;
+}
+
 /* Tracer._on_line, the line cap included */
 static int cap_on_line(Capture *c, PyFrameObject *frame, PyObject *st, PyObject *line) {
     Py_ssize_t n = PyLong_AsSsize_t(PyList_GET_ITEM(st, ST_NLINES)) + 1;
     if (n == 0 && PyErr_Occurred()) return -1;
-    PyObject *count = PyLong_FromSsize_t(n);
+    /* past the cap the count stays one past it (all that is asked of it is `n > max_lines`): a
+     * capped loop's further lines then cost no new int each */
+    PyObject *count = count_of(c, n > c->max_lines ? c->max_lines + 1 : n);
     if (count == NULL) return -1;
     PyList_SetItem(st, ST_NLINES, count);
     if (n > c->max_lines) {
@@ -1318,6 +1340,11 @@ static PyObject *cap_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     c->max_lines = max_lines;
     c->max_events = max_events;
     c->thread = thread;
+    c->counts = PyList_New(0);
+    if (c->counts == NULL) {
+        Py_DECREF(c);
+        return NULL;
+    }
     c->attrs = PyObject_GenericGetDict(tracer, NULL);
     if (c->attrs != NULL && !PyDict_CheckExact(c->attrs)) Py_CLEAR(c->attrs);
     if (c->attrs == NULL) PyErr_Clear();  /* no __dict__: cap_off reads the attribute */
@@ -1327,6 +1354,7 @@ static PyObject *cap_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
 static int cap_traverse(Capture *c, visitproc visit, void *arg) {
     Py_VISIT(c->tracer);
     Py_VISIT(c->attrs);
+    Py_VISIT(c->counts);
     Py_VISIT(c->frames);
     Py_VISIT(c->codes);
     Py_VISIT(c->raw);
@@ -1341,6 +1369,7 @@ static int cap_traverse(Capture *c, visitproc visit, void *arg) {
 static int cap_clear(Capture *c) {
     Py_CLEAR(c->tracer);
     Py_CLEAR(c->attrs);
+    Py_CLEAR(c->counts);
     Py_CLEAR(c->frames);
     Py_CLEAR(c->codes);
     Py_CLEAR(c->raw);
