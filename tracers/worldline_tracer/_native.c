@@ -847,6 +847,11 @@ typedef struct {
     Py_ssize_t n;
 } CodeLines;
 
+/* An entry of the capture's table of code objects by address (cap_info). */
+typedef struct {
+    PyObject *code, *info;
+} CodeInfo;
+
 typedef struct {
     PyObject_HEAD
     PyObject *tracer;  /* the Python Tracer: _off, truncated, _halt(), _fault() */
@@ -856,6 +861,8 @@ typedef struct {
     Py_ssize_t max_lines, max_events;
     unsigned long thread;
     CodeLines jump_codes[JUMP_CODES];
+    CodeInfo *infos;  /* open addressing, a power of two long (or NULL), at most half full */
+    Py_ssize_t infos_size, infos_used;
 } Capture;
 
 /* `except Exception: tracer._fault()` for the error set now: 0 when handled, -1 when it must
@@ -1061,16 +1068,73 @@ static int cap_on_exception(Capture *c, PyFrameObject *frame, PyObject *st, PyOb
     return text == NULL ? -1 : cap_emit(c, rec);
 }
 
-/* The code's info (Tracer._info / _m_scope, called only for a code object not cached yet): a new
- * reference, False when out of scope. */
-static PyObject *cap_info(Capture *c, PyObject *code) {
-    PyObject *info = PyDict_GetItemWithError(c->codes, code);
-    if (info != NULL) {
-        Py_INCREF(info);
-        return info;
+/* The slot of `code` in a table of `size` entries: its own, or the empty one where it would go. */
+static CodeInfo *info_slot(CodeInfo *table, Py_ssize_t size, PyObject *code) {
+    size_t h = (size_t)(uintptr_t)code >> 4;
+    h ^= h >> 17;
+    h *= 0x9E3779B1u;
+    h ^= h >> 15;
+    size_t mask = (size_t)size - 1;
+    for (size_t i = h & mask;; i = (i + 1) & mask)
+        if (table[i].code == NULL || table[i].code == code) return &table[i];
+}
+
+/* Remember code -> info (both held), growing the table to keep it at most half full. */
+static int info_put(Capture *c, PyObject *code, PyObject *info) {
+    if (2 * (c->infos_used + 1) > c->infos_size) {
+        Py_ssize_t size = c->infos_size ? 2 * c->infos_size : 256;
+        CodeInfo *table = PyMem_New(CodeInfo, size);
+        if (table == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        memset(table, 0, sizeof(CodeInfo) * size);
+        for (Py_ssize_t i = 0; i < c->infos_size; i++)
+            if (c->infos[i].code != NULL) *info_slot(table, size, c->infos[i].code) = c->infos[i];
+        PyMem_Free(c->infos);
+        c->infos = table;
+        c->infos_size = size;
     }
-    if (PyErr_Occurred()) return NULL;
-    return PyObject_CallOneArg(c->scope, code);
+    CodeInfo *e = info_slot(c->infos, c->infos_size, code);
+    if (e->code == NULL) c->infos_used++;
+    Py_INCREF(code);
+    Py_INCREF(info);
+    Py_XSETREF(e->code, code);
+    Py_XSETREF(e->info, info);
+    return 0;
+}
+
+static void clear_infos(Capture *c) {
+    CodeInfo *table = c->infos;
+    Py_ssize_t size = c->infos_size;
+    c->infos = NULL;
+    c->infos_size = c->infos_used = 0;
+    for (Py_ssize_t i = 0; i < size; i++) {
+        Py_XDECREF(table[i].code);
+        Py_XDECREF(table[i].info);
+    }
+    PyMem_Free(table);
+}
+
+/* The code's info (Tracer._info / _m_scope, called only for a code object not in the tracer's
+ * dict yet): a new reference, False when out of scope. What the dict answers is remembered by the
+ * code object's address: a dict lookup hashes the code object, and CPython computes that hash
+ * afresh every time, from its constants and names (3.11) or from every instruction (3.13: about
+ * 1.8 us for a large function), and settrace asks at every call, in scope or not. */
+static PyObject *cap_info(Capture *c, PyObject *code) {
+    if (c->infos != NULL) {
+        CodeInfo *e = info_slot(c->infos, c->infos_size, code);
+        if (e->code == code) {
+            Py_INCREF(e->info);
+            return e->info;
+        }
+    }
+    PyObject *info = PyDict_GetItemWithError(c->codes, code);
+    if (info != NULL) Py_INCREF(info);
+    else if (PyErr_Occurred()) return NULL;
+    else info = PyObject_CallOneArg(c->scope, code);
+    if (info != NULL && info_put(c, code, info) < 0) Py_CLEAR(info);
+    return info;
 }
 
 /* settrace: one event, as _st_global ("call") and _st_local (the rest) handle it. */
@@ -1363,6 +1427,10 @@ static int cap_traverse(Capture *c, visitproc visit, void *arg) {
     Py_VISIT(c->scope);
     Py_VISIT(c->disable);
     for (int i = 0; i < JUMP_CODES; i++) Py_VISIT(c->jump_codes[i].code);
+    for (Py_ssize_t i = 0; i < c->infos_size; i++) {
+        Py_VISIT(c->infos[i].code);
+        Py_VISIT(c->infos[i].info);
+    }
     return 0;
 }
 
@@ -1378,6 +1446,7 @@ static int cap_clear(Capture *c) {
     Py_CLEAR(c->scope);
     Py_CLEAR(c->disable);
     clear_code_lines(c);
+    clear_infos(c);
     return 0;
 }
 
