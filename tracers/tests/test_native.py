@@ -53,6 +53,25 @@ def test_frames_match_the_pure_path_on_awkward_text(native_module):
     assert seen_fast == len(KIND_SEP) * len(AWKWARD) ** 2
 
 
+def test_every_escape_at_every_offset_of_a_word(native_module):
+    """The C escaping skips plain text eight characters at a time: each character json escapes (and
+    the bytes around the printable range, and the "<|" / '<":' the clean test looks for), at every
+    offset of texts longer than two words, gives the pure path's bytes."""
+    specials = ['"', "\\", "\n", "\x00", "\x1f", " ", "~", "\x7f", "\x80", "\xe9", "\xff", "<|", '<":', "<"]
+    for c in specials:
+        for at in range(20):
+            text = "abcdefghijklmnopqrst"[:at] + c + "uvwxyz0123456789"
+            for kind in ("line", "return"):
+                fields = {"kind": kind, "line": 3, "function": "f" + text, "source": text + "\n"}
+                if kind == "line":
+                    fields["locals"] = [["v" + text[:at], text]]
+                else:
+                    fields["value"] = text
+                pure, fast = _both(fields, native_module)
+                assert (fast.text, fast.text_json, fast.tail, fast.clean) == (
+                    pure.text, pure.text_json, pure.tail, pure.clean), fields
+
+
 @pytest.mark.parametrize("source", ["x <", 'x <"', "<", "|>", ":"])
 @pytest.mark.parametrize("sep", [KIND_SEP["line"], "<", "|", "<|odd"])
 def test_without_the_text_clean_is_the_whole_texts(source, sep, native_module):

@@ -60,6 +60,26 @@ def test_records_give_the_python_builders_bytes(backend, tracer_options, walk):
     assert walk and None not in walk  # the walk answered every time: these are on its path
 
 
+def test_contexts_shared_across_tests_give_the_same_bytes(walk, monkeypatch):
+    """Builders sharing one SourceIndex (the plugin's, one per run) reuse the contexts an earlier
+    test built: the same bytes as a builder with an index of its own, whether the shared cache holds
+    the context, was just cleared at its bound, or never had it."""
+    from worldline_tracer import episodes
+    from worldline_tracer.source import SourceIndex
+    shared = SourceIndex()
+    for bound in (4096, 0):
+        monkeypatch.setattr(episodes, "_MAX_CONTEXTS", bound)
+        for module, call in CALLS:
+            p = load_program(module)
+            tracer = run_traced(lambda: call(p), "settrace")[2]
+            for seed in (1, 2):
+                fresh = EpisodeBuilder(seed=seed, step_in=1.0).encode_records(tracer._raw)
+                again = EpisodeBuilder(seed=seed, step_in=1.0, sources=shared).encode_records(tracer._raw)
+                assert again == fresh, module
+        assert shared.contexts  # the C walk filled the shared cache
+    assert walk and None not in walk
+
+
 def test_frames_off_its_path_are_left_to_the_python(tmp_path, walk):
     """A special token in a local makes a frame that is not "clean": the walk hands the test back,
     and the Python drops the episode that shows it (tokens(), not stepped into from main()) and keeps

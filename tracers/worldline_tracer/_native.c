@@ -30,75 +30,44 @@ static int truth(PyObject *result) {
     return t;
 }
 
-static const char HEX[] = "0123456789abcdef";
-
-static char *put_u(char *o, Py_UCS4 c) {
-    *o++ = '\\';
-    *o++ = 'u';
-    *o++ = HEX[(c >> 12) & 0xf];
-    *o++ = HEX[(c >> 8) & 0xf];
-    *o++ = HEX[(c >> 4) & 0xf];
-    *o++ = HEX[c & 0xf];
-    return o;
-}
-
-/* s (a str) JSON-escaped, with quotes when `quotes`. */
-static int buf_json(Buf *b, PyObject *s, int quotes) {
-    Py_ssize_t len = PyUnicode_GET_LENGTH(s);
-    int kind = PyUnicode_KIND(s);
-    const void *data = PyUnicode_DATA(s);
-    if (buf_grow(b, len * 12 + 2) < 0) return -1;
-    char *o = b->p + b->n;
-    if (quotes) *o++ = '"';
-    for (Py_ssize_t i = 0; i < len; i++) {
-        Py_UCS4 c = PyUnicode_READ(kind, data, i);
-        if (c >= ' ' && c <= '~' && c != '\\' && c != '"') {
-            *o++ = (char)c;
-            continue;
-        }
-        switch (c) {
-        case '\\': *o++ = '\\'; *o++ = '\\'; break;
-        case '"': *o++ = '\\'; *o++ = '"'; break;
-        case '\b': *o++ = '\\'; *o++ = 'b'; break;
-        case '\f': *o++ = '\\'; *o++ = 'f'; break;
-        case '\n': *o++ = '\\'; *o++ = 'n'; break;
-        case '\r': *o++ = '\\'; *o++ = 'r'; break;
-        case '\t': *o++ = '\\'; *o++ = 't'; break;
-        default:
-            if (c >= 0x10000) {
-                Py_UCS4 v = c - 0x10000;
-                o = put_u(o, 0xd800 | ((v >> 10) & 0x3ff));
-                c = 0xdc00 | (v & 0x3ff);
-            }
-            o = put_u(o, c);
-        }
-    }
-    if (quotes) *o++ = '"';
-    b->n = o - b->p;
-    return 0;
-}
-
-/* The buffer (ASCII) as a str. */
-static PyObject *buf_str(Buf *b) {
-    PyObject *u = PyUnicode_New(b->n, 127);
-    if (u != NULL) memcpy(PyUnicode_1BYTE_DATA(u), b->p, b->n);
-    return u;
-}
-
 static PyObject *ACTION_SEP, *ARG_SEP, *FRAME_SEP, *EMPTY, *LT_BAR, *LT_QUOTE_COLON;
 
-/* '<":' not in text and text.count("<|") == seps, for text = the concatenation of `pieces`
- * (n of them), counted piece by piece: every separator among them starts with "<" and ends with
- * ">" (separated_by checks the kind's), and no two other pieces are adjacent, so neither "<|" nor
- * '<":' can straddle two pieces. */
-static int is_clean(PyObject *const *pieces, int n, Py_ssize_t seps) {
+/* A text's "<|" counted, or -1 when '<":' is in it (then it is not clean whatever the count):
+ * `lt_scan` over one-byte characters (JSON written here, Latin-1 str data), `piece_scan` over a str
+ * (-2: an error). */
+static Py_ssize_t lt_scan(const char *s, Py_ssize_t n) {
     Py_ssize_t bars = 0;
+    const char *end = s + n, *p = s;
+    while ((p = memchr(p, '<', end - p)) != NULL) {
+        if (p + 1 < end && p[1] == '|') bars++;
+        else if (p + 2 < end && p[1] == '"' && p[2] == ':') return -1;
+        p++;
+    }
+    return bars;
+}
+
+static Py_ssize_t piece_scan(PyObject *s) {
+    if (PyUnicode_KIND(s) == PyUnicode_1BYTE_KIND)
+        return lt_scan((const char *)PyUnicode_1BYTE_DATA(s), PyUnicode_GET_LENGTH(s));
+    Py_ssize_t at = PyUnicode_Find(s, LT_QUOTE_COLON, 0, PY_SSIZE_T_MAX, 1);
+    if (at == -2) return -2;
+    if (at != -1) return -1;
+    Py_ssize_t k = PyUnicode_Count(s, LT_BAR, 0, PY_SSIZE_T_MAX);
+    return k < 0 ? -2 : k;
+}
+
+/* '<":' not in text and text.count("<|") == seps, for text = the concatenation of `pieces`
+ * (str, n of them) and of `json` (the locals object or the value's JSON, njson bytes), counted
+ * piece by piece: every separator among them starts with "<" and ends with ">" (separated_by
+ * checks the kind's), and no two other pieces are adjacent, so neither "<|" nor '<":' can straddle
+ * two pieces. 1: clean, 0: not, -1: an error. */
+static int is_clean(PyObject *const *pieces, int n, const char *json, Py_ssize_t njson, Py_ssize_t seps) {
+    Py_ssize_t bars = json != NULL ? lt_scan(json, njson) : 0;
+    if (bars < 0) return 0;
     for (int i = 0; i < n; i++) {
-        Py_ssize_t at = PyUnicode_Find(pieces[i], LT_QUOTE_COLON, 0, PY_SSIZE_T_MAX, 1);
-        if (at == -2) return -1;
-        if (at != -1) return 0;
-        Py_ssize_t k = PyUnicode_Count(pieces[i], LT_BAR, 0, PY_SSIZE_T_MAX);
-        if (k < 0) return -1;
+        Py_ssize_t k = piece_scan(pieces[i]);
+        if (k == -2) return -1;
+        if (k < 0) return 0;
         bars += k;
     }
     return bars == seps;
@@ -112,13 +81,11 @@ static int separated_by(PyObject *sep) {
 
 /* '"function": F, "kind": K, "line": L' (episodes._head) */
 static int put_head(Buf *b, PyObject *function, PyObject *kind_json, long long line) {
-    char num[32];
     Py_ssize_t k;
     const char *ks = PyUnicode_AsUTF8AndSize(kind_json, &k);
     if (ks == NULL) return -1;
-    int m = snprintf(num, sizeof num, "%lld", line);
     if (PUT(b, "\"function\": ") < 0 || buf_json(b, function, 1) < 0 || PUT(b, ", \"kind\": ") < 0
-        || buf_put(b, ks, k) < 0 || PUT(b, ", \"line\": ") < 0 || buf_put(b, num, m) < 0)
+        || buf_put(b, ks, k) < 0 || PUT(b, ", \"line\": ") < 0 || buf_long(b, line) < 0)
         return -1;
     return 0;
 }
@@ -185,11 +152,10 @@ static PyObject *frame_parts(PyObject *self, PyObject *const *args, Py_ssize_t n
 
     Buf obj = {0}, tail = {0}, esc = {0};
     PyObject *obj_str = NULL, *text = NULL, *text_json = NULL, *tail_str = NULL, *result = NULL;
-    PyObject *pieces[6];
-    int npieces;
-    Py_ssize_t seps;
+    int locals = pairs != Py_None;
+    Py_ssize_t src0, src1;  /* where the source's escaped characters are in tail */
     if (put_head(&tail, function, kind_json, line) < 0) goto done;
-    if (pairs != Py_None) {
+    if (locals) {
         if (!PyList_CheckExact(pairs)) goto none;
         Py_ssize_t n = PyList_GET_SIZE(pairs);
         for (Py_ssize_t i = 0; i < n; i++) {
@@ -217,42 +183,45 @@ static PyObject *frame_parts(PyObject *self, PyObject *const *args, Py_ssize_t n
                 || PUT(&tail, ", ") < 0 || buf_put(&tail, obj.p + v0, v1 - v0) < 0 || PUT(&tail, "]") < 0)
                 goto done;
         }
-        if (PUT(&obj, "}") < 0 || PUT(&tail, "], \"source\": ") < 0 || buf_json(&tail, source, 1) < 0
-            || PUT(&tail, "}") < 0)
-            goto done;
-        obj_str = buf_str(&obj);
-        if (obj_str == NULL) goto done;
-        pieces[0] = sep, pieces[1] = obj_str, pieces[2] = ACTION_SEP, pieces[3] = source, pieces[4] = FRAME_SEP;
-        npieces = 5;
-        seps = 3;
+        if (PUT(&obj, "}") < 0 || PUT(&tail, "], \"source\": \"") < 0) goto done;
+        src0 = tail.n;
+        if (buf_json(&tail, source, 0) < 0) goto done;
+        src1 = tail.n;
+        if (PUT(&tail, "\"}") < 0) goto done;
     } else {
         if (!PyUnicode_CheckExact(value)) goto none;
-        if (buf_json(&obj, value, 1) < 0) goto done;
-        if (PUT(&tail, ", \"source\": ") < 0 || buf_json(&tail, source, 1) < 0 || PUT(&tail, ", \"value\": ") < 0
-            || buf_put(&tail, obj.p, obj.n) < 0 || PUT(&tail, "}") < 0)
-            goto done;
+        if (buf_json(&obj, value, 1) < 0 || PUT(&tail, ", \"source\": \"") < 0) goto done;
+        src0 = tail.n;
+        if (buf_json(&tail, source, 0) < 0) goto done;
+        src1 = tail.n;
+        if (PUT(&tail, "\", \"value\": ") < 0 || buf_put(&tail, obj.p, obj.n) < 0 || PUT(&tail, "}") < 0) goto done;
+    }
+    /* the text is sep, obj, ACTION_SEP, source, FRAME_SEP (with locals) or sep, ACTION_SEP, source,
+     * ARG_SEP, obj, FRAME_SEP; JSON escaping goes character by character, so its escape is the
+     * pieces' escapes: obj's (ASCII JSON) from its bytes, the source's copied from tail */
+    if (buf_json(&esc, sep, 0) < 0 || (locals && buf_json_bytes(&esc, (unsigned char *)obj.p, obj.n) < 0)
+        || buf_json(&esc, ACTION_SEP, 0) < 0 || buf_put(&esc, tail.p + src0, src1 - src0) < 0
+        || (!locals && (buf_json(&esc, ARG_SEP, 0) < 0 || buf_json_bytes(&esc, (unsigned char *)obj.p, obj.n) < 0))
+        || buf_json(&esc, FRAME_SEP, 0) < 0)
+        goto done;
+    Py_ssize_t seps = locals ? 3 : 4;
+    int clean;
+    if (with_text || !separated_by(sep)) {
         obj_str = buf_str(&obj);
         if (obj_str == NULL) goto done;
-        pieces[0] = sep, pieces[1] = ACTION_SEP, pieces[2] = source, pieces[3] = ARG_SEP, pieces[4] = obj_str;
-        pieces[5] = FRAME_SEP;
-        npieces = 6;
-        seps = 4;
-    }
-    for (int i = 0; i < npieces; i++)
-        if (buf_json(&esc, pieces[i], 0) < 0) goto done;
-    if (with_text || !separated_by(sep)) {
-        PyObject *parts = PyTuple_New(npieces);
+        PyObject *parts = locals ? PyTuple_Pack(5, sep, obj_str, ACTION_SEP, source, FRAME_SEP)
+                                 : PyTuple_Pack(6, sep, ACTION_SEP, source, ARG_SEP, obj_str, FRAME_SEP);
         if (parts == NULL) goto done;
-        for (int i = 0; i < npieces; i++) {
-            Py_INCREF(pieces[i]);
-            PyTuple_SET_ITEM(parts, i, pieces[i]);
-        }
         text = PyUnicode_Join(EMPTY, parts);
         Py_DECREF(parts);
         if (text == NULL) goto done;
     }
-    /* an unusual separator: the whole text counted, as one piece */
-    int clean = separated_by(sep) ? is_clean(pieces, npieces, seps) : is_clean(&text, 1, seps);
+    if (separated_by(sep)) {
+        PyObject *pieces[5] = {sep, ACTION_SEP, source, FRAME_SEP, ARG_SEP};
+        clean = is_clean(pieces, locals ? 4 : 5, obj.p, obj.n, seps);
+    } else {  /* an unusual separator: the whole text counted, as one piece */
+        clean = is_clean(&text, 1, NULL, 0, seps);
+    }
     if (clean < 0) goto done;
     text_json = buf_str(&esc);
     tail_str = buf_str(&tail);
