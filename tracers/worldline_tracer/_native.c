@@ -483,6 +483,216 @@ done:
     return result;
 }
 
+/* deep_keyed(v, caps, other): Serializer.keyed's text for an exact list, tuple or dict that
+ * flat_keyed leaves (nested containers, items of any type), with no key: the text of
+ * Serializer._ser, item by item as _list, _tuple, _dict and their _items / _dict_items write it
+ * (the builtin-repr paths give those same texts), leaf values as _int and _text, other values by
+ * other_repr (_other, guarded). A key would have to name every container shown and the texts of
+ * the objects among them, which change without the containers changing: the snapshot renders the
+ * value again at its frame's next event, here, without the Python frames. NULL without an error:
+ * the Python keyed answers, and it does before any item's repr is called (a first pass looks at
+ * the types only): non-empty sets (max_set_sort is not among the caps), classes other_repr leaves
+ * to Python, nesting deeper than DEEP_MAX; or after, where Python raises and keyed's guard answers
+ * (a dict that changes size while its items are rendered). */
+#define DEEP_MAX 32
+typedef struct {
+    Py_ssize_t max_str, k;
+    long max_int_bits, max_depth;
+    PyObject *other;           /* other_repr's tuple */
+    PyObject *parts;           /* the text's pieces */
+    PyObject *path[DEEP_MAX];  /* the lists, tuples and dicts being rendered (Serializer._active) */
+    int npath;
+} Deep;
+
+static PyObject *S_BIT_LENGTH, *S_DOTS, *S_COMMA, *S_COLON, *S_ZERO;
+
+static int on_path(Deep *d, PyObject *v) {
+    for (int i = 0; i < d->npath; i++)
+        if (d->path[i] == v) return 1;
+    return 0;
+}
+
+static int is_leaf_type(PyTypeObject *t, PyObject *v) {
+    return t == &PyLong_Type || t == &PyBool_Type || t == &PyFloat_Type || v == Py_None || t == &PyUnicode_Type
+           || t == &PyBytes_Type;
+}
+
+/* The first pass: 1 when every value the text shows can be rendered here, 0 when not, -1 on an
+ * error. It visits what deep_put renders, in the same order, without rendering. */
+static int deep_scan(Deep *d, PyObject *v, long depth) {
+    PyTypeObject *t = Py_TYPE(v);
+    if (is_leaf_type(t, v)) return 1;
+    int is_list = t == &PyList_Type, is_tuple = t == &PyTuple_Type, is_dict = t == &PyDict_Type;
+    if (is_list || is_tuple || is_dict) {
+        Py_ssize_t n = is_dict ? PyDict_GET_SIZE(v) : Py_SIZE(v);
+        if (n == 0 || on_path(d, v) || depth >= d->max_depth) return 1;
+        if (d->npath == DEEP_MAX) return 0;
+        d->path[d->npath++] = v;
+        int ok = 1;
+        if (is_dict) {
+            Py_ssize_t pos = 0, i = 0;
+            PyObject *dk, *dv;
+            while (ok == 1 && i < d->k && PyDict_Next(v, &pos, &dk, &dv)) {
+                ok = deep_scan(d, dk, depth + 1);
+                if (ok == 1) ok = deep_scan(d, dv, depth + 1);
+                i++;
+            }
+        } else {
+            PyObject **items = is_list ? ((PyListObject *)v)->ob_item : ((PyTupleObject *)v)->ob_item;
+            for (Py_ssize_t i = 0; ok == 1 && i < n && i < d->k; i++) ok = deep_scan(d, items[i], depth + 1);
+        }
+        d->npath--;
+        return ok;
+    }
+    if (t == &PySet_Type || t == &PyFrozenSet_Type) return PySet_GET_SIZE(v) == 0 || depth >= d->max_depth;
+    /* other_repr's classes: bad ones (the marker), its C-repr types, and those known not array-like */
+    PyObject *other = d->other, *cls = (PyObject *)t;
+    int r = PySet_Contains(PyTuple_GET_ITEM(other, 0), cls);
+    if (r) return r;
+    r = PySet_Contains(PyTuple_GET_ITEM(other, 9), cls);
+    if (r) return r;
+    PyObject *known = PyDict_GetItemWithError(PyTuple_GET_ITEM(other, 2), cls);
+    if (known != NULL) return 0;
+    if (PyErr_Occurred()) return -1;
+    known = PyDict_GetItemWithError(PyTuple_GET_ITEM(other, 1), cls);
+    if (known == NULL && PyErr_Occurred()) return -1;
+    return known == Py_False;
+}
+
+static int put_part(Deep *d, PyObject *s) {  /* steals s */
+    if (s == NULL) return -1;
+    int r = PyList_Append(d->parts, s);
+    Py_DECREF(s);
+    return r;
+}
+
+static int put_str(Deep *d, PyObject *s) {  /* borrows s */
+    return PyList_Append(d->parts, s);
+}
+
+/* _int's and _text's texts, repr's for float, bool and None. */
+static PyObject *leaf_text(Deep *d, PyObject *v) {
+    PyTypeObject *t = Py_TYPE(v);
+    if (t == &PyLong_Type) {
+        if (flat_item_ok(v, 0, d->max_int_bits)) return PyObject_Repr(v);
+        PyObject *b = PyObject_CallMethodObjArgs(v, S_BIT_LENGTH, NULL);
+        if (b == NULL) return NULL;
+        long bits = PyLong_AsLong(b);
+        Py_DECREF(b);
+        if (bits == -1 && PyErr_Occurred()) return NULL;
+        if (bits <= d->max_int_bits) return PyObject_Repr(v);
+        int neg = PyObject_RichCompareBool(v, S_ZERO, Py_LT);
+        if (neg < 0) return NULL;
+        return PyUnicode_FromFormat("%s<int bit_length=%ld>", neg ? "-" : "", bits);
+    }
+    if (t == &PyUnicode_Type || t == &PyBytes_Type) {
+        Py_ssize_t n = t == &PyUnicode_Type ? PyUnicode_GET_LENGTH(v) : PyBytes_GET_SIZE(v);
+        if (n <= d->max_str) return PyObject_Repr(v);
+        PyObject *head = t == &PyUnicode_Type ? PyUnicode_Substring(v, 0, d->max_str)
+                                              : PyBytes_FromStringAndSize(PyBytes_AS_STRING(v), d->max_str);
+        if (head == NULL) return NULL;
+        PyObject *text = PyObject_Repr(head);
+        Py_DECREF(head);
+        if (text != NULL) PyUnicode_Append(&text, S_DOTS);
+        return text;
+    }
+    return PyObject_Repr(v);  /* float, bool, None */
+}
+
+/* Appends v's text at `depth` to d->parts: 0, -1 on an error, 1 where the Python keyed answers. */
+static int deep_put(Deep *d, PyObject *v, long depth) {
+    PyTypeObject *t = Py_TYPE(v);
+    if (is_leaf_type(t, v)) return put_part(d, leaf_text(d, v));
+    int is_list = t == &PyList_Type, is_tuple = t == &PyTuple_Type, is_dict = t == &PyDict_Type;
+    if (is_list || is_tuple || is_dict) {
+        const char *empty = is_list ? "[]" : is_tuple ? "()" : "{}";
+        const char *cut = is_list ? "[...]" : is_tuple ? "(...)" : "{...}";
+        Py_ssize_t n = is_dict ? PyDict_GET_SIZE(v) : Py_SIZE(v);
+        if (n == 0) return put_part(d, PyUnicode_FromString(empty));
+        if (on_path(d, v) || depth >= d->max_depth) return put_part(d, PyUnicode_FromString(cut));
+        if (d->npath == DEEP_MAX) return 1;
+        d->path[d->npath++] = v;
+        int r = put_part(d, PyUnicode_FromStringAndSize(empty, 1));
+        Py_ssize_t shown = 0;  /* parts between the brackets: items, and "..." */
+        if (is_dict) {
+            Py_ssize_t pos = 0;
+            PyObject *dk, *dv;
+            while (r == 0 && PyDict_Next(v, &pos, &dk, &dv)) {
+                if (shown && (r = put_str(d, S_COMMA)) < 0) break;
+                if (shown++ >= d->k) {
+                    r = put_str(d, S_DOTS);
+                    break;
+                }
+                Py_INCREF(dk);
+                Py_INCREF(dv);
+                r = deep_put(d, dk, depth + 1);
+                if (r == 0) r = put_str(d, S_COLON);
+                if (r == 0) r = deep_put(d, dv, depth + 1);
+                Py_DECREF(dk);
+                Py_DECREF(dv);
+                if (r == 0 && PyDict_GET_SIZE(v) != n) r = 1;  /* Python's iteration raises */
+            }
+        } else {
+            /* a list is read as its iterator reads it, its length asked at each step */
+            for (Py_ssize_t i = 0; r == 0 && i < Py_SIZE(v); i++) {
+                if (shown && (r = put_str(d, S_COMMA)) < 0) break;
+                if (shown++ >= d->k) {
+                    r = put_str(d, S_DOTS);
+                    break;
+                }
+                PyObject *item = is_list ? PyList_GET_ITEM(v, i) : PyTuple_GET_ITEM(v, i);
+                Py_INCREF(item);
+                r = deep_put(d, item, depth + 1);
+                Py_DECREF(item);
+            }
+        }
+        d->npath--;
+        if (r != 0) return r;
+        if (is_tuple && shown == 1) return put_part(d, PyUnicode_FromString(",)"));
+        return put_part(d, PyUnicode_FromStringAndSize(empty + 1, 1));
+    }
+    if (t == &PySet_Type || t == &PyFrozenSet_Type) {
+        int frozen = t == &PyFrozenSet_Type;
+        if (PySet_GET_SIZE(v) == 0) return put_part(d, PyUnicode_FromString(frozen ? "frozenset()" : "set()"));
+        if (depth >= d->max_depth) return put_part(d, PyUnicode_FromString(frozen ? "frozenset({...})" : "{...}"));
+        return 1;
+    }
+    PyObject *text = other_repr(d->other, v);
+    if (text == NULL) return PyErr_Occurred() ? -1 : 1;
+    return put_part(d, text);
+}
+
+static PyObject *deep_keyed(PyObject *v, Py_ssize_t max_str, long max_int_bits, Py_ssize_t k, long max_depth,
+                            PyObject *other) {
+    PyTypeObject *t = Py_TYPE(v);
+    if (!(t == &PyList_Type || t == &PyTuple_Type || t == &PyDict_Type) || k < 0 || max_str < 0 || max_depth < 0)
+        return NULL;
+    Deep d = {max_str, k, max_int_bits, max_depth, other, NULL, {NULL}, 0};
+    int ok = deep_scan(&d, v, 0);
+    if (ok <= 0) return NULL;
+    d.parts = PyList_New(0);
+    if (d.parts == NULL) return NULL;
+    int r = deep_put(&d, v, 0);
+    PyObject *result = NULL;
+    if (r == 0) {
+        PyObject *text = PyUnicode_Join(EMPTY, d.parts);
+        if (text != NULL) {
+            result = PyTuple_Pack(2, text, Py_None);
+            Py_DECREF(text);
+        }
+    }
+    Py_DECREF(d.parts);
+    return result;
+}
+
+/* The C keyed: flat_keyed's answer, else deep_keyed's where other_repr's tuple is given. */
+static PyObject *any_keyed(PyObject *v, Py_ssize_t max_str, long max_int_bits, Py_ssize_t k, long max_depth,
+                         PyObject *other) {
+    PyObject *r = flat_keyed(v, max_str, max_int_bits, k, max_depth);
+    if (r != NULL || PyErr_Occurred() || other == Py_None) return r;
+    return deep_keyed(v, max_str, max_int_bits, k, max_depth, other);
+}
+
 static int unchanged_of(Py_ssize_t k, PyObject *value, PyObject *key);
 
 static PyObject *snapshot_of(PyObject *ctx, PyObject *frame, PyObject *st) {
@@ -626,7 +836,7 @@ static PyObject *snapshot_of(PyObject *ctx, PyObject *frame, PyObject *st) {
                     continue;
                 }
             }
-            PyObject *rk = failed || !c_keyed ? NULL : flat_keyed(v, max_str, max_int_bits, max_items, max_depth);
+            PyObject *rk = failed || !c_keyed ? NULL : any_keyed(v, max_str, max_int_bits, max_items, max_depth, other);
             if (rk == NULL && !failed && !PyErr_Occurred()) rk = PyObject_CallOneArg(keyed, v);
             if (rk == NULL) failed = 1;
             else {
@@ -1309,17 +1519,19 @@ static int chain_is(PyObject *containers, Py_ssize_t limit, int values, PyObject
     return 1;
 }
 
-/* keyed(caps, value): flat_keyed's (text, key), or None where the Python keyed answers (for tests). */
+/* keyed(caps, value[, other]): any_keyed's (text, key), or None where the Python keyed answers (for
+ * tests); other: other_repr's tuple (tracer._other_ctx), without it flat containers only. */
 static PyObject *keyed(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2 || !PyTuple_CheckExact(args[0]) || PyTuple_GET_SIZE(args[0]) != 4) {
-        PyErr_SetString(PyExc_TypeError, "keyed((max_str, max_int_bits, max_items, max_depth), value)");
+    if ((nargs != 2 && nargs != 3) || !PyTuple_CheckExact(args[0]) || PyTuple_GET_SIZE(args[0]) != 4
+        || (nargs == 3 && args[2] != Py_None && (!PyTuple_CheckExact(args[2]) || PyTuple_GET_SIZE(args[2]) != 10))) {
+        PyErr_SetString(PyExc_TypeError, "keyed((max_str, max_int_bits, max_items, max_depth), value[, other])");
         return NULL;
     }
     PyObject *caps = args[0];
     Py_ssize_t max_str = PyLong_AsSsize_t(PyTuple_GET_ITEM(caps, 0)), max_items = PyLong_AsSsize_t(PyTuple_GET_ITEM(caps, 2));
     long max_int_bits = PyLong_AsLong(PyTuple_GET_ITEM(caps, 1)), max_depth = PyLong_AsLong(PyTuple_GET_ITEM(caps, 3));
     if (PyErr_Occurred()) return NULL;
-    PyObject *r = flat_keyed(args[1], max_str, max_int_bits, max_items, max_depth);
+    PyObject *r = any_keyed(args[1], max_str, max_int_bits, max_items, max_depth, nargs == 3 ? args[2] : Py_None);
     if (r == NULL && !PyErr_Occurred()) Py_RETURN_NONE;
     return r;
 }
@@ -1436,6 +1648,12 @@ PyMODINIT_FUNC PyInit__worldline_native(void) {
     S_FAULT = PyUnicode_InternFromString("_fault");
     S_F_TRACE = PyUnicode_InternFromString("f_trace");
     S_NAME = PyUnicode_InternFromString("__name__");
+    S_BIT_LENGTH = PyUnicode_InternFromString("bit_length");
+    S_DOTS = PyUnicode_InternFromString("...");
+    S_COMMA = PyUnicode_InternFromString(", ");
+    S_COLON = PyUnicode_InternFromString(": ");
+    S_ZERO = PyLong_FromLong(0);
+    if (S_BIT_LENGTH == NULL || S_DOTS == NULL || S_COMMA == NULL || S_COLON == NULL || S_ZERO == NULL) return NULL;
     S_EXC_FMT = PyUnicode_FromString("<%s>");
     S_OBJ_FMT = PyUnicode_FromString("<%s object>");
     S_AT_0X = PyUnicode_FromString(" at 0x");
