@@ -109,3 +109,18 @@ def test_without_the_module_records_take_the_python(monkeypatch):
     tracer = run_traced(p.main, "settrace")[2]
     texts = EpisodeBuilder(seed=1).encode_records(tracer._raw)
     assert texts and texts == EpisodeBuilder(seed=1).encode([_as_dict(r) for r in tracer._raw])
+
+
+def test_joined_is_the_python_join(native_modules, monkeypatch):
+    """The array body the plugin writes: the same bytes with and without the module, and a text
+    that is not ASCII refused as the ASCII encoding refuses it."""
+    from worldline_tracer import episodes
+    texts = ['{"a": 1}', "", '{"b": "\\\\u00e9"}'] * 3
+    for case in ([], texts[:1], texts):
+        monkeypatch.setattr(native, "episodes", native_modules[1])
+        fast = episodes.joined(case)
+        monkeypatch.setattr(native, "episodes", None)
+        assert fast == episodes.joined(case) == ", ".join(case).encode("ascii")
+    monkeypatch.setattr(native, "episodes", native_modules[1])
+    with pytest.raises(ValueError):
+        episodes.joined(["caf\u00e9"])
