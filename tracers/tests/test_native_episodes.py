@@ -124,3 +124,27 @@ def test_joined_is_the_python_join(native_modules, monkeypatch):
     monkeypatch.setattr(native, "episodes", native_modules[1])
     with pytest.raises(ValueError):
         episodes.joined(["caf\u00e9"])
+
+
+def test_an_earlier_revisions_ctx_gives_the_same_bytes(native_modules, monkeypatch):
+    """episodes.py of an earlier revision passed json's string encoder as ctx item 8 (bench:tracer's
+    --baseline runs one against the module the image carries): the same episodes."""
+    import json
+    mod, episodes = native_modules
+    seen = []
+
+    class Earlier(object):
+        @staticmethod
+        def cut(raw, ctx):
+            got = episodes.cut(raw, ctx[:8] + (json.encoder.encode_basestring_ascii,) + ctx[8:])
+            seen.append(got is not None)
+            return got
+
+    monkeypatch.setattr(native, "mod", mod)
+    p = load_program("cwm_example")
+    tracer = run_traced(p.main, "settrace")[2]
+    monkeypatch.setattr(native, "episodes", episodes)
+    now = EpisodeBuilder(seed=3, step_in=1.0).encode_records(tracer._raw)
+    monkeypatch.setattr(native, "episodes", Earlier)
+    assert now and EpisodeBuilder(seed=3, step_in=1.0).encode_records(tracer._raw) == now
+    assert seen == [True]
