@@ -53,6 +53,25 @@ def test_frames_match_the_pure_path_on_awkward_text(native_module):
     assert seen_fast == len(KIND_SEP) * len(AWKWARD) ** 2
 
 
+def test_every_escape_at_every_offset_of_a_word(native_module):
+    """The C escaping skips plain text eight characters at a time: each character json escapes (and
+    the bytes around the printable range, and the "<|" / '<":' the clean test looks for), at every
+    offset of texts longer than two words, gives the pure path's bytes."""
+    specials = ['"', "\\", "\n", "\x00", "\x1f", " ", "~", "\x7f", "\x80", "\xe9", "\xff", "<|", '<":', "<"]
+    for c in specials:
+        for at in range(20):
+            text = "abcdefghijklmnopqrst"[:at] + c + "uvwxyz0123456789"
+            for kind in ("line", "return"):
+                fields = {"kind": kind, "line": 3, "function": "f" + text, "source": text + "\n"}
+                if kind == "line":
+                    fields["locals"] = [["v" + text[:at], text]]
+                else:
+                    fields["value"] = text
+                pure, fast = _both(fields, native_module)
+                assert (fast.text, fast.text_json, fast.tail, fast.clean) == (
+                    pure.text, pure.text_json, pure.tail, pure.clean), fields
+
+
 @pytest.mark.parametrize("source", ["x <", 'x <"', "<", "|>", ":"])
 @pytest.mark.parametrize("sep", [KIND_SEP["line"], "<", "|", "<|odd"])
 def test_without_the_text_clean_is_the_whole_texts(source, sep, native_module):
@@ -268,3 +287,124 @@ def test_keyed_matches_the_serializer(caps, native_module):
             assert len(got[1][3]) == len(key[3]) and all(map(operator.is_, got[1][3], key[3]))
     assert answered > 30
     assert native_module.keyed(c_caps, [[1]]) is None and native_module.keyed(c_caps, {1}) is None
+
+
+class _Plain(object):
+    pass
+
+
+class _Named(object):
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return "Named(%r)" % (self.name,)
+
+
+class _Raises(object):
+    def __repr__(self):
+        raise ValueError("no repr")
+
+
+class _Long(object):
+    def __repr__(self):
+        return "L" * 5000
+
+
+class _NotStr(object):
+    def __repr__(self):
+        return 3
+
+
+class _Threadish(object):
+    def __repr__(self):
+        return "<Thread(w, started daemon 140234)>"
+
+
+class _Int(int):
+    pass
+
+
+class _ArrayLike(object):
+    shape = (2,)
+    dtype = "f8"
+
+
+class _Grows(object):
+    """A repr that adds a key to the dict holding it: Python's iteration raises, keyed's guard
+    answers with the marker."""
+
+    def __init__(self, d):
+        self.d = d
+
+    def __repr__(self):
+        self.d[len(self.d) + 100] = 0
+        return "Grows()"
+
+
+def _deep_edges():
+    """Nested containers and containers of objects: every kind of object repr the guard treats
+    apart, cycles, depth and length at the caps' edges."""
+    objs = [_Plain(), _Named("a"), _Named("\u00e9\n"), _Raises(), _Long(), _NotStr(), _Threadish(), _Int(7),
+            _ArrayLike(), len, _Plain, lambda: 0, 10 ** 400, -(10 ** 400), "s" * 300, b"b" * 300]
+    out = []
+    for o in objs:
+        out += [[o], (o,), {"k": o}, {o: 1} if o.__hash__ else [o, o], [o] * 25, [[o]], ([o, [o]],), {"a": {"b": [o]}},
+                [(o, 1), (2, o)], [[[[[o]]]]], [set(), frozenset(), {1}], (frozenset(),), [{1: [o]}, ()]]
+    x = [1, _Named("x")]
+    x.append(x)
+    out.append(x)
+    d = {"self": None}
+    d["self"] = d
+    out.append([d, d])
+    t = ([],)
+    t[0].append(t)
+    out.append(t)
+    return out
+
+
+@pytest.mark.parametrize("caps", CAPS, ids=[str(sorted(c.items())) for c in CAPS])
+def test_deep_keyed_matches_the_serializer(caps, native_module):
+    """The C keyed of nested containers and of containers of objects gives Serializer.keyed's text
+    (with no key), both when the C path meets a class first (its guard marks it bad) and after the
+    Python did; where it leaves a value to Python, the Python keyed answers."""
+    from worldline_tracer.tracer import _other_ctx
+    answered = 0
+    for v in _deep_edges() + list(values(len(str(caps)) + 9, 200)):
+        c_ser, py_ser = Serializer(**caps), Serializer(**caps)
+        for s in (c_ser, py_ser):  # the classes' array-likeness, as the snapshot learns it
+            for o in (v if isinstance(v, (list, tuple)) else [v]):
+                s._is_array_like(type(o))
+        c_caps = (c_ser.max_str, c_ser._max_int_bits, c_ser.max_items, c_ser.max_depth)
+        got = native_module.keyed(c_caps, v, _other_ctx(c_ser))
+        want = py_ser.keyed(v)
+        if got is None:
+            continue
+        answered += 1
+        assert got[0] == want[0], v
+        assert got[1] is None or got == native_module.keyed(c_caps, v)  # only flat values get a key
+        assert c_ser.bad_classes == py_ser.bad_classes
+        assert native_module.keyed(c_caps, v, _other_ctx(py_ser))[0] == want[0]  # classes already bad
+    assert answered > 150
+
+
+def test_deep_keyed_leaves_to_python(native_module):
+    """Sets, classes not classified yet or array-like, and a dict that grows while rendered."""
+    from worldline_tracer.tracer import _other_ctx
+    s = Serializer()
+    c_caps = (s.max_str, s._max_int_bits, s.max_items, s.max_depth)
+    other = _other_ctx(s)
+    assert native_module.keyed(c_caps, [{1, 2}], other) is None
+    assert native_module.keyed(c_caps, [_Plain()], other) is None  # not classified yet
+    s._is_array_like(_Plain)
+    s._is_array_like(_ArrayLike)
+    s._is_array_like(_Grows)
+    assert native_module.keyed(c_caps, [_Plain()], other) == ("[<_Plain object>]".replace(
+        "<_Plain object>", repr(_Plain()).split(" at ")[0] + ">"), None)
+    assert native_module.keyed(c_caps, [_ArrayLike()], other) is None
+    d = {}
+    d["g"] = _Grows(d)
+    assert native_module.keyed(c_caps, [d], other) is None
+    d2 = {}
+    d2["g"] = _Grows(d2)
+    assert Serializer().keyed([d2]) == ("<list object>", None)

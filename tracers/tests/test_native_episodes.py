@@ -60,6 +60,26 @@ def test_records_give_the_python_builders_bytes(backend, tracer_options, walk):
     assert walk and None not in walk  # the walk answered every time: these are on its path
 
 
+def test_contexts_shared_across_tests_give_the_same_bytes(walk, monkeypatch):
+    """Builders sharing one SourceIndex (the plugin's, one per run) reuse the contexts an earlier
+    test built: the same bytes as a builder with an index of its own, whether the shared cache holds
+    the context, was just cleared at its bound, or never had it."""
+    from worldline_tracer import episodes
+    from worldline_tracer.source import SourceIndex
+    shared = SourceIndex()
+    for bound in (4096, 0):
+        monkeypatch.setattr(episodes, "_MAX_CONTEXTS", bound)
+        for module, call in CALLS:
+            p = load_program(module)
+            tracer = run_traced(lambda: call(p), "settrace")[2]
+            for seed in (1, 2):
+                fresh = EpisodeBuilder(seed=seed, step_in=1.0).encode_records(tracer._raw)
+                again = EpisodeBuilder(seed=seed, step_in=1.0, sources=shared).encode_records(tracer._raw)
+                assert again == fresh, module
+        assert shared.contexts  # the C walk filled the shared cache
+    assert walk and None not in walk
+
+
 def test_frames_off_its_path_are_left_to_the_python(tmp_path, walk):
     """A special token in a local makes a frame that is not "clean": the walk hands the test back,
     and the Python drops the episode that shows it (tokens(), not stepped into from main()) and keeps
@@ -89,3 +109,42 @@ def test_without_the_module_records_take_the_python(monkeypatch):
     tracer = run_traced(p.main, "settrace")[2]
     texts = EpisodeBuilder(seed=1).encode_records(tracer._raw)
     assert texts and texts == EpisodeBuilder(seed=1).encode([_as_dict(r) for r in tracer._raw])
+
+
+def test_joined_is_the_python_join(native_modules, monkeypatch):
+    """The array body the plugin writes: the same bytes with and without the module, and a text
+    that is not ASCII refused as the ASCII encoding refuses it."""
+    from worldline_tracer import episodes
+    texts = ['{"a": 1}', "", '{"b": "\\\\u00e9"}'] * 3
+    for case in ([], texts[:1], texts):
+        monkeypatch.setattr(native, "episodes", native_modules[1])
+        fast = episodes.joined(case)
+        monkeypatch.setattr(native, "episodes", None)
+        assert fast == episodes.joined(case) == ", ".join(case).encode("ascii")
+    monkeypatch.setattr(native, "episodes", native_modules[1])
+    with pytest.raises(ValueError):
+        episodes.joined(["caf\u00e9"])
+
+
+def test_an_earlier_revisions_ctx_gives_the_same_bytes(native_modules, monkeypatch):
+    """episodes.py of an earlier revision passed json's string encoder as ctx item 8 (bench:tracer's
+    --baseline runs one against the module the image carries): the same episodes."""
+    import json
+    mod, episodes = native_modules
+    seen = []
+
+    class Earlier(object):
+        @staticmethod
+        def cut(raw, ctx):
+            got = episodes.cut(raw, ctx[:8] + (json.encoder.encode_basestring_ascii,) + ctx[8:])
+            seen.append(got is not None)
+            return got
+
+    monkeypatch.setattr(native, "mod", mod)
+    p = load_program("cwm_example")
+    tracer = run_traced(p.main, "settrace")[2]
+    monkeypatch.setattr(native, "episodes", episodes)
+    now = EpisodeBuilder(seed=3, step_in=1.0).encode_records(tracer._raw)
+    monkeypatch.setattr(native, "episodes", Earlier)
+    assert now and EpisodeBuilder(seed=3, step_in=1.0).encode_records(tracer._raw) == now
+    assert seen == [True]

@@ -26,12 +26,6 @@ static int put_ascii(Buf *b, PyObject *s) {
     return buf_put(b, (const char *)PyUnicode_1BYTE_DATA(s), PyUnicode_GET_LENGTH(s));
 }
 
-static int put_long(Buf *b, long long v) {
-    char num[32];
-    int m = snprintf(num, sizeof num, "%lld", v);
-    return buf_put(b, num, m);
-}
-
 /* The walk's callables and constants: cut()'s ctx tuple, in this order. */
 typedef struct {
     PyObject *func_of;      /* (file, line, function) -> FuncInfo of a def, or None */
@@ -43,7 +37,6 @@ typedef struct {
     PyObject *rand;         /* the episode rng's random() */
     PyObject *frame_parts;  /* _worldline_native.frame_parts */
     PyObject *line_locals;  /* _worldline_native.line_locals */
-    PyObject *enc;          /* json.encoder.encode_basestring_ascii */
     PyObject *seps;         /* (call, line, return, exception) separators */
     PyObject *kinds_json;   /* the same kinds JSON-encoded */
     PyObject *unchanged;    /* ".." */
@@ -401,14 +394,6 @@ static int emit(Walk *w, Py_ssize_t a, PyObject *info_fn, long rel, PyObject *en
     return show(w, rel, fr, 0);
 }
 
-static int put_enc(Walk *w, Buf *b, PyObject *s) {
-    PyObject *j = PyObject_CallOneArg(w->c->enc, s);
-    if (j == NULL) return -1;
-    int r = put_ascii(b, j);
-    Py_DECREF(j);
-    return r;
-}
-
 static int bump(PyObject *dropped, const char *reason) {
     PyObject *key = PyUnicode_FromString(reason);
     if (key == NULL) return -1;
@@ -478,19 +463,25 @@ static int episode(Walk *w, Py_ssize_t a, PyObject *fn, PyObject *out, PyObject 
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(w->callees); i++) {
         PyObject *q = PyObject_GetAttr(PyTuple_GET_ITEM(PyList_GET_ITEM(w->callees, i), 1), S_QUALNAME);
         if (q == NULL) goto done;
-        int e = (i && PUT(&b, ", ") < 0) || put_enc(w, &b, q) < 0;
+        if (!PyUnicode_Check(q)) {  /* json's own conversions: the Python builds the test */
+            Py_DECREF(q);
+            w->off_path = 1;
+            r = 0;
+            goto done;
+        }
+        int e = (i && PUT(&b, ", ") < 0) || buf_json(&b, q, 1) < 0;
         Py_DECREF(q);
         if (e) goto done;
     }
     long long depth = PyLong_AsLongLong(DEPTH(call));
     if (depth == -1 && PyErr_Occurred()) goto done;
     if (PUT(&b, "], \"context\": ") < 0 || put_ascii(&b, context) < 0 || PUT(&b, ", \"depth\": ") < 0
-        || put_long(&b, depth) < 0 || PUT(&b, ", \"file\": ") < 0 || put_enc(w, &b, file) < 0
-        || PUT(&b, ", \"frame_count\": ") < 0 || put_long(&b, w->nshown) < 0 || PUT(&b, ", \"frames\": [") < 0)
+        || buf_long(&b, depth) < 0 || PUT(&b, ", \"file\": ") < 0 || buf_json(&b, file, 1) < 0
+        || PUT(&b, ", \"frame_count\": ") < 0 || buf_long(&b, w->nshown) < 0 || PUT(&b, ", \"frames\": [") < 0)
         goto done;
     for (Py_ssize_t i = 0; i < w->nshown; i++) {
         line_events += w->shown[i].is_line;
-        if ((i && PUT(&b, ", ") < 0) || PUT(&b, "{\"depth\": ") < 0 || put_long(&b, w->shown[i].rel) < 0
+        if ((i && PUT(&b, ", ") < 0) || PUT(&b, "{\"depth\": ") < 0 || buf_long(&b, w->shown[i].rel) < 0
             || PUT(&b, ", ") < 0 || put_ascii(&b, w->shown[i].fr->tail) < 0)
             goto done;
     }
@@ -498,9 +489,9 @@ static int episode(Walk *w, Py_ssize_t a, PyObject *fn, PyObject *out, PyObject 
     if (def_line == NULL) goto done;
     long long dl = PyLong_AsLongLong(def_line);
     if (dl == -1 && PyErr_Occurred()) goto done;
-    if (PUT(&b, "], \"function\": ") < 0 || put_enc(w, &b, PyTuple_GET_ITEM(info, 1)) < 0
-        || PUT(&b, ", \"line\": ") < 0 || put_long(&b, dl) < 0 || PUT(&b, ", \"line_events\": ") < 0
-        || put_long(&b, line_events) < 0 || PUT(&b, ", \"text\": \"") < 0 || put_ascii(&b, c->header_json) < 0
+    if (PUT(&b, "], \"function\": ") < 0 || buf_json(&b, PyTuple_GET_ITEM(info, 1), 1) < 0
+        || PUT(&b, ", \"line\": ") < 0 || buf_long(&b, dl) < 0 || PUT(&b, ", \"line_events\": ") < 0
+        || buf_long(&b, line_events) < 0 || PUT(&b, ", \"text\": \"") < 0 || put_ascii(&b, c->header_json) < 0
         || buf_put(&b, (const char *)PyUnicode_1BYTE_DATA(context) + 1, PyUnicode_GET_LENGTH(context) - 2) < 0
         || put_ascii(&b, c->sep_json) < 0)
         goto done;
@@ -520,29 +511,31 @@ done:
 }
 
 static int ctx_of(PyObject *t, Ctx *c) {
-    if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 18) {
-        PyErr_SetString(PyExc_TypeError, "cut: ctx is a tuple of 18");
+    /* 18 items: episodes.py of an earlier revision, which passed json's string encoder at 8 (this
+     * file escapes its strings itself now); bench:tracer's --baseline runs one against the module
+     * the image carries */
+    if (!PyTuple_CheckExact(t) || (PyTuple_GET_SIZE(t) != 17 && PyTuple_GET_SIZE(t) != 18)) {
+        PyErr_SetString(PyExc_TypeError, "cut: ctx is a tuple of 17");
         return -1;
     }
-    PyObject **o = &PyTuple_GET_ITEM(t, 0);
-    c->func_of = o[0];
-    c->lines = o[1];
-    c->line_of = o[2];
-    c->context_of = o[3];
-    c->contexts = o[4];
-    c->rand = o[5];
-    c->frame_parts = o[6];
-    c->line_locals = o[7];
-    c->enc = o[8];
-    c->seps = o[9];
-    c->kinds_json = o[10];
-    c->unchanged = o[11];
-    c->header_json = o[12];
-    c->sep_json = o[13];
-    c->step_in = PyFloat_AsDouble(o[14]);
-    c->max_depth = o[15] == Py_None ? -1 : PyLong_AsLong(o[15]);
-    c->max_step_depth = PyLong_AsLong(o[16]);
-    c->max_frames = o[17] == Py_None ? -1 : PyLong_AsLong(o[17]);
+    PyObject **head = &PyTuple_GET_ITEM(t, 0), **o = head + (PyTuple_GET_SIZE(t) - 17);
+    c->func_of = head[0];
+    c->lines = head[1];
+    c->line_of = head[2];
+    c->context_of = head[3];
+    c->contexts = head[4];
+    c->rand = head[5];
+    c->frame_parts = head[6];
+    c->line_locals = head[7];
+    c->seps = o[8];
+    c->kinds_json = o[9];
+    c->unchanged = o[10];
+    c->header_json = o[11];
+    c->sep_json = o[12];
+    c->step_in = PyFloat_AsDouble(o[13]);
+    c->max_depth = o[14] == Py_None ? -1 : PyLong_AsLong(o[14]);
+    c->max_step_depth = PyLong_AsLong(o[15]);
+    c->max_frames = o[16] == Py_None ? -1 : PyLong_AsLong(o[16]);
     if (PyErr_Occurred()) return -1;
     if (!PyDict_CheckExact(c->lines) || !PyDict_CheckExact(c->contexts) || !PyTuple_CheckExact(c->seps) || PyTuple_GET_SIZE(c->seps) != 4
         || !PyTuple_CheckExact(c->kinds_json) || PyTuple_GET_SIZE(c->kinds_json) != 4
@@ -622,9 +615,41 @@ done:
     return result;
 }
 
+/* join(episodes) -> bytes: sep.join(episodes).encode("ascii") for sep ", ", the plugin's JSON array
+ * body, copied once (the Python copies the texts into the joined str, then that into bytes). */
+static PyObject *join(PyObject *self, PyObject *episodes) {
+    if (!PyList_CheckExact(episodes)) {
+        PyErr_SetString(PyExc_TypeError, "join(episodes: list of str)");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(episodes), size = n > 1 ? 2 * (n - 1) : 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *e = PyList_GET_ITEM(episodes, i);
+        if (!PyUnicode_Check(e) || !PyUnicode_IS_ASCII(e)) {
+            PyErr_SetString(PyExc_ValueError, "join: an episode that is not ASCII text");
+            return NULL;
+        }
+        size += PyUnicode_GET_LENGTH(e);
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, size);
+    if (out == NULL) return NULL;
+    char *o = PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *e = PyList_GET_ITEM(episodes, i);
+        if (i) {
+            memcpy(o, ", ", 2);
+            o += 2;
+        }
+        memcpy(o, PyUnicode_1BYTE_DATA(e), PyUnicode_GET_LENGTH(e));
+        o += PyUnicode_GET_LENGTH(e);
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"cut", (PyCFunction)(void (*)(void))cut, METH_FASTCALL,
      "cut(raw, ctx) -> ([episode JSON], {reason: dropped}) or None (the Python path answers)"},
+    {"join", join, METH_O, "join(episodes) -> ', '.join(episodes).encode('ascii')"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -30,75 +30,44 @@ static int truth(PyObject *result) {
     return t;
 }
 
-static const char HEX[] = "0123456789abcdef";
-
-static char *put_u(char *o, Py_UCS4 c) {
-    *o++ = '\\';
-    *o++ = 'u';
-    *o++ = HEX[(c >> 12) & 0xf];
-    *o++ = HEX[(c >> 8) & 0xf];
-    *o++ = HEX[(c >> 4) & 0xf];
-    *o++ = HEX[c & 0xf];
-    return o;
-}
-
-/* s (a str) JSON-escaped, with quotes when `quotes`. */
-static int buf_json(Buf *b, PyObject *s, int quotes) {
-    Py_ssize_t len = PyUnicode_GET_LENGTH(s);
-    int kind = PyUnicode_KIND(s);
-    const void *data = PyUnicode_DATA(s);
-    if (buf_grow(b, len * 12 + 2) < 0) return -1;
-    char *o = b->p + b->n;
-    if (quotes) *o++ = '"';
-    for (Py_ssize_t i = 0; i < len; i++) {
-        Py_UCS4 c = PyUnicode_READ(kind, data, i);
-        if (c >= ' ' && c <= '~' && c != '\\' && c != '"') {
-            *o++ = (char)c;
-            continue;
-        }
-        switch (c) {
-        case '\\': *o++ = '\\'; *o++ = '\\'; break;
-        case '"': *o++ = '\\'; *o++ = '"'; break;
-        case '\b': *o++ = '\\'; *o++ = 'b'; break;
-        case '\f': *o++ = '\\'; *o++ = 'f'; break;
-        case '\n': *o++ = '\\'; *o++ = 'n'; break;
-        case '\r': *o++ = '\\'; *o++ = 'r'; break;
-        case '\t': *o++ = '\\'; *o++ = 't'; break;
-        default:
-            if (c >= 0x10000) {
-                Py_UCS4 v = c - 0x10000;
-                o = put_u(o, 0xd800 | ((v >> 10) & 0x3ff));
-                c = 0xdc00 | (v & 0x3ff);
-            }
-            o = put_u(o, c);
-        }
-    }
-    if (quotes) *o++ = '"';
-    b->n = o - b->p;
-    return 0;
-}
-
-/* The buffer (ASCII) as a str. */
-static PyObject *buf_str(Buf *b) {
-    PyObject *u = PyUnicode_New(b->n, 127);
-    if (u != NULL) memcpy(PyUnicode_1BYTE_DATA(u), b->p, b->n);
-    return u;
-}
-
 static PyObject *ACTION_SEP, *ARG_SEP, *FRAME_SEP, *EMPTY, *LT_BAR, *LT_QUOTE_COLON;
 
-/* '<":' not in text and text.count("<|") == seps, for text = the concatenation of `pieces`
- * (n of them), counted piece by piece: every separator among them starts with "<" and ends with
- * ">" (separated_by checks the kind's), and no two other pieces are adjacent, so neither "<|" nor
- * '<":' can straddle two pieces. */
-static int is_clean(PyObject *const *pieces, int n, Py_ssize_t seps) {
+/* A text's "<|" counted, or -1 when '<":' is in it (then it is not clean whatever the count):
+ * `lt_scan` over one-byte characters (JSON written here, Latin-1 str data), `piece_scan` over a str
+ * (-2: an error). */
+static Py_ssize_t lt_scan(const char *s, Py_ssize_t n) {
     Py_ssize_t bars = 0;
+    const char *end = s + n, *p = s;
+    while ((p = memchr(p, '<', end - p)) != NULL) {
+        if (p + 1 < end && p[1] == '|') bars++;
+        else if (p + 2 < end && p[1] == '"' && p[2] == ':') return -1;
+        p++;
+    }
+    return bars;
+}
+
+static Py_ssize_t piece_scan(PyObject *s) {
+    if (PyUnicode_KIND(s) == PyUnicode_1BYTE_KIND)
+        return lt_scan((const char *)PyUnicode_1BYTE_DATA(s), PyUnicode_GET_LENGTH(s));
+    Py_ssize_t at = PyUnicode_Find(s, LT_QUOTE_COLON, 0, PY_SSIZE_T_MAX, 1);
+    if (at == -2) return -2;
+    if (at != -1) return -1;
+    Py_ssize_t k = PyUnicode_Count(s, LT_BAR, 0, PY_SSIZE_T_MAX);
+    return k < 0 ? -2 : k;
+}
+
+/* '<":' not in text and text.count("<|") == seps, for text = the concatenation of `pieces`
+ * (str, n of them) and of `json` (the locals object or the value's JSON, njson bytes), counted
+ * piece by piece: every separator among them starts with "<" and ends with ">" (separated_by
+ * checks the kind's), and no two other pieces are adjacent, so neither "<|" nor '<":' can straddle
+ * two pieces. 1: clean, 0: not, -1: an error. */
+static int is_clean(PyObject *const *pieces, int n, const char *json, Py_ssize_t njson, Py_ssize_t seps) {
+    Py_ssize_t bars = json != NULL ? lt_scan(json, njson) : 0;
+    if (bars < 0) return 0;
     for (int i = 0; i < n; i++) {
-        Py_ssize_t at = PyUnicode_Find(pieces[i], LT_QUOTE_COLON, 0, PY_SSIZE_T_MAX, 1);
-        if (at == -2) return -1;
-        if (at != -1) return 0;
-        Py_ssize_t k = PyUnicode_Count(pieces[i], LT_BAR, 0, PY_SSIZE_T_MAX);
-        if (k < 0) return -1;
+        Py_ssize_t k = piece_scan(pieces[i]);
+        if (k == -2) return -1;
+        if (k < 0) return 0;
         bars += k;
     }
     return bars == seps;
@@ -112,13 +81,11 @@ static int separated_by(PyObject *sep) {
 
 /* '"function": F, "kind": K, "line": L' (episodes._head) */
 static int put_head(Buf *b, PyObject *function, PyObject *kind_json, long long line) {
-    char num[32];
     Py_ssize_t k;
     const char *ks = PyUnicode_AsUTF8AndSize(kind_json, &k);
     if (ks == NULL) return -1;
-    int m = snprintf(num, sizeof num, "%lld", line);
     if (PUT(b, "\"function\": ") < 0 || buf_json(b, function, 1) < 0 || PUT(b, ", \"kind\": ") < 0
-        || buf_put(b, ks, k) < 0 || PUT(b, ", \"line\": ") < 0 || buf_put(b, num, m) < 0)
+        || buf_put(b, ks, k) < 0 || PUT(b, ", \"line\": ") < 0 || buf_long(b, line) < 0)
         return -1;
     return 0;
 }
@@ -185,11 +152,10 @@ static PyObject *frame_parts(PyObject *self, PyObject *const *args, Py_ssize_t n
 
     Buf obj = {0}, tail = {0}, esc = {0};
     PyObject *obj_str = NULL, *text = NULL, *text_json = NULL, *tail_str = NULL, *result = NULL;
-    PyObject *pieces[6];
-    int npieces;
-    Py_ssize_t seps;
+    int locals = pairs != Py_None;
+    Py_ssize_t src0, src1;  /* where the source's escaped characters are in tail */
     if (put_head(&tail, function, kind_json, line) < 0) goto done;
-    if (pairs != Py_None) {
+    if (locals) {
         if (!PyList_CheckExact(pairs)) goto none;
         Py_ssize_t n = PyList_GET_SIZE(pairs);
         for (Py_ssize_t i = 0; i < n; i++) {
@@ -217,42 +183,45 @@ static PyObject *frame_parts(PyObject *self, PyObject *const *args, Py_ssize_t n
                 || PUT(&tail, ", ") < 0 || buf_put(&tail, obj.p + v0, v1 - v0) < 0 || PUT(&tail, "]") < 0)
                 goto done;
         }
-        if (PUT(&obj, "}") < 0 || PUT(&tail, "], \"source\": ") < 0 || buf_json(&tail, source, 1) < 0
-            || PUT(&tail, "}") < 0)
-            goto done;
-        obj_str = buf_str(&obj);
-        if (obj_str == NULL) goto done;
-        pieces[0] = sep, pieces[1] = obj_str, pieces[2] = ACTION_SEP, pieces[3] = source, pieces[4] = FRAME_SEP;
-        npieces = 5;
-        seps = 3;
+        if (PUT(&obj, "}") < 0 || PUT(&tail, "], \"source\": \"") < 0) goto done;
+        src0 = tail.n;
+        if (buf_json(&tail, source, 0) < 0) goto done;
+        src1 = tail.n;
+        if (PUT(&tail, "\"}") < 0) goto done;
     } else {
         if (!PyUnicode_CheckExact(value)) goto none;
-        if (buf_json(&obj, value, 1) < 0) goto done;
-        if (PUT(&tail, ", \"source\": ") < 0 || buf_json(&tail, source, 1) < 0 || PUT(&tail, ", \"value\": ") < 0
-            || buf_put(&tail, obj.p, obj.n) < 0 || PUT(&tail, "}") < 0)
-            goto done;
+        if (buf_json(&obj, value, 1) < 0 || PUT(&tail, ", \"source\": \"") < 0) goto done;
+        src0 = tail.n;
+        if (buf_json(&tail, source, 0) < 0) goto done;
+        src1 = tail.n;
+        if (PUT(&tail, "\", \"value\": ") < 0 || buf_put(&tail, obj.p, obj.n) < 0 || PUT(&tail, "}") < 0) goto done;
+    }
+    /* the text is sep, obj, ACTION_SEP, source, FRAME_SEP (with locals) or sep, ACTION_SEP, source,
+     * ARG_SEP, obj, FRAME_SEP; JSON escaping goes character by character, so its escape is the
+     * pieces' escapes: obj's (ASCII JSON) from its bytes, the source's copied from tail */
+    if (buf_json(&esc, sep, 0) < 0 || (locals && buf_json_bytes(&esc, (unsigned char *)obj.p, obj.n) < 0)
+        || buf_json(&esc, ACTION_SEP, 0) < 0 || buf_put(&esc, tail.p + src0, src1 - src0) < 0
+        || (!locals && (buf_json(&esc, ARG_SEP, 0) < 0 || buf_json_bytes(&esc, (unsigned char *)obj.p, obj.n) < 0))
+        || buf_json(&esc, FRAME_SEP, 0) < 0)
+        goto done;
+    Py_ssize_t seps = locals ? 3 : 4;
+    int clean;
+    if (with_text || !separated_by(sep)) {
         obj_str = buf_str(&obj);
         if (obj_str == NULL) goto done;
-        pieces[0] = sep, pieces[1] = ACTION_SEP, pieces[2] = source, pieces[3] = ARG_SEP, pieces[4] = obj_str;
-        pieces[5] = FRAME_SEP;
-        npieces = 6;
-        seps = 4;
-    }
-    for (int i = 0; i < npieces; i++)
-        if (buf_json(&esc, pieces[i], 0) < 0) goto done;
-    if (with_text || !separated_by(sep)) {
-        PyObject *parts = PyTuple_New(npieces);
+        PyObject *parts = locals ? PyTuple_Pack(5, sep, obj_str, ACTION_SEP, source, FRAME_SEP)
+                                 : PyTuple_Pack(6, sep, ACTION_SEP, source, ARG_SEP, obj_str, FRAME_SEP);
         if (parts == NULL) goto done;
-        for (int i = 0; i < npieces; i++) {
-            Py_INCREF(pieces[i]);
-            PyTuple_SET_ITEM(parts, i, pieces[i]);
-        }
         text = PyUnicode_Join(EMPTY, parts);
         Py_DECREF(parts);
         if (text == NULL) goto done;
     }
-    /* an unusual separator: the whole text counted, as one piece */
-    int clean = separated_by(sep) ? is_clean(pieces, npieces, seps) : is_clean(&text, 1, seps);
+    if (separated_by(sep)) {
+        PyObject *pieces[5] = {sep, ACTION_SEP, source, FRAME_SEP, ARG_SEP};
+        clean = is_clean(pieces, locals ? 4 : 5, obj.p, obj.n, seps);
+    } else {  /* an unusual separator: the whole text counted, as one piece */
+        clean = is_clean(&text, 1, NULL, 0, seps);
+    }
     if (clean < 0) goto done;
     text_json = buf_str(&esc);
     tail_str = buf_str(&tail);
@@ -514,6 +483,216 @@ done:
     return result;
 }
 
+/* deep_keyed(v, caps, other): Serializer.keyed's text for an exact list, tuple or dict that
+ * flat_keyed leaves (nested containers, items of any type), with no key: the text of
+ * Serializer._ser, item by item as _list, _tuple, _dict and their _items / _dict_items write it
+ * (the builtin-repr paths give those same texts), leaf values as _int and _text, other values by
+ * other_repr (_other, guarded). A key would have to name every container shown and the texts of
+ * the objects among them, which change without the containers changing: the snapshot renders the
+ * value again at its frame's next event, here, without the Python frames. NULL without an error:
+ * the Python keyed answers, and it does before any item's repr is called (a first pass looks at
+ * the types only): non-empty sets (max_set_sort is not among the caps), classes other_repr leaves
+ * to Python, nesting deeper than DEEP_MAX; or after, where Python raises and keyed's guard answers
+ * (a dict that changes size while its items are rendered). */
+#define DEEP_MAX 32
+typedef struct {
+    Py_ssize_t max_str, k;
+    long max_int_bits, max_depth;
+    PyObject *other;           /* other_repr's tuple */
+    PyObject *parts;           /* the text's pieces */
+    PyObject *path[DEEP_MAX];  /* the lists, tuples and dicts being rendered (Serializer._active) */
+    int npath;
+} Deep;
+
+static PyObject *S_BIT_LENGTH, *S_DOTS, *S_COMMA, *S_COLON, *S_ZERO;
+
+static int on_path(Deep *d, PyObject *v) {
+    for (int i = 0; i < d->npath; i++)
+        if (d->path[i] == v) return 1;
+    return 0;
+}
+
+static int is_leaf_type(PyTypeObject *t, PyObject *v) {
+    return t == &PyLong_Type || t == &PyBool_Type || t == &PyFloat_Type || v == Py_None || t == &PyUnicode_Type
+           || t == &PyBytes_Type;
+}
+
+/* The first pass: 1 when every value the text shows can be rendered here, 0 when not, -1 on an
+ * error. It visits what deep_put renders, in the same order, without rendering. */
+static int deep_scan(Deep *d, PyObject *v, long depth) {
+    PyTypeObject *t = Py_TYPE(v);
+    if (is_leaf_type(t, v)) return 1;
+    int is_list = t == &PyList_Type, is_tuple = t == &PyTuple_Type, is_dict = t == &PyDict_Type;
+    if (is_list || is_tuple || is_dict) {
+        Py_ssize_t n = is_dict ? PyDict_GET_SIZE(v) : Py_SIZE(v);
+        if (n == 0 || on_path(d, v) || depth >= d->max_depth) return 1;
+        if (d->npath == DEEP_MAX) return 0;
+        d->path[d->npath++] = v;
+        int ok = 1;
+        if (is_dict) {
+            Py_ssize_t pos = 0, i = 0;
+            PyObject *dk, *dv;
+            while (ok == 1 && i < d->k && PyDict_Next(v, &pos, &dk, &dv)) {
+                ok = deep_scan(d, dk, depth + 1);
+                if (ok == 1) ok = deep_scan(d, dv, depth + 1);
+                i++;
+            }
+        } else {
+            PyObject **items = is_list ? ((PyListObject *)v)->ob_item : ((PyTupleObject *)v)->ob_item;
+            for (Py_ssize_t i = 0; ok == 1 && i < n && i < d->k; i++) ok = deep_scan(d, items[i], depth + 1);
+        }
+        d->npath--;
+        return ok;
+    }
+    if (t == &PySet_Type || t == &PyFrozenSet_Type) return PySet_GET_SIZE(v) == 0 || depth >= d->max_depth;
+    /* other_repr's classes: bad ones (the marker), its C-repr types, and those known not array-like */
+    PyObject *other = d->other, *cls = (PyObject *)t;
+    int r = PySet_Contains(PyTuple_GET_ITEM(other, 0), cls);
+    if (r) return r;
+    r = PySet_Contains(PyTuple_GET_ITEM(other, 9), cls);
+    if (r) return r;
+    PyObject *known = PyDict_GetItemWithError(PyTuple_GET_ITEM(other, 2), cls);
+    if (known != NULL) return 0;
+    if (PyErr_Occurred()) return -1;
+    known = PyDict_GetItemWithError(PyTuple_GET_ITEM(other, 1), cls);
+    if (known == NULL && PyErr_Occurred()) return -1;
+    return known == Py_False;
+}
+
+static int put_part(Deep *d, PyObject *s) {  /* steals s */
+    if (s == NULL) return -1;
+    int r = PyList_Append(d->parts, s);
+    Py_DECREF(s);
+    return r;
+}
+
+static int put_str(Deep *d, PyObject *s) {  /* borrows s */
+    return PyList_Append(d->parts, s);
+}
+
+/* _int's and _text's texts, repr's for float, bool and None. */
+static PyObject *leaf_text(Deep *d, PyObject *v) {
+    PyTypeObject *t = Py_TYPE(v);
+    if (t == &PyLong_Type) {
+        if (flat_item_ok(v, 0, d->max_int_bits)) return PyObject_Repr(v);
+        PyObject *b = PyObject_CallMethodObjArgs(v, S_BIT_LENGTH, NULL);
+        if (b == NULL) return NULL;
+        long bits = PyLong_AsLong(b);
+        Py_DECREF(b);
+        if (bits == -1 && PyErr_Occurred()) return NULL;
+        if (bits <= d->max_int_bits) return PyObject_Repr(v);
+        int neg = PyObject_RichCompareBool(v, S_ZERO, Py_LT);
+        if (neg < 0) return NULL;
+        return PyUnicode_FromFormat("%s<int bit_length=%ld>", neg ? "-" : "", bits);
+    }
+    if (t == &PyUnicode_Type || t == &PyBytes_Type) {
+        Py_ssize_t n = t == &PyUnicode_Type ? PyUnicode_GET_LENGTH(v) : PyBytes_GET_SIZE(v);
+        if (n <= d->max_str) return PyObject_Repr(v);
+        PyObject *head = t == &PyUnicode_Type ? PyUnicode_Substring(v, 0, d->max_str)
+                                              : PyBytes_FromStringAndSize(PyBytes_AS_STRING(v), d->max_str);
+        if (head == NULL) return NULL;
+        PyObject *text = PyObject_Repr(head);
+        Py_DECREF(head);
+        if (text != NULL) PyUnicode_Append(&text, S_DOTS);
+        return text;
+    }
+    return PyObject_Repr(v);  /* float, bool, None */
+}
+
+/* Appends v's text at `depth` to d->parts: 0, -1 on an error, 1 where the Python keyed answers. */
+static int deep_put(Deep *d, PyObject *v, long depth) {
+    PyTypeObject *t = Py_TYPE(v);
+    if (is_leaf_type(t, v)) return put_part(d, leaf_text(d, v));
+    int is_list = t == &PyList_Type, is_tuple = t == &PyTuple_Type, is_dict = t == &PyDict_Type;
+    if (is_list || is_tuple || is_dict) {
+        const char *empty = is_list ? "[]" : is_tuple ? "()" : "{}";
+        const char *cut = is_list ? "[...]" : is_tuple ? "(...)" : "{...}";
+        Py_ssize_t n = is_dict ? PyDict_GET_SIZE(v) : Py_SIZE(v);
+        if (n == 0) return put_part(d, PyUnicode_FromString(empty));
+        if (on_path(d, v) || depth >= d->max_depth) return put_part(d, PyUnicode_FromString(cut));
+        if (d->npath == DEEP_MAX) return 1;
+        d->path[d->npath++] = v;
+        int r = put_part(d, PyUnicode_FromStringAndSize(empty, 1));
+        Py_ssize_t shown = 0;  /* parts between the brackets: items, and "..." */
+        if (is_dict) {
+            Py_ssize_t pos = 0;
+            PyObject *dk, *dv;
+            while (r == 0 && PyDict_Next(v, &pos, &dk, &dv)) {
+                if (shown && (r = put_str(d, S_COMMA)) < 0) break;
+                if (shown++ >= d->k) {
+                    r = put_str(d, S_DOTS);
+                    break;
+                }
+                Py_INCREF(dk);
+                Py_INCREF(dv);
+                r = deep_put(d, dk, depth + 1);
+                if (r == 0) r = put_str(d, S_COLON);
+                if (r == 0) r = deep_put(d, dv, depth + 1);
+                Py_DECREF(dk);
+                Py_DECREF(dv);
+                if (r == 0 && PyDict_GET_SIZE(v) != n) r = 1;  /* Python's iteration raises */
+            }
+        } else {
+            /* a list is read as its iterator reads it, its length asked at each step */
+            for (Py_ssize_t i = 0; r == 0 && i < Py_SIZE(v); i++) {
+                if (shown && (r = put_str(d, S_COMMA)) < 0) break;
+                if (shown++ >= d->k) {
+                    r = put_str(d, S_DOTS);
+                    break;
+                }
+                PyObject *item = is_list ? PyList_GET_ITEM(v, i) : PyTuple_GET_ITEM(v, i);
+                Py_INCREF(item);
+                r = deep_put(d, item, depth + 1);
+                Py_DECREF(item);
+            }
+        }
+        d->npath--;
+        if (r != 0) return r;
+        if (is_tuple && shown == 1) return put_part(d, PyUnicode_FromString(",)"));
+        return put_part(d, PyUnicode_FromStringAndSize(empty + 1, 1));
+    }
+    if (t == &PySet_Type || t == &PyFrozenSet_Type) {
+        int frozen = t == &PyFrozenSet_Type;
+        if (PySet_GET_SIZE(v) == 0) return put_part(d, PyUnicode_FromString(frozen ? "frozenset()" : "set()"));
+        if (depth >= d->max_depth) return put_part(d, PyUnicode_FromString(frozen ? "frozenset({...})" : "{...}"));
+        return 1;
+    }
+    PyObject *text = other_repr(d->other, v);
+    if (text == NULL) return PyErr_Occurred() ? -1 : 1;
+    return put_part(d, text);
+}
+
+static PyObject *deep_keyed(PyObject *v, Py_ssize_t max_str, long max_int_bits, Py_ssize_t k, long max_depth,
+                            PyObject *other) {
+    PyTypeObject *t = Py_TYPE(v);
+    if (!(t == &PyList_Type || t == &PyTuple_Type || t == &PyDict_Type) || k < 0 || max_str < 0 || max_depth < 0)
+        return NULL;
+    Deep d = {max_str, k, max_int_bits, max_depth, other, NULL, {NULL}, 0};
+    int ok = deep_scan(&d, v, 0);
+    if (ok <= 0) return NULL;
+    d.parts = PyList_New(0);
+    if (d.parts == NULL) return NULL;
+    int r = deep_put(&d, v, 0);
+    PyObject *result = NULL;
+    if (r == 0) {
+        PyObject *text = PyUnicode_Join(EMPTY, d.parts);
+        if (text != NULL) {
+            result = PyTuple_Pack(2, text, Py_None);
+            Py_DECREF(text);
+        }
+    }
+    Py_DECREF(d.parts);
+    return result;
+}
+
+/* The C keyed: flat_keyed's answer, else deep_keyed's where other_repr's tuple is given. */
+static PyObject *any_keyed(PyObject *v, Py_ssize_t max_str, long max_int_bits, Py_ssize_t k, long max_depth,
+                         PyObject *other) {
+    PyObject *r = flat_keyed(v, max_str, max_int_bits, k, max_depth);
+    if (r != NULL || PyErr_Occurred() || other == Py_None) return r;
+    return deep_keyed(v, max_str, max_int_bits, k, max_depth, other);
+}
+
 static int unchanged_of(Py_ssize_t k, PyObject *value, PyObject *key);
 
 /* frame.f_locals, without the attribute lookup where the C API has the getter (3.11+). */
@@ -685,7 +864,7 @@ static PyObject *snapshot_of(PyObject *ctx, PyObject *frame, PyObject *st) {
                     continue;
                 }
             }
-            PyObject *rk = failed || !c_keyed ? NULL : flat_keyed(v, max_str, max_int_bits, max_items, max_depth);
+            PyObject *rk = failed || !c_keyed ? NULL : any_keyed(v, max_str, max_int_bits, max_items, max_depth, other);
             if (rk == NULL && !failed && !PyErr_Occurred()) rk = PyObject_CallOneArg(keyed, v);
             if (rk == NULL) failed = 1;
             else {
@@ -1596,17 +1775,19 @@ static int chain_is(PyObject *containers, Py_ssize_t limit, int values, PyObject
     return 1;
 }
 
-/* keyed(caps, value): flat_keyed's (text, key), or None where the Python keyed answers (for tests). */
+/* keyed(caps, value[, other]): any_keyed's (text, key), or None where the Python keyed answers (for
+ * tests); other: other_repr's tuple (tracer._other_ctx), without it flat containers only. */
 static PyObject *keyed(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2 || !PyTuple_CheckExact(args[0]) || PyTuple_GET_SIZE(args[0]) != 4) {
-        PyErr_SetString(PyExc_TypeError, "keyed((max_str, max_int_bits, max_items, max_depth), value)");
+    if ((nargs != 2 && nargs != 3) || !PyTuple_CheckExact(args[0]) || PyTuple_GET_SIZE(args[0]) != 4
+        || (nargs == 3 && args[2] != Py_None && (!PyTuple_CheckExact(args[2]) || PyTuple_GET_SIZE(args[2]) != 10))) {
+        PyErr_SetString(PyExc_TypeError, "keyed((max_str, max_int_bits, max_items, max_depth), value[, other])");
         return NULL;
     }
     PyObject *caps = args[0];
     Py_ssize_t max_str = PyLong_AsSsize_t(PyTuple_GET_ITEM(caps, 0)), max_items = PyLong_AsSsize_t(PyTuple_GET_ITEM(caps, 2));
     long max_int_bits = PyLong_AsLong(PyTuple_GET_ITEM(caps, 1)), max_depth = PyLong_AsLong(PyTuple_GET_ITEM(caps, 3));
     if (PyErr_Occurred()) return NULL;
-    PyObject *r = flat_keyed(args[1], max_str, max_int_bits, max_items, max_depth);
+    PyObject *r = any_keyed(args[1], max_str, max_int_bits, max_items, max_depth, nargs == 3 ? args[2] : Py_None);
     if (r == NULL && !PyErr_Occurred()) Py_RETURN_NONE;
     return r;
 }
@@ -1723,6 +1904,12 @@ PyMODINIT_FUNC PyInit__worldline_native(void) {
     S_FAULT = PyUnicode_InternFromString("_fault");
     S_F_TRACE = PyUnicode_InternFromString("f_trace");
     S_NAME = PyUnicode_InternFromString("__name__");
+    S_BIT_LENGTH = PyUnicode_InternFromString("bit_length");
+    S_DOTS = PyUnicode_InternFromString("...");
+    S_COMMA = PyUnicode_InternFromString(", ");
+    S_COLON = PyUnicode_InternFromString(": ");
+    S_ZERO = PyLong_FromLong(0);
+    if (S_BIT_LENGTH == NULL || S_DOTS == NULL || S_COMMA == NULL || S_COLON == NULL || S_ZERO == NULL) return NULL;
     S_EXC_FMT = PyUnicode_FromString("<%s>");
     S_CO_LINES = PyUnicode_InternFromString("co_lines");
     S_OBJ_FMT = PyUnicode_FromString("<%s object>");

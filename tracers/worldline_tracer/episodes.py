@@ -27,6 +27,7 @@ _enc = json.encoder.encode_basestring_ascii  # json.dumps(str) with the defaults
 _HEADER_JSON = _enc(TRACE_CONTEXT_START)[1:-1]
 _SEP_JSON = _enc(FRAME_SEP)[1:-1]
 _UNSET = object()
+_MAX_CONTEXTS = 4096  # contexts kept across tests (SourceIndex.contexts); a few KB each
 
 
 class _Act(object):
@@ -232,9 +233,12 @@ class EpisodeBuilder(object):
         turning them into event dicts: by _episodes.c's walk when it is built and the test stays
         on its path, else by the Python over the records' dicts (the same bytes)."""
         if native.episodes is not None:
+            contexts = self.sources.contexts
+            if len(contexts) > _MAX_CONTEXTS:  # a bound on a large suite's memory
+                contexts.clear()
             got = native.episodes.cut(raw, (
-                self._def_at, self.sources._lines, self.sources.line, self._context_json, {},
-                random.Random(self.seed).random, native.mod.frame_parts, native.mod.line_locals, _enc,
+                self._def_at, self.sources._lines, self.sources.line, self._context_json, contexts,
+                random.Random(self.seed).random, native.mod.frame_parts, native.mod.line_locals,
                 _KIND_SEPS, _KINDS_JSON, UNCHANGED, _HEADER_JSON, _SEP_JSON, self.step_in, self.max_depth,
                 self.max_step_depth, self.max_frames))
             if got is not None:
@@ -390,6 +394,14 @@ class EpisodeBuilder(object):
             ', "line_events": ', repr(sum(1 for _, fr in frames if fr.is_line)),
             ', "text": "', _HEADER_JSON, context[1:-1], _SEP_JSON,
             "".join([fr.text_json for _, fr in frames]), '"}'])
+
+
+def joined(texts):
+    """Episode JSON texts as the body of a JSON array, ASCII bytes: ``", ".join(texts)`` encoded, by
+    _episodes.c in one copy when it is built (a test's texts can reach hundreds of MB)."""
+    if native.episodes is not None:
+        return native.episodes.join(texts)
+    return ", ".join(texts).encode("ascii")
 
 
 def _line_fields(ev, prev, full, line_of, diff):

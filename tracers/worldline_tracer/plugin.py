@@ -51,7 +51,7 @@ import pytest
 
 from . import __version__
 from .caps import OutputCaps
-from .episodes import EpisodeBuilder
+from .episodes import EpisodeBuilder, joined
 from .serialize import DEFAULTS as _SER_DEFAULTS
 from .serialize import Serializer
 from .source import SourceIndex
@@ -346,7 +346,7 @@ def _write_line(item):
             # before "episodes", and its value is a backend name or null, so the first match is
             # the slot), written around the rest of the line without copying the line again
             head, tail = line.split('"%s"' % _SLOT, 1)
-            parts = [(head + "[").encode("utf-8", "replace"), ", ".join(episodes).encode("ascii"),
+            parts = [(head + "[").encode("utf-8", "replace"), joined(episodes),
                      ("]" + tail).encode("utf-8", "replace")]
         _write_all(_state["fd"], parts)
     except Exception as e:

@@ -119,6 +119,10 @@ class SourceIndex(object):
         self._files = {}
         self._codes = {}
         self._lines = {}
+        # episodes.EpisodeBuilder's context JSON by (entry FuncInfo, callee FuncInfos...): a
+        # FuncInfo is one function of one file, indexed once, so the key names the text for as long
+        # as the index lives, and the tests of one run share what they built
+        self.contexts = {}
 
     def _index(self, filename):
         idx = self._files.get(filename)
