@@ -13,6 +13,7 @@ import type Docker from 'dockerode';
 import { JOB_LABEL, jobLabel } from '../runtime/job_scope.js';
 import { DEFAULTS } from '../runtime/options.js';
 import { docker, OWNER_LABEL, tarStream } from './engine.js';
+import { ToolServer } from './tool_server.js';
 import { tracersDir } from './tracers.js';
 import { onWorkDisk } from './work_disk.js';
 
@@ -242,10 +243,21 @@ export function runSandboxed(spec: SandboxSpec): Promise<RunResult> {
 }
 
 /**
- * A long-lived container (the agent's environment): started idle, commands exec'd into it
- * bounded in time and output, files put in as a tar stream, removed by `close`.
+ * Output as the session returns it: the first `cap` characters, and a note when there were more
+ * (`dropped` bytes beyond those received).
+ */
+function capOutput(output: string, dropped: number, cap: number): string {
+  const kept = output.length > cap ? output.slice(0, cap) : output;
+  return dropped || kept.length >= cap ? `${kept}\n[output capped at ${cap} characters]` : kept;
+}
+
+/**
+ * A long-lived container (the agent's environment): started idle, commands run in it bounded in
+ * time and output (through its tool server while that lives, else one exec each), removed by `close`.
  */
 export class SandboxSession {
+  private server: ToolServer | null = null;
+
   private constructor(private readonly container: Docker.Container) {}
 
   /**
@@ -258,6 +270,8 @@ export class SandboxSession {
     limits: SandboxLimits;
     labels: Record<string, string>;
     setup?: { script: string; args: string[] };
+    /** Start the tool server (tracers/tool_server.py) beside the setup, for the commands after it. */
+    toolServer?: boolean;
   }): Promise<SandboxSession> {
     const limits = toRunLimits(opts.limits);
     const container = await docker().createContainer({
@@ -275,7 +289,12 @@ export class SandboxSession {
     try {
       await container.start();
       const script = opts.setup ? `${PREPARE_REPO} || exit $?\n${opts.setup.script}` : PREPARE_REPO;
-      const prepared = await session.exec(['sh', '-c', script, 'sh', ...(opts.setup?.args ?? [])], 300, 4096);
+      // The server only waits for requests, and none comes before the setup is done: both start at once.
+      const [prepared, server] = await Promise.all([
+        session.exec(['sh', '-c', script, 'sh', ...(opts.setup?.args ?? [])], 300, 4096),
+        opts.toolServer ? ToolServer.start(container) : null,
+      ]);
+      session.server = server;
       if (prepared.exitCode !== 0) throw new Error(`cannot prepare the session's /repo: ${prepared.output.slice(-500)}`);
     } catch (e) {
       await session.close();
@@ -298,8 +317,23 @@ export class SandboxSession {
     }
   }
 
+  /** Whether commands still go through the tool server. */
+  get served(): boolean {
+    return this.server?.alive ?? false;
+  }
+
   /** Runs a command in /repo under `timeout`, keeping the first `cap` characters of its output. */
   async exec(cmd: string[], timeoutS: number, cap: number): Promise<{ output: string; exitCode: number | null }> {
+    if (!this.served) return this.execOnce(cmd, timeoutS, cap);
+    // Bytes enough for `cap` characters however they decode (a character is at most 3 bytes of UTF-8 per UTF-16 unit).
+    const answer = await this.server!.run(cmd, timeoutS, 3 * cap + 3);
+    // Gone mid-command (the agent's own command killed or stopped it): what the command did is unknown.
+    if (!answer) return { output: '[worldline: the tool server stopped during this command; its output is lost]', exitCode: null };
+    return { output: capOutput(answer.kept.toString('utf8'), answer.dropped, cap), exitCode: answer.exitCode };
+  }
+
+  /** One exec of its own: three round trips to the engine. */
+  private async execOnce(cmd: string[], timeoutS: number, cap: number): Promise<{ output: string; exitCode: number | null }> {
     const ex = await this.container.exec({
       Cmd: ['timeout', '-k', '5', String(timeoutS), ...cmd],
       AttachStdout: true,
@@ -322,13 +356,12 @@ export class SandboxSession {
       stream.on('close', resolve);
       stream.on('error', () => resolve());
     });
-    if (output.length > cap) output = output.slice(0, cap);
-    if (dropped || output.length >= cap) output += `\n[output capped at ${cap} characters]`;
     const info = await ex.inspect();
-    return { output, exitCode: info.ExitCode ?? null };
+    return { output: capOutput(output, dropped, cap), exitCode: info.ExitCode ?? null };
   }
 
   async close(): Promise<void> {
+    this.server?.stop();
     await this.container.remove({ force: true, v: true }).catch(() => undefined);
   }
 }
