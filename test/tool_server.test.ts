@@ -34,15 +34,17 @@ describe('the tool server', () => {
     expect(served.served).toBe(true);
     const commands: [string, number, number][] = [
       ['pwd; env | sort; umask; ulimit -a', 10, 20_000],
-      // stdin from /dev/null, stdout and stderr on pipes of their own, `timeout` leads the command's own session.
+      // stdin from /dev/null, stdout and stderr on pipes, `timeout` leads the command's own session.
       [
-        'readlink /proc/self/fd/0; [ "$(readlink /proc/self/fd/1)" != "$(readlink /proc/self/fd/2)" ] && echo two pipes; read -r _ _ _ ppid pgid sid _ < /proc/$$/stat; [ $pgid = $sid ] && [ $sid = $ppid ] && echo timeout leads the session',
+        'readlink /proc/self/fd/0; [ -p /proc/self/fd/1 ] && [ -p /proc/self/fd/2 ] && echo pipes; read -r _ _ _ ppid pgid sid _ < /proc/$$/stat; [ $pgid = $sid ] && [ $sid = $ppid ] && echo timeout leads the session',
         10,
         20_000,
       ],
       ['grep -E "^(Uid|Gid|Groups|CapEff|CapBnd|NoNewPrivs|Seccomp|SigBlk|SigIgn):" /proc/self/status', 10, 20_000],
-      // Only stderr: the engine reads stdout and stderr as two streams, so their order between them is a race.
+      // Only stderr: the engine reads stdout and stderr as two streams, so their order is a race there (the server's is below).
       ['echo err >&2; exit 7', 10, 20_000],
+      // As pytest does on a pipe: stderr at once, stdout buffered and flushed at exit; the engine sees them apart.
+      [`python3 -c "import sys, time; print('summary'); sys.stderr.write('not found\\n'); sys.stderr.flush(); time.sleep(0.5)"`, 10, 20_000],
       ['kill -TERM $$', 10, 20_000],
       ['sleep 30', 1, 20_000],
       // A background child that keeps the pipes open: cut when the engine would cut it.
@@ -62,6 +64,8 @@ describe('the tool server', () => {
     const status = await served.exec(['bash', '-c', 'echo $UNIT_VAR; pwd; exit 3'], 10, 100);
     expect(status).toEqual({ output: 'from the unit\n/repo\n', exitCode: 3 });
     expect((await served.exec(['sleep', '30'], 1, 100)).exitCode).toBe(124);
+    // One pipe: the order the command wrote in, however close together.
+    expect(await served.exec(['bash', '-c', 'echo out; echo err >&2; echo out again'], 10, 100)).toEqual({ output: 'out\nerr\nout again\n', exitCode: 0 });
     const seq = Array.from({ length: 1000 }, (_, n) => `${n + 1}\n`).join('');
     expect((await served.exec(['seq', '1000'], 10, 50)).output).toBe(`${seq.slice(0, 50)}\n[output capped at 50 characters]`);
   }, 300_000);

@@ -6,7 +6,9 @@ stdin and stdout as the channel: it says "ready", then each request is a JSON li
 each answer is a line "EXIT KEPT DROPPED" and then KEPT bytes of output. The command gets what an
 exec gives it: the exec's environment (read from /proc/self/environ: the one the engine passed,
 before the interpreter touched anything), /repo as its folder, stdin from /dev/null, stdout and
-stderr on their own pipes read in arrival order, its own session, and `timeout -k 5 S` around it.
+stderr on one pipe, its own session, and `timeout -k 5 S` around it. One pipe, so the output is in
+the order it was written: the engine reads two streams and orders them as they arrive, which is
+that order unless writes to both come closer together than it reads (then it is a race).
 Like the engine, the answer waits for output up to 2 s after the command exits (a background child
 that keeps the pipes open is cut there). Output past `cap` bytes is counted, not kept.
 """
@@ -32,7 +34,7 @@ def run(req, env):
         ["timeout", "-k", "5", str(req["timeout"])] + req["cmd"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         cwd="/repo",
         env=env,
         start_new_session=True,
@@ -40,7 +42,7 @@ def run(req, env):
     cap = req["cap"]
     kept = bytearray()
     dropped = 0
-    open_fds = [proc.stdout.fileno(), proc.stderr.fileno()]
+    open_fds = [proc.stdout.fileno()]
     exited_at = None
     while open_fds:
         if exited_at is None and proc.poll() is not None:
@@ -58,7 +60,6 @@ def run(req, env):
             kept += chunk[:room]
             dropped += len(chunk) - min(room, len(chunk))
     proc.stdout.close()
-    proc.stderr.close()
     code = proc.wait()
     # As the engine reports it: a command killed by a signal exits 128 + the signal.
     return (128 - code if code < 0 else code), bytes(kept), dropped
