@@ -91,10 +91,12 @@ export async function rollout(
       }
       if (exitStatus === 'submitted') break;
     }
-  } finally {
+  } catch (e) {
     await env.close();
+    throw e;
   }
-  const graded = await gradeSubmission(task, submission, grade);
+  // The rollout's container goes while grading's fresh one runs: they share nothing.
+  const [graded] = await Promise.all([gradeSubmission(task, submission, grade), env.close()]);
   const id = createHash('sha256')
     .update(JSON.stringify([task.instance_id, policy.name, policy.model, messages.map((m) => m.content)]))
     .digest('hex')
