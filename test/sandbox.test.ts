@@ -4,7 +4,7 @@
  * sandboxed container, and on the host's side of its work folder.
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { lstatSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, readdirSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
@@ -12,7 +12,7 @@ import { packageRoot } from '../core/package.js';
 import { OWNER_LABEL, removeOrphanContainers } from '../pipeline/sandbox/engine.js';
 import { foldReport } from '../pipeline/sandbox/pytest_report.js';
 import { readResult } from '../pipeline/sandbox/results.js';
-import { runSandboxed, SandboxSession } from '../pipeline/sandbox/sandbox.js';
+import { holdSandboxed, runSandboxed, SandboxSession } from '../pipeline/sandbox/sandbox.js';
 import {
   pytestCommand,
   readRunFiles,
@@ -223,6 +223,37 @@ describe('the sandbox', () => {
     const killed = await run(`python3 -c 'import os, signal; os.kill(os.getpid(), signal.SIGKILL)'; exit $?`);
     expect(killed.exitCode).toBe(137);
     expect(killed.oomKilled).toBe(false);
+  });
+  it('a held run starts its container ahead and runs its command only when let go, seeing inputs written after the hold; cancelled, it is gone', async () => {
+    const containers = (stage: string, all = false) =>
+      execFileSync('docker', ['ps', '-q', ...(all ? ['-a'] : []), '--filter', `label=worldline.stage=${stage}`], { encoding: 'utf8' }).trim();
+    const spec = (work: string, stage: string) => ({
+      image: inject('base311'),
+      // When it started (ns since the epoch), what it was given, and what its standard input holds.
+      cmd: ['sh', '-c', 'date +%s%N > /worldline/out/started; cat /worldline/out/input > /worldline/out/seen; wc -c < /dev/stdin; exit 3'],
+      work,
+      vars: {},
+      srcLayout: false,
+      limits: { memoryMb: 256, pids: 64, cpus: 1 },
+      labels: { 'worldline.stage': stage },
+    });
+    const work = tempDir('held');
+    const held = await holdSandboxed(spec(work, 'test-held'));
+    expect(containers('test-held')).not.toBe('');
+    writeFileSync(join(work, 'input'), 'written after the hold\n');
+    const letGo = BigInt(Date.now()) * 1_000_000n;
+    const res = await held.go(60_000);
+    expect(res, res.output).toMatchObject({ exitCode: 3, timedOut: false, oomKilled: false, output: '0\n' });
+    expect(readResult(work, 'seen')).toBe('written after the hold\n');
+    expect(BigInt((readResult(work, 'started') as string).trim())).toBeGreaterThanOrEqual(letGo);
+    expect(containers('test-held', true)).toBe('');
+
+    const unused = tempDir('held-cancelled');
+    const cancelled = await holdSandboxed(spec(unused, 'test-held-cancelled'));
+    expect(containers('test-held-cancelled')).not.toBe('');
+    await cancelled.cancel();
+    expect(containers('test-held-cancelled', true)).toBe('');
+    expect(existsSync(join(unused, 'started'))).toBe(false);
   });
   it('a run killed with SIGKILL leaves its container, and the next run removes it while a live run keeps its own', async () => {
     const owned = (owner: string) => execFileSync('docker', ['ps', '-aq', '--filter', `label=worldline.owner=${owner}`], { encoding: 'utf8' }).trim();

@@ -98,7 +98,7 @@ export class AgentEnv {
     const args = patches.map((p) => Buffer.from(p).toString('base64'));
     // Small patches (the usual case): the task state is set up in the exec that copies /repo.
     const inline = args.every((a) => a.length <= PATCH_ARG_CAP);
-    const opts = { image: task.image_id, env, limits, labels: { 'worldline.role': 'rollout', 'worldline.task': task.instance_id } };
+    const opts = { image: task.image_id, env, limits, labels: { 'worldline.role': 'rollout', 'worldline.task': task.instance_id }, toolServer: true };
     let session: SandboxSession;
     try {
       session = await SandboxSession.start(inline ? { ...opts, setup: { script, args } } : opts);

@@ -18,11 +18,12 @@ import type { TaskRecord } from '../../schemas/tasks.js';
 import type { PipelineOptions } from '../runtime/options.js';
 import { foldReport, type Outcome } from '../sandbox/pytest_report.js';
 import { readResult } from '../sandbox/results.js';
-import { freshWork, runSandboxed } from '../sandbox/sandbox.js';
+import { freshWork, type HeldRun, holdSandboxed, runSandboxed } from '../sandbox/sandbox.js';
 import {
   OUTPUT_CAP,
   pytestCommand,
   readSteps,
+  STEPS_RUNNER_CMD,
   type Step,
   type StepOutcome,
   stepsRunner,
@@ -99,8 +100,37 @@ export function isGoldChange(submission: string | null, gold: string): boolean {
   return submission !== null && submission.trim() !== '' && changeOf(submission) === changeOf(gold);
 }
 
-export async function gradeSubmission(task: TaskRecord, submission: string | null, env: GradeEnv): Promise<Grade> {
-  const grade = await gradeOnce(task, submission, env, env.suiteBudgetS ?? env.options.suiteTimeoutS);
+/** Grading's first container, made and started ahead (while the rollout runs) and held until the submission is in. */
+export interface HeldGrading {
+  work: string;
+  run: HeldRun;
+}
+
+const gradeLabels = (task: TaskRecord) => ({ 'worldline.stage': 'grade', 'worldline.task': task.instance_id });
+
+/** Makes and starts grading's container ahead: it is fresh all the same (holdSandboxed). */
+export async function holdGrading(task: TaskRecord, env: GradeEnv): Promise<HeldGrading> {
+  const work = freshWork(env.work);
+  try {
+    const run = await holdSandboxed({
+      image: task.image_id,
+      cmd: STEPS_RUNNER_CMD,
+      work,
+      vars: env.vars,
+      srcLayout: env.srcLayout,
+      limits: env.options,
+      labels: gradeLabels(task),
+    });
+    return { work, run };
+  } catch (e) {
+    rmSync(work, { recursive: true, force: true });
+    throw e;
+  }
+}
+
+/** Grades `submission`; in `held`'s container when given (then the caller lets go of it here, whatever happens). */
+export async function gradeSubmission(task: TaskRecord, submission: string | null, env: GradeEnv, held?: HeldGrading): Promise<Grade> {
+  const grade = await gradeOnce(task, submission, env, env.suiteBudgetS ?? env.options.suiteTimeoutS, held);
   const timedOut = grade.exit_code === null || grade.exit_code === TIMEOUT_EXIT;
   // An earned budget was measured at another moment of a shared machine: a run stopped by it may
   // have met load, not a slow submission. It must not decide the grade (an oracle's task would be
@@ -110,8 +140,9 @@ export async function gradeSubmission(task: TaskRecord, submission: string | nul
   return grade;
 }
 
-async function gradeOnce(task: TaskRecord, submission: string | null, env: GradeEnv, suiteS: number): Promise<Grade> {
-  const work = freshWork(env.work);
+async function gradeOnce(task: TaskRecord, submission: string | null, env: GradeEnv, suiteS: number, held?: HeldGrading): Promise<Grade> {
+  const work = held?.work ?? freshWork(env.work);
+  let letGo = false;
   try {
     writeFileSync(join(work, 'bug.patch'), task.bug_patch ?? '');
     writeFileSync(join(work, 'test.patch'), task.test_patch);
@@ -146,16 +177,20 @@ async function gradeOnce(task: TaskRecord, submission: string | null, env: Grade
       OUTPUT_CAP,
     );
     const started = Date.now();
-    await runSandboxed({
-      image: task.image_id,
-      cmd,
-      work,
-      vars: env.vars,
-      srcLayout: env.srcLayout,
-      limits: env.options,
-      timeoutMs: (suiteS + (after?.limitS ?? 0) + 60) * 1000,
-      labels: { 'worldline.stage': 'grade', 'worldline.task': task.instance_id },
-    });
+    const timeoutMs = (suiteS + (after?.limitS ?? 0) + 60) * 1000;
+    letGo = true;
+    if (held) await held.run.go(timeoutMs);
+    else
+      await runSandboxed({
+        image: task.image_id,
+        cmd,
+        work,
+        vars: env.vars,
+        srcLayout: env.srcLayout,
+        limits: env.options,
+        timeoutMs,
+        labels: gradeLabels(task),
+      });
     const containerS = (Date.now() - started) / 1000;
     const read = (f: string) => {
       try {
@@ -192,6 +227,7 @@ async function gradeOnce(task: TaskRecord, submission: string | null, env: Grade
       problem: run.problem,
     };
   } finally {
+    if (held && !letGo) await held.run.cancel();
     rmSync(work, { recursive: true, force: true });
   }
 }

@@ -9,7 +9,7 @@ import type { TaskRecord } from '../../schemas/tasks.js';
 import type { TrajectoryRecord } from '../../schemas/trajectories.js';
 import { TRACER_CODE, tracerCodeHash } from '../sandbox/tracers.js';
 import { AgentEnv, type EnvLimits, TOOL_SPECS } from './agent_env.js';
-import { type GradeEnv, gradeSubmission } from './grading.js';
+import { type GradeEnv, gradeSubmission, holdGrading } from './grading.js';
 import type { ChatMessage, Policy, PolicyTurn } from './policy.js';
 
 export interface Budgets {
@@ -48,7 +48,18 @@ export async function rollout(
   let turns = 0;
   let promptTokens = 0;
   let completionTokens = 0;
-  const env = await AgentEnv.start(task, runEnv, limits);
+  // Grading's fresh container is made and started while the agent works, and held until the submission is in.
+  const heldGrading = holdGrading(task, grade);
+  // Its failure is met where it is awaited; until then it must not count as unhandled.
+  heldGrading.catch(() => undefined);
+  const cancelGrading = () => heldGrading.then((h) => h.run.cancel()).catch(() => undefined);
+  let env: AgentEnv;
+  try {
+    env = await AgentEnv.start(task, runEnv, limits);
+  } catch (e) {
+    await cancelGrading();
+    throw e;
+  }
   try {
     while (turns < budgets.maxTurns) {
       if ((Date.now() - started) / 1000 > budgets.maxWallS) {
@@ -91,10 +102,14 @@ export async function rollout(
       }
       if (exitStatus === 'submitted') break;
     }
-  } finally {
-    await env.close();
+  } catch (e) {
+    await Promise.all([env.close(), cancelGrading()]);
+    throw e;
   }
-  const graded = await gradeSubmission(task, submission, grade);
+  // Holding can fail (the engine, the work disk): grading then makes its container itself, as before.
+  const held = await heldGrading.catch(() => undefined);
+  // The rollout's container goes while grading's fresh one runs: they share nothing.
+  const [graded] = await Promise.all([gradeSubmission(task, submission, grade, held), env.close()]);
   const id = createHash('sha256')
     .update(JSON.stringify([task.instance_id, policy.name, policy.model, messages.map((m) => m.content)]))
     .digest('hex')

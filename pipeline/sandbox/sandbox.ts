@@ -1,7 +1,7 @@
 /**
  * Containers: every container Worldline starts is made here. `runSandboxed` is the one way a
  * repository's code runs for a stage (validate, trace, mutant checks, issue verification,
- * traces around a fix, grading): the unit's image, our Python read-only at /worldline/lib, a
+ * traces around a fix, grading; `holdSandboxed` is the same run with its container made ahead): the unit's image, our Python read-only at /worldline/lib, a
  * work folder at /worldline/out for scripts in and results out, the standard environment, the
  * run's resource limits and no network. `SandboxSession` is a long-lived container the agent's
  * tools exec into. `runContainer` is the bare form both build on.
@@ -13,6 +13,7 @@ import type Docker from 'dockerode';
 import { JOB_LABEL, jobLabel } from '../runtime/job_scope.js';
 import { DEFAULTS } from '../runtime/options.js';
 import { docker, OWNER_LABEL, tarStream } from './engine.js';
+import { ToolServer } from './tool_server.js';
 import { tracersDir } from './tracers.js';
 import { onWorkDisk } from './work_disk.js';
 
@@ -109,15 +110,16 @@ export function claimWork(path: string): void {
 }
 
 /**
- * Starts a created container with its output going to `onOutput`, kills it at `timeoutMs`, and
- * says how it ended (out of memory only when the engine says so).
+ * Starts a created container with its output going to `onOutput` (and, with `stdin`, a stream to
+ * write to its standard input); `finish` kills it `timeoutMs` after it is called and says how it
+ * ended (out of memory only when the engine says so).
  */
-async function startAndWait(
+async function attachAndStart(
   container: Docker.Container,
-  timeoutMs: number,
   onOutput: (chunk: Buffer) => void,
-): Promise<{ exitCode: number; timedOut: boolean; oomKilled: boolean }> {
-  const stream = await container.attach({ stream: true, stdout: true, stderr: true });
+  stdin = false,
+): Promise<{ input: NodeJS.WritableStream; finish(timeoutMs: number): Promise<{ exitCode: number; timedOut: boolean; oomKilled: boolean }> }> {
+  const stream = await container.attach({ stream: true, stdout: true, stderr: true, ...(stdin ? { stdin: true, hijack: true } : {}) });
   const sink = {
     write: (chunk: Buffer) => {
       onOutput(chunk);
@@ -126,21 +128,26 @@ async function startAndWait(
   };
   docker().modem.demuxStream(stream, sink as unknown as NodeJS.WritableStream, sink as unknown as NodeJS.WritableStream);
   await container.start();
-  let timedOut = false;
-  const timer = setTimeout(() => {
-    timedOut = true;
-    container.kill().catch(() => undefined);
-  }, timeoutMs);
-  const exitCode = ((await container.wait().finally(() => clearTimeout(timer))) as { StatusCode: number }).StatusCode;
-  const oomKilled = (await container.inspect().catch(() => null))?.State?.OOMKilled ?? false;
-  return { exitCode, timedOut, oomKilled };
+  return {
+    input: stream,
+    async finish(timeoutMs) {
+      let timedOut = false;
+      const timer = setTimeout(() => {
+        timedOut = true;
+        container.kill().catch(() => undefined);
+      }, timeoutMs);
+      const exitCode = ((await container.wait().finally(() => clearTimeout(timer))) as { StatusCode: number }).StatusCode;
+      const oomKilled = (await container.inspect().catch(() => null))?.State?.OOMKilled ?? false;
+      return { exitCode, timedOut, oomKilled };
+    },
+  };
 }
 
-/**
- * Runs a command to completion in a fresh container with no network and resource limits,
- * killing it at `timeoutMs`. Output is capped so a chatty suite cannot exhaust memory.
- */
-export async function runContainer(opts: {
+async function startAndWait(container: Docker.Container, timeoutMs: number, onOutput: (chunk: Buffer) => void) {
+  return (await attachAndStart(container, onOutput)).finish(timeoutMs);
+}
+
+interface ContainerRun {
   image: string;
   cmd: string[];
   env?: Record<string, string>;
@@ -150,29 +157,52 @@ export async function runContainer(opts: {
   timeoutMs: number;
   outputCap?: number;
   labels?: Record<string, string>;
-}): Promise<RunResult> {
-  const cap = opts.outputCap ?? 1 << 20;
-  const container = await docker().createContainer({
+}
+
+/**
+ * Creates a run's container: `gate` (a shell command) runs after the checkout is in and before the
+ * command, which then gets /dev/null as its standard input as any run's does.
+ */
+function createRunContainer(opts: Omit<ContainerRun, 'timeoutMs'>, gate?: string): Promise<Docker.Container> {
+  const start = gate ? `${PREPARE_REPO} && ${gate} && exec "$@" </dev/null` : `${PREPARE_REPO} && exec "$@"`;
+  return docker().createContainer({
     Image: opts.image,
     // Every container has its own empty /repo: the checkout goes in before the command runs.
-    Cmd: ['sh', '-c', `${PREPARE_REPO} && exec "$@"`, 'sh', ...opts.cmd],
+    Cmd: ['sh', '-c', start, 'sh', ...opts.cmd],
     Env: Object.entries({ ...BASE_ENV, ...opts.env }).map(([k, v]) => `${k}=${v}`),
     User: `${SANDBOX_UID}:${SANDBOX_UID}`,
     Hostname: SANDBOX_HOSTNAME,
     WorkingDir: opts.workdir,
     Labels: labelsOf({ 'worldline.role': 'run', ...opts.labels }),
     NetworkDisabled: true,
+    ...(gate ? { OpenStdin: true, StdinOnce: true } : {}),
     HostConfig: hostConfig(opts.binds ?? [], opts.limits),
   });
+}
+
+/** Collects a run's output up to `cap` characters, and says how much more was dropped. */
+function outputCollector(cap: number) {
   let output = '';
   let dropped = 0;
-  try {
-    const { exitCode, timedOut, oomKilled } = await startAndWait(container, opts.timeoutMs, (chunk) => {
+  return {
+    add(chunk: Buffer) {
       if (output.length < cap) output += chunk.toString('utf8');
       else dropped += chunk.length;
-    });
-    if (dropped) output += `\n[worldline: ${dropped} more bytes of output dropped]\n`;
-    return { exitCode, timedOut, oomKilled, output };
+    },
+    text: () => (dropped ? `${output}\n[worldline: ${dropped} more bytes of output dropped]\n` : output),
+  };
+}
+
+/**
+ * Runs a command to completion in a fresh container with no network and resource limits,
+ * killing it at `timeoutMs`. Output is capped so a chatty suite cannot exhaust memory.
+ */
+export async function runContainer(opts: ContainerRun): Promise<RunResult> {
+  const container = await createRunContainer(opts);
+  const output = outputCollector(opts.outputCap ?? 1 << 20);
+  try {
+    const { exitCode, timedOut, oomKilled } = await startAndWait(container, opts.timeoutMs, (chunk) => output.add(chunk));
+    return { exitCode, timedOut, oomKilled, output: output.text() };
   } finally {
     await container.remove({ force: true, v: true }).catch(() => undefined);
   }
@@ -222,6 +252,16 @@ export interface SandboxSpec {
   labels: Record<string, string>;
 }
 
+/** A sandboxed run's container, the one standard way. */
+const sandboxedRun = (spec: Omit<SandboxSpec, 'timeoutMs'>): Omit<ContainerRun, 'timeoutMs'> => ({
+  image: spec.image,
+  cmd: spec.cmd,
+  env: standardEnv(spec.vars, spec.srcLayout, spec.env),
+  binds: [`${tracersDir}:/worldline/lib:ro`, `${spec.work}:/worldline/out`],
+  limits: toRunLimits(spec.limits),
+  labels: spec.labels,
+});
+
 /**
  * Runs repository code for a stage, the one standard way (see the top of this file), its work
  * folder on a nosuid,nodev disk of `limits.workDiskMb` (work_disk.ts).
@@ -229,23 +269,87 @@ export interface SandboxSpec {
 export function runSandboxed(spec: SandboxSpec): Promise<RunResult> {
   claimWork(spec.work);
   return onWorkDisk(spec.work, spec.limits.workDiskMb ?? DEFAULTS.workDiskMb, SANDBOX_UID, () =>
-    runContainer({
-      image: spec.image,
-      cmd: spec.cmd,
-      env: standardEnv(spec.vars, spec.srcLayout, spec.env),
-      binds: [`${tracersDir}:/worldline/lib:ro`, `${spec.work}:/worldline/out`],
-      limits: toRunLimits(spec.limits),
-      timeoutMs: spec.timeoutMs,
-      labels: spec.labels,
-    }),
+    runContainer({ ...sandboxedRun(spec), timeoutMs: spec.timeoutMs }),
   );
 }
 
+/** A sandboxed run whose container is made and started ahead, held before its command. */
+export interface HeldRun {
+  /** Lets the command run (its inputs are in the work folder by now), killed `timeoutMs` from this call. */
+  go(timeoutMs: number): Promise<RunResult>;
+  /** Removes the container unused and gives the work folder's disk back. */
+  cancel(): Promise<void>;
+}
+
 /**
- * A long-lived container (the agent's environment): started idle, commands exec'd into it
- * bounded in time and output, files put in as a tar stream, removed by `close`.
+ * `runSandboxed`, started ahead: the container is made and started, its work folder put on its
+ * disk and its checkout copied, while the caller does other work; then it waits, running nothing,
+ * until `go` (a line on its standard input), and runs `spec.cmd` as runSandboxed would. Nothing
+ * but our own start-up has run in it, so it is as fresh as one made at `go`. The work folder is
+ * mounted when this resolves: the run's inputs are written into it after that, before `go`.
+ */
+export async function holdSandboxed(spec: Omit<SandboxSpec, 'timeoutMs'>): Promise<HeldRun> {
+  claimWork(spec.work);
+  let hold!: (run: HeldRun) => void;
+  const held = new Promise<HeldRun>((resolve) => {
+    hold = resolve;
+  });
+  const run = onWorkDisk(spec.work, spec.limits.workDiskMb ?? DEFAULTS.workDiskMb, SANDBOX_UID, async () => {
+    // Until `go`, the gate reads its standard input; no line (the stream closed) means the run is off.
+    const container = await createRunContainer(sandboxedRun(spec), 'read -r go');
+    try {
+      const output = outputCollector(1 << 20);
+      const started = await attachAndStart(container, (chunk) => output.add(chunk), true);
+      const timeoutMs = await new Promise<number | null>((resolve) =>
+        hold({
+          go: (t) => {
+            resolve(t);
+            return finished();
+          },
+          cancel: async () => {
+            resolve(null);
+            await run.catch(() => undefined);
+          },
+        }),
+      );
+      if (timeoutMs === null) return null;
+      started.input.write('go\n');
+      const { exitCode, timedOut, oomKilled } = await started.finish(timeoutMs);
+      return { exitCode, timedOut, oomKilled, output: output.text() };
+    } finally {
+      await container.remove({ force: true, v: true }).catch(() => undefined);
+    }
+  });
+  const finished = async (): Promise<RunResult> => {
+    const result = await run;
+    if (!result) throw new Error('the held run was cancelled');
+    return result;
+  };
+  // A failure before the container is held (the disk, the engine) is the caller's at once; after
+  // it, the run's outcome is go's or cancel's to report.
+  const early = run.then(() => {
+    throw new Error('the held run ended before it was let go');
+  });
+  early.catch(() => undefined);
+  return Promise.race([held, early]);
+}
+
+/**
+ * Output as the session returns it: the first `cap` characters, and a note when there were more
+ * (`dropped` bytes beyond those received).
+ */
+function capOutput(output: string, dropped: number, cap: number): string {
+  const kept = output.length > cap ? output.slice(0, cap) : output;
+  return dropped || kept.length >= cap ? `${kept}\n[output capped at ${cap} characters]` : kept;
+}
+
+/**
+ * A long-lived container (the agent's environment): started idle, commands run in it bounded in
+ * time and output (through its tool server while that lives, else one exec each), removed by `close`.
  */
 export class SandboxSession {
+  private server: ToolServer | null = null;
+
   private constructor(private readonly container: Docker.Container) {}
 
   /**
@@ -258,6 +362,8 @@ export class SandboxSession {
     limits: SandboxLimits;
     labels: Record<string, string>;
     setup?: { script: string; args: string[] };
+    /** Start the tool server (tracers/tool_server.py) beside the setup, for the commands after it. */
+    toolServer?: boolean;
   }): Promise<SandboxSession> {
     const limits = toRunLimits(opts.limits);
     const container = await docker().createContainer({
@@ -275,7 +381,12 @@ export class SandboxSession {
     try {
       await container.start();
       const script = opts.setup ? `${PREPARE_REPO} || exit $?\n${opts.setup.script}` : PREPARE_REPO;
-      const prepared = await session.exec(['sh', '-c', script, 'sh', ...(opts.setup?.args ?? [])], 300, 4096);
+      // The server only waits for requests, and none comes before the setup is done: both start at once.
+      const [prepared, server] = await Promise.all([
+        session.exec(['sh', '-c', script, 'sh', ...(opts.setup?.args ?? [])], 300, 4096),
+        opts.toolServer ? ToolServer.start(container) : null,
+      ]);
+      session.server = server;
       if (prepared.exitCode !== 0) throw new Error(`cannot prepare the session's /repo: ${prepared.output.slice(-500)}`);
     } catch (e) {
       await session.close();
@@ -298,8 +409,23 @@ export class SandboxSession {
     }
   }
 
+  /** Whether commands still go through the tool server. */
+  get served(): boolean {
+    return this.server?.alive ?? false;
+  }
+
   /** Runs a command in /repo under `timeout`, keeping the first `cap` characters of its output. */
   async exec(cmd: string[], timeoutS: number, cap: number): Promise<{ output: string; exitCode: number | null }> {
+    if (!this.served) return this.execOnce(cmd, timeoutS, cap);
+    // Bytes enough for `cap` characters however they decode (a character is at most 3 bytes of UTF-8 per UTF-16 unit).
+    const answer = await this.server!.run(cmd, timeoutS, 3 * cap + 3);
+    // Gone mid-command (the agent's own command killed or stopped it): what the command did is unknown.
+    if (!answer) return { output: '[worldline: the tool server stopped during this command; its output is lost]', exitCode: null };
+    return { output: capOutput(answer.kept.toString('utf8'), answer.dropped, cap), exitCode: answer.exitCode };
+  }
+
+  /** One exec of its own: three round trips to the engine. */
+  private async execOnce(cmd: string[], timeoutS: number, cap: number): Promise<{ output: string; exitCode: number | null }> {
     const ex = await this.container.exec({
       Cmd: ['timeout', '-k', '5', String(timeoutS), ...cmd],
       AttachStdout: true,
@@ -322,13 +448,12 @@ export class SandboxSession {
       stream.on('close', resolve);
       stream.on('error', () => resolve());
     });
-    if (output.length > cap) output = output.slice(0, cap);
-    if (dropped || output.length >= cap) output += `\n[output capped at ${cap} characters]`;
     const info = await ex.inspect();
-    return { output, exitCode: info.ExitCode ?? null };
+    return { output: capOutput(output, dropped, cap), exitCode: info.ExitCode ?? null };
   }
 
   async close(): Promise<void> {
+    this.server?.stop();
     await this.container.remove({ force: true, v: true }).catch(() => undefined);
   }
 }

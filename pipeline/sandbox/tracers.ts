@@ -21,6 +21,11 @@ export const TRACER_CODE = {
   mutants: ['worldline_mutate', 'forage_mutations.py', 'worldline_report.py', 'worldline_runs.py', 'worldline_pytest.py', 'worldline_zygote.py'],
   /** The agent's tools, run by exec inside the rollout container. */
   agent: ['agent_tools.py'],
+  /**
+   * The server the agent's commands go through: not part of `agent` (a trajectory's tool versions),
+   * since a command's observation is the same through it or through an exec of its own.
+   */
+  toolServer: ['tool_server.py'],
 } as const;
 
 /** One hash of the named files and folders under tracers/. */

@@ -199,7 +199,7 @@ export const forageStage: Stage<'forage'> = {
       image: build.image_id,
       trace: [trace.episodes, trace.line_events, trace.tracer_version],
       // Forage runs mutants, the agent's tools, grading and the tracer around each fix.
-      code: tracerCodeHash([...TRACER_CODE.mutants, ...TRACER_CODE.agent, ...TRACER_CODE.tracer]),
+      code: tracerCodeHash([...TRACER_CODE.mutants, ...TRACER_CODE.agent, ...TRACER_CODE.toolServer, ...TRACER_CODE.tracer]),
       seed: o.forageSeed,
       tries: o.mutationTries,
       perUnit: o.mutationsPerUnit,

@@ -1,0 +1,97 @@
+/**
+ * The agent's tool server (tracers/tool_server.py): a command run through it answers exactly as
+ * one exec of it does, in real containers of the 3.11 base image; a command that kills or stops
+ * the server costs that command's observation only, and the next one runs by exec.
+ */
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { SandboxSession } from '../pipeline/sandbox/sandbox.js';
+
+const start = (toolServer: boolean) =>
+  SandboxSession.start({
+    image: inject('base311'),
+    env: { UNIT_VAR: 'from the unit' },
+    limits: { memoryMb: 256, pids: 64, cpus: 1 },
+    labels: { 'worldline.role': 'test-tool-server' },
+    toolServer,
+  });
+
+/** An agent's bash command that kills (or stops) every process whose command line names the server, but itself. */
+const signalServer = (signal: string) =>
+  `for p in /proc/[0-9]*; do [ "\${p#/proc/}" != $$ ] && grep -q tool_server.py $p/cmdline 2>/dev/null && kill -${signal} \${p#/proc/}; done; echo signalled`;
+
+describe('the tool server', () => {
+  let exec: SandboxSession;
+  let served: SandboxSession;
+  beforeAll(async () => {
+    [exec, served] = await Promise.all([start(false), start(true)]);
+  }, 120_000);
+  afterAll(async () => {
+    await Promise.all([exec?.close(), served?.close()]);
+  });
+
+  it('answers every command as one exec of it does: folder, environment, descriptors, session, limits, privileges, exit status, timeout, output caps', async () => {
+    expect(exec.served).toBe(false);
+    expect(served.served).toBe(true);
+    const commands: [string, number, number][] = [
+      ['pwd; env | sort; umask; ulimit -a', 10, 20_000],
+      // stdin from /dev/null, stdout and stderr on pipes, `timeout` leads the command's own session.
+      [
+        'readlink /proc/self/fd/0; [ -p /proc/self/fd/1 ] && [ -p /proc/self/fd/2 ] && echo pipes; read -r _ _ _ ppid pgid sid _ < /proc/$$/stat; [ $pgid = $sid ] && [ $sid = $ppid ] && echo timeout leads the session',
+        10,
+        20_000,
+      ],
+      ['grep -E "^(Uid|Gid|Groups|CapEff|CapBnd|NoNewPrivs|Seccomp|SigBlk|SigIgn):" /proc/self/status', 10, 20_000],
+      // Only stderr: the engine reads stdout and stderr as two streams, so their order is a race there (the server's is below).
+      ['echo err >&2; exit 7', 10, 20_000],
+      // As pytest does on a pipe: stderr at once, stdout buffered and flushed at exit; the engine sees them apart.
+      [`python3 -c "import sys, time; print('summary'); sys.stderr.write('not found\\n'); sys.stderr.flush(); time.sleep(0.5)"`, 10, 20_000],
+      ['kill -TERM $$', 10, 20_000],
+      ['sleep 30', 1, 20_000],
+      // A background child that keeps the pipes open: cut when the engine would cut it.
+      ['echo early; (sleep 4; echo late) &', 10, 20_000],
+      [`python3 -c "print('é' * 5000)"`, 10, 1000],
+      ['head -c 5000000 /dev/zero | tr "\\0" a', 10, 20_000],
+      ['printf "\\xff\\xfe not utf-8"', 10, 20_000],
+      ['true', 10, 20_000],
+    ];
+    for (const [command, timeoutS, cap] of commands) {
+      const byExec = await exec.exec(['bash', '-c', command], timeoutS, cap);
+      const byServer = await served.exec(['bash', '-c', command], timeoutS, cap);
+      expect(byServer, command).toEqual(byExec);
+    }
+    expect(served.served).toBe(true);
+    // Not vacuous: the answers carry what they should.
+    const status = await served.exec(['bash', '-c', 'echo $UNIT_VAR; pwd; exit 3'], 10, 100);
+    expect(status).toEqual({ output: 'from the unit\n/repo\n', exitCode: 3 });
+    expect((await served.exec(['sleep', '30'], 1, 100)).exitCode).toBe(124);
+    // One pipe: the order the command wrote in, however close together.
+    expect(await served.exec(['bash', '-c', 'echo out; echo err >&2; echo out again'], 10, 100)).toEqual({ output: 'out\nerr\nout again\n', exitCode: 0 });
+    const seq = Array.from({ length: 1000 }, (_, n) => `${n + 1}\n`).join('');
+    expect((await served.exec(['seq', '1000'], 10, 50)).output).toBe(`${seq.slice(0, 50)}\n[output capped at 50 characters]`);
+  }, 300_000);
+
+  it('a command that kills the server loses its own output only: the next command runs by exec', async () => {
+    const session = await start(true);
+    try {
+      expect(session.served).toBe(true);
+      const killing = await session.exec(['bash', '-c', signalServer('KILL')], 10, 1000);
+      expect(killing.exitCode).toBeNull();
+      expect(session.served).toBe(false);
+      expect(await session.exec(['bash', '-c', 'echo next; pwd; exit 5'], 10, 1000)).toEqual({ output: 'next\n/repo\n', exitCode: 5 });
+    } finally {
+      await session.close();
+    }
+  }, 120_000);
+
+  it('a command that stops the server is answered at its deadline, and the next runs by exec', async () => {
+    const session = await start(true);
+    try {
+      const stopping = await session.exec(['bash', '-c', signalServer('STOP')], 1, 1000);
+      expect(stopping.exitCode).toBeNull();
+      expect(session.served).toBe(false);
+      expect(await session.exec(['bash', '-c', 'echo next'], 10, 1000)).toEqual({ output: 'next\n', exitCode: 0 });
+    } finally {
+      await session.close();
+    }
+  }, 120_000);
+});
