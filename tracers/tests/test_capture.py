@@ -192,3 +192,28 @@ def test_event_and_line_caps_in_c(backend, tmp_path, native_module, monkeypatch)
         else:
             assert any(rec[0] == "return" and rec[4] for rec in fast._raw)
     assert sys.gettrace() is None
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_events_while_off_are_dropped_on_both_paths(backend, tmp_path, native_module, monkeypatch):
+    """Tracer._set_off (what _halt and _fault use) reaches the C capture, which reads its own copy
+    of the flag at every event: events while off are dropped, and they are recorded again once on."""
+    mod = _load(tmp_path)
+
+    def run():
+        tracer = Tracer(root=str(tmp_path), backend=backend)
+        tracer.start()
+        try:
+            capture = tracer._capture
+            mod.leaf(1)
+            tracer._set_off(True)
+            mod.leaf(2)
+            tracer._set_off(False)
+            mod.leaf(3)
+        finally:
+            tracer.stop()
+        return None, tracer, capture
+
+    (_, pure), (_, fast) = _both(run, native_module, monkeypatch)
+    assert fast._raw == pure._raw
+    assert [dict(rec[3])["x"] for rec in fast._raw if rec[0] == tracer_module._CALL] == ["1", "3"]

@@ -163,7 +163,7 @@ def test_unchanged_only_when_the_text_is_the_same(caps):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_incremental_snapshot_matches_full_serialization(backend):
+def test_incremental_snapshot_matches_full_serialization(backend, monkeypatch):
     p = load_program("mutations")
     plain = Serializer()
     # a custom serializer turns the incremental snapshot off: every value, every event
@@ -180,6 +180,20 @@ def test_incremental_snapshot_matches_full_serialization(backend):
     assert got.events == ref.events
     shown = {v for ev in got.events for n, v in ev.get("locals", ()) if n == "inner"}
     assert {"<function renamed_0>", "<function renamed_1>", "<function object>"} <= shown
+    # rebound locals, lists and dicts changed in place at one length, names bound and unbound; the
+    # reference is the pure Python tracer's full serialization, apart from the C snapshot's shortcuts
+    from worldline_tracer import native
+
+    fast = native.mod
+    plain = Serializer()
+    monkeypatch.setattr(native, "mod", None)
+    ref = run_traced(lambda: p.rebind(9), backend, serializer=lambda v: plain(v))[2]
+    monkeypatch.setattr(native, "mod", fast)
+    got = run_traced(lambda: p.rebind(9), backend)[2]
+    assert ref.error is None and got.error is None
+    assert got.events == ref.events
+    shown = {(n, v) for ev in got.events for n, v in ev.get("locals", ())}
+    assert {("old", "[0, 7, 12]"), ("d", "{'k': 8, 'j': '8'}"), ("sub", "{'k': 8}"), ("fresh", "[8]")} <= shown
 
 
 def test_tracer_value_fast_path_matches_the_serializer():

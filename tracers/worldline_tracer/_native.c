@@ -16,6 +16,7 @@
 #if PY_VERSION_HEX < 0x030B0000
 #include <frameobject.h> /* PyFrame_Type and PyFrame_GetBack, in Python.h from 3.11 */
 #endif
+#include <structmember.h> /* PyMemberDef's T_BOOL, for Capture.off */
 #include <limits.h>
 #include <string.h>
 
@@ -722,6 +723,38 @@ static PyObject *keys_since(PyObject *fl, PyObject *prev, int *same) {
     return PyDict_Keys(fl);
 }
 
+/* The previous snapshot's values list, refreshed in place from the locals dict `fl` when the frame
+ * state alone holds it and it has the dict's length: one walk over the dict both compares the
+ * names with `prev_keys` (*same = 1 when all are the same objects in the same order, else -1: not
+ * compared yet) and puts each value in its slot, with moved[i] telling whether it is another object
+ * than before; this spares a new list, and its references, at every event. 1 when done that way,
+ * 0 when the caller must build the lists (no Python code has run and nothing was changed). */
+#define REUSE_MAX 256
+static int values_into(PyObject *fl, PyObject *prev_keys, PyObject *vals, char *moved, int *same) {
+    Py_ssize_t n = PyDict_GET_SIZE(fl);
+    if (n > REUSE_MAX || !PyList_CheckExact(vals) || Py_REFCNT(vals) != 1 || PyList_GET_SIZE(vals) != n
+        || !PyList_CheckExact(prev_keys) || PyList_GET_SIZE(prev_keys) != n)
+        return 0;
+    PyObject *olds[REUSE_MAX];
+    Py_ssize_t pos = 0, i = 0, nold = 0;
+    PyObject *k, *v, **slots = ((PyListObject *)vals)->ob_item;
+    int names_same = 1;
+    while (PyDict_Next(fl, &pos, &k, &v)) {
+        names_same &= k == PyList_GET_ITEM(prev_keys, i);
+        moved[i] = slots[i] != v;
+        if (moved[i]) {
+            olds[nold++] = slots[i];
+            Py_INCREF(v);
+            slots[i] = v;
+        }
+        i++;
+    }
+    *same = names_same ? 1 : -1;
+    /* after the walk: a finalizer run by a release must not see the dict half read */
+    for (Py_ssize_t j = 0; j < nold; j++) Py_DECREF(olds[j]);
+    return 1;
+}
+
 static PyObject *snapshot_of(PyObject *ctx, PyObject *frame, PyObject *st) {
     if (!PyTuple_CheckExact(ctx) || (PyTuple_GET_SIZE(ctx) != 9 && PyTuple_GET_SIZE(ctx) != 10) || !PyList_CheckExact(st)
         || PyList_GET_SIZE(st) != ST_LEN) {
@@ -758,11 +791,20 @@ static PyObject *snapshot_of(PyObject *ctx, PyObject *frame, PyObject *st) {
     PyObject *keys = NULL, *vals = NULL, *out = NULL, *result = NULL;
     PyObject *prev_keys = PyList_GET_ITEM(st, ST_KEYS);
     int same = -1;
+    char moved[REUSE_MAX];  /* where vals was reused: whether the value at i is another object */
+    int reused = 0;
     PyObject *fl = locals_of(frame);
     if (fl == NULL) return NULL;
     if (PyDict_CheckExact(fl)) {  /* up to 3.12 */
-        keys = keys_since(fl, prev_keys, &same);
-        vals = PyDict_Values(fl);
+        reused = values_into(fl, prev_keys, PyList_GET_ITEM(st, ST_VALS), moved, &same);
+        if (reused) {
+            vals = PyList_GET_ITEM(st, ST_VALS);
+            Py_INCREF(vals);
+            keys = same == 1 ? (Py_INCREF(prev_keys), prev_keys) : PyDict_Keys(fl);
+        } else {
+            keys = keys_since(fl, prev_keys, &same);
+            vals = PyDict_Values(fl);
+        }
     } else {  /* 3.13+: a FrameLocalsProxy */
         keys = PyObject_CallMethodNoArgs(fl, S_KEYS);
         vals = keys ? PyObject_CallMethodNoArgs(fl, S_VALUES) : NULL;
@@ -776,6 +818,9 @@ static PyObject *snapshot_of(PyObject *ctx, PyObject *frame, PyObject *st) {
         ok = PyUnicode_CheckExact(k) && PyUnicode_GET_LENGTH(k) > 0;
     }
     if (!ok) {
+        /* st's values were refreshed in place, so the Python path cannot tell what changed: it is
+         * told the names are new, and renders every value */
+        if (reused) PyList_SetItem(st, ST_KEYS, (Py_INCREF(Py_None), Py_None));
         result = PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(ctx, 8), frame, st, NULL);
         goto done;
     }
@@ -783,6 +828,7 @@ static PyObject *snapshot_of(PyObject *ctx, PyObject *frame, PyObject *st) {
     if (same < 0) goto done;
     PyObject *mut, *cache, *prev_vals = NULL;
     int shared;
+    if (reused && !same) reused = 0;  /* the names changed: every value is looked at, as without prev_vals */
     if (same) {
         out = PyList_GET_ITEM(st, ST_OUT);
         Py_INCREF(out);
@@ -834,9 +880,8 @@ static PyObject *snapshot_of(PyObject *ctx, PyObject *frame, PyObject *st) {
     int failed = 0;
     for (Py_ssize_t i = 0; i < n && !failed; i++) {
         PyObject *v = PyList_GET_ITEM(vals, i);
-        if (prev_vals != NULL && i < PyList_GET_SIZE(prev_vals) && PyList_GET_ITEM(prev_vals, i) == v
-            && !PyObject_IsTrue(PyList_GET_ITEM(mut, i)))
-            continue;
+        int kept = reused ? !moved[i] : prev_vals != NULL && i < PyList_GET_SIZE(prev_vals) && PyList_GET_ITEM(prev_vals, i) == v;
+        if (kept && !PyObject_IsTrue(PyList_GET_ITEM(mut, i))) continue;
         PyObject *name = PyList_GET_ITEM(keys, i);
         Py_UCS4 c = PyUnicode_READ_CHAR(name, 0);
         if (c == '@' || c == '.') {
@@ -1033,8 +1078,8 @@ typedef struct {
 
 typedef struct {
     PyObject_HEAD
-    PyObject *tracer;  /* the Python Tracer: _off, truncated, _halt(), _fault() */
-    PyObject *attrs;   /* the tracer's __dict__, where cap_off reads _off (NULL: read the attribute) */
+    PyObject *tracer;  /* the Python Tracer: truncated, _halt(), _fault() */
+    char off;          /* tracer._off, which Tracer._set_off keeps here too (cap_off) */
     PyObject *frames, *codes, *raw, *ctx, *ser, *scope, *disable;
     PyObject *counts;  /* the ints 0, 1, ... a frame's line count has reached so far (count_of) */
     Py_ssize_t max_lines, max_events;
@@ -1061,20 +1106,11 @@ static int cap_fault(Capture *c) {
     return 0;
 }
 
-/* tracer._off, asked at every event: a lookup in the tracer's __dict__ (Tracer has no `_off`
- * descriptor) costs a fraction of the generic attribute lookup, which looked the name up on the
- * type first. */
+/* tracer._off, asked at every event, the line cap's dropped lines included: a field the tracer
+ * sets (Tracer._set_off), where a lookup in the tracer's __dict__ was 4% of a CPU-bound run's
+ * instructions. 1, 0 (kept int-valued: the callers also take -1 as an error). */
 static int cap_off(Capture *c) {
-    if (c->attrs != NULL) {
-        PyObject *off = PyDict_GetItemWithError(c->attrs, S_OFF);
-        if (off != NULL) return PyObject_IsTrue(off);
-        if (PyErr_Occurred()) return -1;
-    }
-    PyObject *off = PyObject_GetAttr(c->tracer, S_OFF);
-    if (off == NULL) return -1;
-    int r = PyObject_IsTrue(off);
-    Py_DECREF(off);
-    return r;
+    return c->off;
 }
 
 /* frame.f_lineno */
@@ -1177,7 +1213,8 @@ static PyObject *count_of(Capture *c, Py_ssize_t n) {
     return x;
 }
 
-/* Tracer._on_line, the line cap included */
+/* Tracer._on_line, the line cap included; line NULL: the frame's, read only past the cap check (a
+ * capped loop's lines, most of a CPU-bound run's events, then cost no int) */
 static int cap_on_line(Capture *c, PyFrameObject *frame, PyObject *st, PyObject *line) {
     Py_ssize_t n = PyLong_AsSsize_t(PyList_GET_ITEM(st, ST_NLINES)) + 1;
     if (n == 0 && PyErr_Occurred()) return -1;
@@ -1191,11 +1228,16 @@ static int cap_on_line(Capture *c, PyFrameObject *frame, PyObject *st, PyObject 
         PyList_SetItem(st, ST_CAPPED, Py_True);
         return 0;
     }
+    if (line == NULL) {
+        line = lineno_of(frame);
+        if (line == NULL) return -1;
+    } else Py_INCREF(line);
     Py_INCREF(st);  /* a callback in the snapshot may drop it from the frames dict */
     PyObject *snap = snapshot_of(c->ctx, (PyObject *)frame, st);
     PyObject *rec = snap ? PyTuple_Pack(4, S_LINE, PyList_GET_ITEM(st, ST_HEAD), line, snap) : NULL;
     Py_XDECREF(snap);
     Py_DECREF(st);
+    Py_DECREF(line);
     return snap == NULL ? -1 : cap_emit(c, rec);
 }
 
@@ -1334,13 +1376,7 @@ static int cap_event(Capture *c, PyFrameObject *frame, int what, PyObject *arg) 
     }
     PyObject *st = PyDict_GetItemWithError(c->frames, (PyObject *)frame);
     if (st == NULL) return PyErr_Occurred() ? -1 : 0;
-    if (what == PyTrace_LINE) {
-        PyObject *line = lineno_of(frame);
-        if (line == NULL) return -1;
-        int r = cap_on_line(c, frame, st, line);
-        Py_DECREF(line);
-        return r;
-    }
+    if (what == PyTrace_LINE) return cap_on_line(c, frame, st, NULL);
     if (what == PyTrace_RETURN) {
         int r = cap_on_return(c, frame, st, arg);
         return r < 0 ? r : PyObject_SetAttr((PyObject *)frame, S_F_TRACE, Py_None);
@@ -1588,15 +1624,19 @@ static PyObject *cap_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
         Py_DECREF(c);
         return NULL;
     }
-    c->attrs = PyObject_GenericGetDict(tracer, NULL);
-    if (c->attrs != NULL && !PyDict_CheckExact(c->attrs)) Py_CLEAR(c->attrs);
-    if (c->attrs == NULL) PyErr_Clear();  /* no __dict__: cap_off reads the attribute */
+    PyObject *off = PyObject_GetAttr(tracer, S_OFF);
+    int is_off = off == NULL ? -1 : PyObject_IsTrue(off);
+    Py_XDECREF(off);
+    if (is_off < 0) {
+        Py_DECREF(c);
+        return NULL;
+    }
+    c->off = (char)is_off;
     return (PyObject *)c;
 }
 
 static int cap_traverse(Capture *c, visitproc visit, void *arg) {
     Py_VISIT(c->tracer);
-    Py_VISIT(c->attrs);
     Py_VISIT(c->counts);
     Py_VISIT(c->frames);
     Py_VISIT(c->codes);
@@ -1615,7 +1655,6 @@ static int cap_traverse(Capture *c, visitproc visit, void *arg) {
 
 static int cap_clear(Capture *c) {
     Py_CLEAR(c->tracer);
-    Py_CLEAR(c->attrs);
     Py_CLEAR(c->counts);
     Py_CLEAR(c->frames);
     Py_CLEAR(c->codes);
@@ -1643,12 +1682,18 @@ static PyMethodDef cap_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static PyMemberDef cap_members[] = {
+    {"off", T_BOOL, offsetof(Capture, off), 0, "tracer._off, set by Tracer._set_off"},
+    {NULL, 0, 0, 0, NULL},
+};
+
 static PyTypeObject CaptureType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "_worldline_native.Capture",
     .tp_basicsize = sizeof(Capture),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "Capture(tracer, frames, codes, raw, ctx, ser, scope, max_lines, max_events, disable, thread)",
+    .tp_members = cap_members,
     .tp_new = cap_new,
     .tp_call = cap_call,
     .tp_traverse = (traverseproc)cap_traverse,
@@ -1729,13 +1774,43 @@ static PyObject *line_locals(PyObject *self, PyObject *const *args, Py_ssize_t n
 }
 
 
-/* Whether the items `it` yields, `limit` at most (-1: all), are the items of `tuple` from *pos on,
- * by identity, as all(map(operator.is_, ...)) over a chain of such iterables sees them: it stops
- * where the tuple runs out. 1, 0, or -1 with an error. */
-static int items_are(PyObject *obj, Py_ssize_t limit, PyObject *tuple, Py_ssize_t *pos) {
-    PyObject *it = PyObject_GetIter(obj);
+/* Whether the items `obj` yields (a dict's values() where `values`), `limit` at most (-1: all), are
+ * the items of `tuple` from *pos on, by identity, as all(map(operator.is_, ...)) over a chain of
+ * such iterables sees them: it stops where the tuple runs out (2). 1, 0, or -1 with an error.
+ * Exact lists, tuples and dicts are read in place (the same items in the same order as their
+ * iterators give, and no Python code runs meanwhile): this check runs for every container local
+ * at every event, and the iterator, the bound values() and their frames were most of its cost. */
+static int items_are(PyObject *obj, Py_ssize_t limit, int values, PyObject *tuple, Py_ssize_t *pos) {
+    Py_ssize_t n = PyTuple_GET_SIZE(tuple);
+    PyTypeObject *t = Py_TYPE(obj);
+    if (t == &PyList_Type || t == &PyTuple_Type) {
+        if (values) goto generic;
+        PyObject **items = t == &PyList_Type ? ((PyListObject *)obj)->ob_item : ((PyTupleObject *)obj)->ob_item;
+        Py_ssize_t len = Py_SIZE(obj);
+        if (limit >= 0 && limit < len) len = limit;
+        for (Py_ssize_t i = 0; i < len; i++) {
+            if (*pos >= n) return 2;
+            if (items[i] != PyTuple_GET_ITEM(tuple, (*pos)++)) return 0;
+        }
+        return 1;
+    }
+    if (t == &PyDict_Type) {
+        Py_ssize_t dpos = 0, taken = 0;
+        PyObject *k, *v;
+        while ((limit < 0 || taken < limit) && PyDict_Next(obj, &dpos, &k, &v)) {
+            taken++;
+            if (*pos >= n) return 2;
+            if ((values ? v : k) != PyTuple_GET_ITEM(tuple, (*pos)++)) return 0;
+        }
+        return 1;
+    }
+generic:;
+    PyObject *src = values ? PyObject_CallMethodNoArgs(obj, S_VALUES) : obj;
+    if (src == NULL) return -1;
+    PyObject *it = PyObject_GetIter(src);
+    if (values) Py_DECREF(src);
     if (it == NULL) return -1;
-    Py_ssize_t n = PyTuple_GET_SIZE(tuple), taken = 0;
+    Py_ssize_t taken = 0;
     int ok = 1;
     while (ok && (limit < 0 || taken < limit)) {
         PyObject *item = PyIter_Next(it);
@@ -1764,11 +1839,7 @@ static int chain_is(PyObject *containers, Py_ssize_t limit, int values, PyObject
     }
     Py_ssize_t pos = 0;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(containers); i++) {
-        PyObject *c = PyTuple_GET_ITEM(containers, i);
-        PyObject *src = values ? PyObject_CallMethodNoArgs(c, S_VALUES) : c;
-        if (src == NULL) return -1;
-        int r = items_are(src, limit, tuple, &pos);
-        if (values) Py_DECREF(src);
+        int r = items_are(PyTuple_GET_ITEM(containers, i), limit, values, tuple, &pos);
         if (r <= 0) return r;
         if (r == 2) return 1;
     }
@@ -1809,13 +1880,18 @@ static int unchanged_of(Py_ssize_t k, PyObject *value, PyObject *key) {
         Py_ssize_t shown = PyLong_AsSsize_t(PyTuple_GET_ITEM(key, 1));
         if (shown == -1 && PyErr_Occurred()) return -1;
         if ((n <= k ? n : -1) != shown) return 0;
-        PyObject *one = PyTuple_Pack(1, value);
-        if (one == NULL) return -1;
-        r = chain_is(one, -1, 0, PyTuple_GET_ITEM(key, 2));
-        if (r == 1 && PyTuple_GET_ITEM(key, 3) != Py_None) r = chain_is(one, -1, 1, PyTuple_GET_ITEM(key, 3));
-        Py_DECREF(one);
-        if (r < 0) return -1;
-        return r;
+        PyObject *items = PyTuple_GET_ITEM(key, 2), *vals = PyTuple_GET_ITEM(key, 3);
+        if (!PyTuple_CheckExact(items) || (vals != Py_None && !PyTuple_CheckExact(vals))) {
+            PyErr_SetString(PyExc_TypeError, "unchanged: a key that keyed() did not make");
+            return -1;
+        }
+        Py_ssize_t pos = 0;
+        r = items_are(value, -1, 0, items, &pos);
+        if (r > 0 && vals != Py_None) {
+            pos = 0;
+            r = items_are(value, -1, 1, vals, &pos);
+        }
+        return r < 0 ? -1 : r > 0;
     }
     PyObject *small = PyTuple_GET_ITEM(key, 1), *lens = PyTuple_GET_ITEM(key, 2);
     if (!PyTuple_CheckExact(small) || !PyList_CheckExact(lens)) {

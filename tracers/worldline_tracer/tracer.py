@@ -276,7 +276,7 @@ class Tracer(object):
             raise RuntimeError("tracer already started")
         self._thread = threading.get_ident()
         self._running = True
-        self._off = False
+        self._set_off(False)
         if native.mod is not None:
             # _st_global/_st_local and the commonest monitoring callbacks in C, on this state
             self._capture = native.mod.Capture(
@@ -297,7 +297,7 @@ class Tracer(object):
     def stop(self):
         if not self._running:
             return self
-        self._off = True
+        self._set_off(True)
         try:
             if self.backend == "monitoring":
                 self._stop_monitoring()
@@ -413,9 +413,16 @@ class Tracer(object):
             self.truncated = True
             self._halt()
 
+    def _set_off(self, off):
+        """Events are ignored from now on (off) or handled again; the C capture keeps its own copy,
+        which it reads at every event in place of this attribute."""
+        self._off = off
+        if self._capture is not None:
+            self._capture.off = off
+
     def _halt(self):
         """Stop delivering events now (from inside a callback); stop() finishes the cleanup."""
-        self._off = True
+        self._set_off(True)
         if self.backend == "settrace":
             sys.settrace(self._prev_trace)
         else:
@@ -427,7 +434,7 @@ class Tracer(object):
         the program is at its recursion limit and would raise it itself."""
         exc = sys.exc_info()[1]
         if isinstance(exc, RecursionError) and deep_overflow():
-            self._off = True
+            self._set_off(True)
             if self.error is None:
                 self.error = "RecursionError: recursion limit reached while tracing"
             try:

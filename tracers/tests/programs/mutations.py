@@ -61,3 +61,40 @@ def rename(n):
     del last
     return len(made)
 
+
+
+class Dict(dict):
+    pass
+
+
+def rebind(n):
+    """What the C snapshot's shortcuts must still notice (a values list refreshed in place, lists
+    and dicts compared item by item in place): a local rebound to an equal but different object
+    whose old object then changes, lists and dicts changed in place at the same length (shown items
+    and, past max_items, hidden ones), a dict subclass, names bound and unbound between lines."""
+    a = [0, 1, 2]
+    d = {"k": 1, "j": 2}
+    wide = dict.fromkeys(range(30), 0)
+    long = [0] * 30
+    sub = Dict(k=1)
+    t = (1, 2)
+    for i in range(n):
+        old = a
+        a = [0, 1, 2] if i % 2 else list(old)
+        old[1] = i
+        a[2] = i * 2
+        d["k"] = i
+        d["j"] = str(i)
+        wide[i % 3] = i
+        wide[29] = i
+        long[i % 4] = i
+        long[25] = i
+        sub["k"] = i
+        t = (1, 2) if i % 2 else (1, i)
+        if i % 3 == 0:
+            fresh = i
+        elif i % 3 == 1:
+            del fresh
+        else:
+            fresh = [i]
+    return a
