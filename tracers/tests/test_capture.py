@@ -217,3 +217,46 @@ def test_events_while_off_are_dropped_on_both_paths(backend, tmp_path, native_mo
     (_, pure), (_, fast) = _both(run, native_module, monkeypatch)
     assert fast._raw == pure._raw
     assert [dict(rec[3])["x"] for rec in fast._raw if rec[0] == tracer_module._CALL] == ["1", "3"]
+
+
+def test_capped_frames_get_their_line_events_back(tmp_path, native_module, monkeypatch):
+    """settrace: past the line cap the C capture turns a frame's line events off (f_trace_lines);
+    a generator resumed after its cap counts its lines afresh, as on the Python path, and a frame
+    still running when the tracer stops has them back (a coverage tool or debugger tracing after
+    us must still see its lines)."""
+    path = tmp_path / "capped_program.py"
+    path.write_text('''import sys
+
+def gen(n):
+    for i in range(n):
+        x = i
+        yield x
+
+def loop(tracer, seen):
+    total = 0
+    for i in range(6):
+        total += i
+    g = gen(6)
+    total += next(g) + next(g)
+    total += sum(g)
+    tracer.stop()
+    seen.append(sys._getframe().f_trace_lines)
+    return total
+''')
+    spec = importlib.util.spec_from_file_location("capped_program", str(path))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+
+    def run():
+        tracer = Tracer(root=str(tmp_path), backend="settrace", max_lines_per_call=2)
+        seen = []
+        tracer.start()
+        capture = tracer._capture
+        mod.loop(tracer, seen)
+        return seen, tracer, capture
+
+    (seen_pure, pure), (seen_fast, fast) = _both(run, native_module, monkeypatch)
+    assert fast._raw == pure._raw
+    assert seen_fast == seen_pure == [True]
+    lines = [rec for rec in fast._raw if rec[0] == tracer_module._LINE and rec[1][0][1] == "gen"]
+    assert len(lines) > 6  # each resumption counts afresh: more lines than one frame's cap

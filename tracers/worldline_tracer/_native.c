@@ -1057,7 +1057,7 @@ static PyObject *snapshot(PyObject *self, PyObject *const *args, Py_ssize_t narg
  * in a handler is handled as the Python's ``except Exception: self._fault()``; anything else
  * propagates and, under settrace, turns tracing off as CPython's own trampoline does. */
 enum { ST_HEAD = 0, ST_NLINES, ST_CAPPED };
-static PyObject *S_OFF, *S_TRUNCATED, *S_HALT, *S_FAULT, *S_F_TRACE, *S_CALL, *S_LINE, *S_RETURN, *S_EXCEPTION,
+static PyObject *S_F_TRACE_LINES, *S_OFF, *S_TRUNCATED, *S_HALT, *S_FAULT, *S_F_TRACE, *S_CALL, *S_LINE, *S_RETURN, *S_EXCEPTION,
     *S_EXC_FMT, *S_CO_LINES;
 
 /* A code object's line per code unit, from its co_lines() (-1: none), for cap_m_jump: the JUMP
@@ -1376,9 +1376,20 @@ static int cap_event(Capture *c, PyFrameObject *frame, int what, PyObject *arg) 
     }
     PyObject *st = PyDict_GetItemWithError(c->frames, (PyObject *)frame);
     if (st == NULL) return PyErr_Occurred() ? -1 : 0;
-    if (what == PyTrace_LINE) return cap_on_line(c, frame, st, NULL);
+    if (what == PyTrace_LINE) {
+        /* past the line cap the frame's lines are dropped: CPython is told to stop delivering them
+         * (most of a CPU-bound run's events were such lines); the return turns them back on, for a
+         * generator's next resumption, which counts afresh, and so does Tracer.stop */
+        Py_INCREF(st);
+        int r = cap_on_line(c, frame, st, NULL);
+        if (r == 0 && PyList_GET_ITEM(st, ST_CAPPED) == Py_True) r = PyObject_SetAttr((PyObject *)frame, S_F_TRACE_LINES, Py_False);
+        Py_DECREF(st);
+        return r;
+    }
     if (what == PyTrace_RETURN) {
+        int capped = PyList_GET_ITEM(st, ST_CAPPED) == Py_True;
         int r = cap_on_return(c, frame, st, arg);
+        if (r == 0 && capped) r = PyObject_SetAttr((PyObject *)frame, S_F_TRACE_LINES, Py_True);
         return r < 0 ? r : PyObject_SetAttr((PyObject *)frame, S_F_TRACE, Py_None);
     }
     if (what == PyTrace_EXCEPTION) return cap_on_exception(c, frame, st, arg);
@@ -1975,6 +1986,7 @@ PyMODINIT_FUNC PyInit__worldline_native(void) {
     S_VALUES = PyUnicode_InternFromString("values");
     S_QUALNAME = PyUnicode_InternFromString("__qualname__");
     S_OFF = PyUnicode_InternFromString("_off");
+    S_F_TRACE_LINES = PyUnicode_InternFromString("f_trace_lines");
     S_TRUNCATED = PyUnicode_InternFromString("truncated");
     S_HALT = PyUnicode_InternFromString("_halt");
     S_FAULT = PyUnicode_InternFromString("_fault");
@@ -2000,7 +2012,7 @@ PyMODINIT_FUNC PyInit__worldline_native(void) {
     S_RETURN = PyUnicode_InternFromString("return");
     S_EXCEPTION = PyUnicode_InternFromString("exception");
     if (EMPTY == NULL || LT_BAR == NULL || LT_QUOTE_COLON == NULL || S_F_LOCALS == NULL || S_KEYS == NULL
-        || S_VALUES == NULL || S_QUALNAME == NULL || S_OFF == NULL || S_TRUNCATED == NULL || S_HALT == NULL
+        || S_VALUES == NULL || S_QUALNAME == NULL || S_OFF == NULL || S_F_TRACE_LINES == NULL || S_TRUNCATED == NULL || S_HALT == NULL
         || S_FAULT == NULL || S_F_TRACE == NULL || S_NAME == NULL || S_EXC_FMT == NULL || S_CO_LINES == NULL || S_OBJ_FMT == NULL || S_AT_0X == NULL
         || S_ED == NULL || S_STARTED == NULL || S_STOPPED == NULL || S_THREAD_REPL == NULL || S_CALL == NULL
         || S_LINE == NULL || S_RETURN == NULL || S_EXCEPTION == NULL || PyType_Ready(&CaptureType) < 0)

@@ -304,6 +304,11 @@ class Tracer(object):
             else:
                 sys.settrace(self._prev_trace)
                 self._prev_trace = None
+                if self._capture is not None:
+                    # the C capture stops a frame's line events past the line cap (see cap_event)
+                    for frame, st in self._frames.items():
+                        if st[_CAPPED]:
+                            frame.f_trace_lines = True
         finally:
             self._running = False
             self._frames.clear()
