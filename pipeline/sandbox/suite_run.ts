@@ -133,13 +133,13 @@ export interface StepOutcome {
   ended: number;
 }
 
+/** The runner's command: the same for every step list (the list is a file of the work folder). */
+export const STEPS_RUNNER_CMD = ['python3', '-I', '-S', '/worldline/lib/worldline_runs.py', '/worldline/out', '--steps', '/worldline/out/steps.json'];
+
 /**
  * Writes `steps` for the runner and a fresh key; returns the container's command and the key.
  * `cap` bounds each run's output on disk and each script's output kept.
  */
-/** The runner's command: the same for every step list (the list is a file of the work folder). */
-export const STEPS_RUNNER_CMD = ['python3', '-I', '-S', '/worldline/lib/worldline_runs.py', '/worldline/out', '--steps', '/worldline/out/steps.json'];
-
 export function stepsRunner(work: string, steps: Step[], cap: number): { cmd: string[]; key: string } {
   const plan = steps.map((s) => ('sh' in s ? s : { name: s.name, run: s.run, timeout: s.timeoutS, test_limit: s.testLimitS, env: s.env }));
   writeFileSync(join(work, 'steps.json'), JSON.stringify({ cap, steps: plan }));
