@@ -29,11 +29,13 @@ if os.path.isdir(BASELINE):
 
 
 def output(name):
-    """(raw events, bytes) a variant wrote in the round just run."""
+    """(raw events, bytes) a variant wrote in the round just run; bytes None where the naive
+    tracer wrote to /dev/null."""
     if name == "naive":
-        path = "/tmp/naive-trace.txt"
-        with open(path, "rb") as f:
-            return sum(1 for _ in f), os.path.getsize(path)
+        with open("/tmp/naive-events.txt") as f:
+            events = int(f.read())
+        path = os.environ.get("NAIVE_OUT", "/tmp/naive-trace.txt")
+        return events, (os.path.getsize(path) if path != os.devnull else None)
     if name == "untraced":
         return 0, 0
     events = 0
@@ -57,7 +59,7 @@ def main():
         for name, (plugins, env) in VARIANTS.items():
             if name in capped:
                 continue
-            for stale in ("/tmp/ours.jsonl", "/tmp/in_test", "/tmp/naive-trace.txt"):
+            for stale in ("/tmp/ours.jsonl", "/tmp/in_test", "/tmp/naive-trace.txt", "/tmp/naive-events.txt"):
                 if os.path.exists(stale):
                     os.remove(stale)
             cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:timeout", "-p", "bench_timer"] + plugins + extra
