@@ -7,7 +7,7 @@ import pytest
 from conftest import PROGRAM_CALLS, load_program, run_traced
 
 from worldline_tracer import HAS_MONITORING, Tracer, native
-from worldline_tracer.episodes import EpisodeBuilder
+from worldline_tracer.episodes import EpisodeBuilder, Texts
 from worldline_tracer.tracer import _as_dict
 
 BACKENDS = ["settrace", "monitoring"] if HAS_MONITORING else ["settrace"]
@@ -21,10 +21,12 @@ def walk(native_modules, monkeypatch):
     answers = []
 
     class Spy(object):
+        Episodes = episodes.Episodes
+
         @staticmethod
-        def cut(raw, ctx):
-            got = episodes.cut(raw, ctx)
-            answers.append(None if got is None else len(got[0]))
+        def cut(raw, ctx, out):
+            got = episodes.cut(raw, ctx, out)
+            answers.append(None if got is None else len(out))
             return got
 
     monkeypatch.setattr(native, "mod", mod)
@@ -35,7 +37,7 @@ def walk(native_modules, monkeypatch):
 def _both(raw, events, **options):
     fast = EpisodeBuilder(**options)
     pure = EpisodeBuilder(**options)
-    return (fast.encode_records(raw), fast.dropped), (pure.encode(events), pure.dropped)
+    return (fast.encode_records(raw).texts(), fast.dropped), (pure.encode(events), pure.dropped)
 
 
 OPTIONS = [dict(step_in=s, max_depth=d, max_step_depth=m, max_frames=f, seed=7)
@@ -73,8 +75,8 @@ def test_contexts_shared_across_tests_give_the_same_bytes(walk, monkeypatch):
             p = load_program(module)
             tracer = run_traced(lambda: call(p), "settrace")[2]
             for seed in (1, 2):
-                fresh = EpisodeBuilder(seed=seed, step_in=1.0).encode_records(tracer._raw)
-                again = EpisodeBuilder(seed=seed, step_in=1.0, sources=shared).encode_records(tracer._raw)
+                fresh = EpisodeBuilder(seed=seed, step_in=1.0).encode_records(tracer._raw).texts()
+                again = EpisodeBuilder(seed=seed, step_in=1.0, sources=shared).encode_records(tracer._raw).texts()
                 assert again == fresh, module
         assert shared.contexts  # the C walk filled the shared cache
     assert walk and None not in walk
@@ -107,23 +109,69 @@ def test_without_the_module_records_take_the_python(monkeypatch):
     monkeypatch.setattr(native, "episodes", None)
     p = load_program("cwm_example")
     tracer = run_traced(p.main, "settrace")[2]
-    texts = EpisodeBuilder(seed=1).encode_records(tracer._raw)
+    texts = EpisodeBuilder(seed=1).encode_records(tracer._raw).texts()
     assert texts and texts == EpisodeBuilder(seed=1).encode([_as_dict(r) for r in tracer._raw])
 
 
-def test_joined_is_the_python_join(native_modules, monkeypatch):
-    """The array body the plugin writes: the same bytes with and without the module, and a text
-    that is not ASCII refused as the ASCII encoding refuses it."""
-    from worldline_tracer import episodes
-    texts = ['{"a": 1}', "", '{"b": "\\\\u00e9"}'] * 3
-    for case in ([], texts[:1], texts):
-        monkeypatch.setattr(native, "episodes", native_modules[1])
-        fast = episodes.joined(case)
-        monkeypatch.setattr(native, "episodes", None)
-        assert fast == episodes.joined(case) == ", ".join(case).encode("ascii")
-    monkeypatch.setattr(native, "episodes", native_modules[1])
-    with pytest.raises(ValueError):
-        episodes.joined(["caf\u00e9"])
+def test_the_batch_is_the_python_texts(native_modules, monkeypatch):
+    """The C batch (one buffer, reused across tests) and the Python's texts: the same sizes, texts
+    and array body the plugin writes, after a sample was kept too, and after a larger test was
+    written into the same batch; its bytes are not rewritten while a view of them is out."""
+    mod, episodes = native_modules
+    monkeypatch.setattr(native, "mod", mod)
+    monkeypatch.setattr(native, "episodes", episodes)
+    samples = load_program("samples")
+    raws = [run_traced(lambda: samples.fact(5), "settrace")[2]._raw,
+            run_traced(load_program("native_edges").main, "settrace")[2]._raw]
+    batch = episodes.Episodes()
+    for raw in raws[::-1] + raws:  # a larger test first, then a smaller one written over it
+        built = EpisodeBuilder(seed=5, step_in=1.0).encode_records(raw, into=batch)
+        assert built is batch
+        texts = EpisodeBuilder(seed=5, step_in=1.0).encode([_as_dict(r) for r in raw])
+        assert len(texts) > 3
+        for chosen in (None, [0, 2, len(texts) - 1], [1], []):
+            pure = Texts(list(texts))
+            built = EpisodeBuilder(seed=5, step_in=1.0).encode_records(raw, into=batch)
+            if chosen is not None:
+                pure.keep(chosen)
+                batch.keep(chosen)
+            kept = texts if chosen is None else [texts[i] for i in chosen]
+            assert batch.texts() == pure.texts() == kept
+            assert batch.sizes() == pure.sizes() == [len(t) for t in kept]
+            assert bytes(batch.body()) == pure.body() == ", ".join(kept).encode("ascii")
+            # join(): the body as an earlier revision's plugin asks for it (bench:tracer --baseline)
+            assert episodes.join(kept) == pure.body()
+            assert len(batch) == len(kept)
+    view = batch.body()
+    with pytest.raises(BufferError):
+        EpisodeBuilder(seed=5).encode_records(raws[0], into=batch)
+    view.release()
+    with pytest.raises(IndexError):
+        batch.keep([1, 0])
+    # the form an earlier revision's episodes.py asks for: (texts, dropped)
+    builder = EpisodeBuilder(seed=5, step_in=1.0)
+    got = builder.encode_records(raws[0], into=batch)
+    assert got is batch and len(batch)
+    ctx_texts = episodes.cut(raws[0], _ctx_of(builder))
+    assert ctx_texts[0] == EpisodeBuilder(seed=5, step_in=1.0).encode([_as_dict(r) for r in raws[0]])
+
+
+def _ctx_of(builder):
+    """The ctx tuple encode_records passes to cut(), caught on its way."""
+    seen = []
+
+    class Catch(object):
+        @staticmethod
+        def cut(raw, ctx, out):
+            seen.append(ctx)
+            return None
+
+    real, native.episodes = native.episodes, Catch
+    try:
+        builder.encode_records([], into=object())
+    finally:
+        native.episodes = real
+    return seen[0]
 
 
 def test_an_earlier_revisions_ctx_gives_the_same_bytes(native_modules, monkeypatch):
@@ -134,9 +182,11 @@ def test_an_earlier_revisions_ctx_gives_the_same_bytes(native_modules, monkeypat
     seen = []
 
     class Earlier(object):
+        Episodes = episodes.Episodes
+
         @staticmethod
-        def cut(raw, ctx):
-            got = episodes.cut(raw, ctx[:8] + (json.encoder.encode_basestring_ascii,) + ctx[8:])
+        def cut(raw, ctx, out):
+            got = episodes.cut(raw, ctx[:8] + (json.encoder.encode_basestring_ascii,) + ctx[8:], out)
             seen.append(got is not None)
             return got
 
@@ -144,7 +194,7 @@ def test_an_earlier_revisions_ctx_gives_the_same_bytes(native_modules, monkeypat
     p = load_program("cwm_example")
     tracer = run_traced(p.main, "settrace")[2]
     monkeypatch.setattr(native, "episodes", episodes)
-    now = EpisodeBuilder(seed=3, step_in=1.0).encode_records(tracer._raw)
+    now = EpisodeBuilder(seed=3, step_in=1.0).encode_records(tracer._raw).texts()
     monkeypatch.setattr(native, "episodes", Earlier)
-    assert now and EpisodeBuilder(seed=3, step_in=1.0).encode_records(tracer._raw) == now
+    assert now and EpisodeBuilder(seed=3, step_in=1.0).encode_records(tracer._raw).texts() == now
     assert seen == [True]

@@ -1,7 +1,7 @@
 /* The episode builder's walk in C, imported as the top-level module _worldline_episodes
  * (build_native.py compiles it beside _worldline_native; episodes.py uses it when both import).
  *
- * cut(raw, ctx) is episodes.EpisodeBuilder._cuts + _as_json straight from the tracer's compact
+ * cut(raw, ctx, out) is episodes.EpisodeBuilder._cuts + _as_json straight from the tracer's compact
  * records (tracer.py: (kind, (info, depth), line, payload[, flag]), info = (file, qualname,
  * firstlineno, is_gen)), without the per-event dicts: the same nesting into activations, the same
  * order (an activation is always appended below the open path, so the walk's preorder is the order
@@ -10,6 +10,11 @@
  * It answers None whenever the Python would take a path this file does not copy (a frame whose
  * text is not "clean", locals frame_parts or line_locals leave to Python, records of another
  * shape); the caller then builds the whole test in Python, which stays the reference.
+ *
+ * The episodes go straight into `out`, an Episodes object: one buffer holding them joined by ", "
+ * (the body of the plugin's JSON array), which the plugin writes as it is through the buffer
+ * protocol. Kept from one test to the next, it is written into without a str per episode, a join
+ * and fresh pages for each (h11: 231 MB, each byte copied twice more and page-faulted twice).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -24,6 +29,45 @@ static int put_ascii(Buf *b, PyObject *s) {
         return -1;
     }
     return buf_put(b, (const char *)PyUnicode_1BYTE_DATA(s), PyUnicode_GET_LENGTH(s));
+}
+
+/* A test's episodes, joined by ", " in one buffer: episode i is [start(i), ends[i]). */
+typedef struct {
+    PyObject_HEAD
+    Buf buf;
+    Py_ssize_t *ends;
+    Py_ssize_t n, cap;
+    Py_ssize_t exports;  /* buffer views handed out: the bytes must not move under them */
+} Episodes;
+
+static PyTypeObject EpisodesType;
+
+static Py_ssize_t ep_start(Episodes *e, Py_ssize_t i) {
+    return i ? e->ends[i - 1] + 2 : 0;
+}
+
+static int ep_writable(Episodes *e) {
+    if (e->exports) {
+        PyErr_SetString(PyExc_BufferError, "Episodes: its bytes are being written");
+        return -1;
+    }
+    return 0;
+}
+
+/* The episode just written into e->buf (from its ", ") counted. */
+static int ep_push(Episodes *e) {
+    if (e->n == e->cap) {
+        Py_ssize_t cap = e->cap ? e->cap * 2 : 256;
+        Py_ssize_t *q = PyMem_Realloc(e->ends, sizeof(Py_ssize_t) * cap);
+        if (q == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        e->ends = q;
+        e->cap = cap;
+    }
+    e->ends[e->n++] = e->buf.n;
+    return 0;
 }
 
 /* The walk's callables and constants: cut()'s ctx tuple, in this order. */
@@ -87,7 +131,7 @@ typedef struct {
     Shown *shown;
     Py_ssize_t nshown, capshown;
     PyObject *callees;           /* [(file, FuncInfo)] */
-    Buf out;                     /* the episode's JSON, its memory kept from one to the next */
+    Episodes *out;               /* where the episodes are written */
     int off_path;                /* set: answer None, the Python builds the test */
 } Walk;
 
@@ -430,8 +474,8 @@ static PyObject *context_json(Walk *w, PyObject *file, PyObject *fn) {
     return context;
 }
 
-/* One episode for activation a (FuncInfo fn) appended to `out`, or a drop counted. */
-static int episode(Walk *w, Py_ssize_t a, PyObject *fn, PyObject *out, PyObject *dropped) {
+/* One episode for activation a (FuncInfo fn) appended to w->out, or a drop counted. */
+static int episode(Walk *w, Py_ssize_t a, PyObject *fn, PyObject *dropped) {
     Ctx *c = w->c;
     PyObject *call = REC(w, w->acts[a].call), *info = INFO(call);
     PyObject *file = PyTuple_GET_ITEM(info, 0);
@@ -454,12 +498,14 @@ static int episode(Walk *w, Py_ssize_t a, PyObject *fn, PyObject *out, PyObject 
         w->off_path = 1;
         return 0;
     }
-    Buf *bp = &w->out, b = *bp;
-    b.n = 0;
-    PyObject *def_line = NULL, *text = NULL;
+    /* b is the buffer's header, copied back at the end whatever happens (it may have grown); mark
+     * is where this episode began, where the buffer ends again when it is not written */
+    Buf *bp = &w->out->buf, b = *bp;
+    Py_ssize_t mark = b.n;
+    PyObject *def_line = NULL;
     int r = -1;
     long line_events = 0;
-    if (PUT(&b, "{\"callees\": [") < 0) goto done;
+    if ((w->out->n && PUT(&b, ", ") < 0) || PUT(&b, "{\"callees\": [") < 0) goto done;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(w->callees); i++) {
         PyObject *q = PyObject_GetAttr(PyTuple_GET_ITEM(PyList_GET_ITEM(w->callees, i), 1), S_QUALNAME);
         if (q == NULL) goto done;
@@ -498,15 +544,13 @@ static int episode(Walk *w, Py_ssize_t a, PyObject *fn, PyObject *out, PyObject 
     for (Py_ssize_t i = 0; i < w->nshown; i++)
         if (put_ascii(&b, w->shown[i].fr->text_json) < 0) goto done;
     if (PUT(&b, "\"}") < 0) goto done;
-    text = PyUnicode_New(b.n, 127);
-    if (text == NULL) goto done;
-    memcpy(PyUnicode_1BYTE_DATA(text), b.p, b.n);
-    r = PyList_Append(out, text);
+    *bp = b;
+    r = ep_push(w->out);
 done:
+    if (r < 0 || w->off_path) b.n = mark;
     *bp = b;
     Py_DECREF(context);
     Py_XDECREF(def_line);
-    Py_XDECREF(text);
     return r;
 }
 
@@ -546,21 +590,39 @@ static int ctx_of(PyObject *t, Ctx *c) {
     return 0;
 }
 
-/* cut(raw, ctx) -> ([episode JSON], {drop reason: count}), or None: see the top of this file. */
+static PyObject *ep_texts(Episodes *e);
+
+/* cut(raw, ctx, out) -> {drop reason: count}, the episodes written into `out` (an Episodes, emptied
+ * first), or None (out left empty): see the top of this file. cut(raw, ctx) -> ([episode JSON],
+ * {drop reason: count}) or None, the form episodes.py of an earlier revision asks for (bench:tracer's
+ * --baseline runs one against the module the image carries). */
 static PyObject *cut(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2 || !PyList_CheckExact(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "cut(raw: list, ctx: tuple)");
+    if ((nargs != 2 && nargs != 3) || !PyList_CheckExact(args[0])
+        || (nargs == 3 && !PyObject_TypeCheck(args[2], &EpisodesType))) {
+        PyErr_SetString(PyExc_TypeError, "cut(raw: list, ctx: tuple[, out: Episodes])");
         return NULL;
     }
     Ctx c;
     if (ctx_of(args[1], &c) < 0) return NULL;
+    Episodes *into = nargs == 3 ? (Episodes *)args[2] : (Episodes *)PyObject_CallNoArgs((PyObject *)&EpisodesType);
+    if (into == NULL) return NULL;
+    if (nargs == 3) Py_INCREF(into);
+    if (ep_writable(into) < 0) {
+        Py_DECREF(into);
+        return NULL;
+    }
+    into->n = into->buf.n = 0;
     Walk w = {0};
     w.c = &c;
+    w.out = into;
     /* a list the walk holds, so a callback cannot change the records under it */
     w.raw = PyList_GetSlice(args[0], 0, PyList_GET_SIZE(args[0]));
-    if (w.raw == NULL) return NULL;
+    if (w.raw == NULL) {
+        Py_DECREF(into);
+        return NULL;
+    }
     w.n = PyList_GET_SIZE(w.raw);
-    PyObject *result = NULL, *out = NULL, *dropped = NULL;
+    PyObject *result = NULL, *dropped = NULL;
     Py_ssize_t cells = w.n ? w.n : 1;
     w.kind = PyMem_Malloc(cells);
     w.frames = PyMem_Calloc(2 * cells, sizeof(Frame));
@@ -568,13 +630,12 @@ static PyObject *cut(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     w.items = PyMem_Malloc(sizeof(Item) * cells);
     w.funcs = PyDict_New();
     w.callees = PyList_New(0);
-    out = PyList_New(0);
     dropped = PyDict_New();
     if (w.kind == NULL || w.frames == NULL || w.acts == NULL || w.items == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    if (w.funcs == NULL || w.callees == NULL || out == NULL || dropped == NULL) goto done;
+    if (w.funcs == NULL || w.callees == NULL || dropped == NULL) goto done;
     if (!classify(&w)) goto none;
     if (nest(&w) < 0) goto done;
     if (w.off_path) goto none;
@@ -587,15 +648,24 @@ static PyObject *cut(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
         PyObject *fn = func_of(&w, a);
         if (fn == NULL) goto done;
         if (fn == Py_None) continue;
-        if (episode(&w, a, fn, out, dropped) < 0) goto done;
+        if (episode(&w, a, fn, dropped) < 0) goto done;
         if (w.off_path) goto none;
     }
-    result = PyTuple_Pack(2, out, dropped);
+    if (nargs == 3) {
+        result = dropped;
+        Py_INCREF(result);
+    } else {
+        PyObject *texts = ep_texts(into);
+        if (texts != NULL) result = PyTuple_Pack(2, texts, dropped);
+        Py_XDECREF(texts);
+    }
     goto done;
 none:
+    into->n = into->buf.n = 0;
     result = Py_None;
     Py_INCREF(result);
 done:
+    if (result == NULL) into->n = into->buf.n = 0;
     if (w.frames != NULL)
         for (Py_ssize_t i = 0; i < 2 * cells; i++) {
             Py_XDECREF(w.frames[i].text_json);
@@ -606,17 +676,139 @@ done:
     PyMem_Free(w.acts);
     PyMem_Free(w.items);
     PyMem_Free(w.shown);
-    PyMem_Free(w.out.p);
     Py_XDECREF(w.funcs);
     Py_XDECREF(w.callees);
-    Py_XDECREF(out);
     Py_XDECREF(dropped);
     Py_DECREF(w.raw);
+    Py_DECREF(into);
     return result;
 }
 
-/* join(episodes) -> bytes: sep.join(episodes).encode("ascii") for sep ", ", the plugin's JSON array
- * body, copied once (the Python copies the texts into the joined str, then that into bytes). */
+static PyObject *ep_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    if (PyTuple_GET_SIZE(args) || (kwds && PyDict_GET_SIZE(kwds))) {
+        PyErr_SetString(PyExc_TypeError, "Episodes() takes no arguments");
+        return NULL;
+    }
+    return type->tp_alloc(type, 0);  /* zeroed: no episodes, no memory yet */
+}
+
+static void ep_dealloc(Episodes *e) {
+    PyMem_Free(e->buf.p);
+    PyMem_Free(e->ends);
+    Py_TYPE(e)->tp_free((PyObject *)e);
+}
+
+static Py_ssize_t ep_len(Episodes *e) {
+    return e->n;
+}
+
+/* sizes() -> [len(episode i)], what the output caps weigh. */
+static PyObject *ep_sizes(Episodes *e, PyObject *unused) {
+    PyObject *l = PyList_New(e->n);
+    for (Py_ssize_t i = 0; l != NULL && i < e->n; i++) {
+        PyObject *v = PyLong_FromSsize_t(e->ends[i] - ep_start(e, i));
+        if (v == NULL) Py_CLEAR(l);
+        else PyList_SET_ITEM(l, i, v);
+    }
+    return l;
+}
+
+/* texts() -> [episode JSON as str]. */
+static PyObject *ep_texts(Episodes *e) {
+    PyObject *l = PyList_New(e->n);
+    for (Py_ssize_t i = 0; l != NULL && i < e->n; i++) {
+        Py_ssize_t s = ep_start(e, i);
+        PyObject *t = PyUnicode_New(e->ends[i] - s, 127);
+        if (t == NULL) {
+            Py_CLEAR(l);
+            break;
+        }
+        memcpy(PyUnicode_1BYTE_DATA(t), e->buf.p + s, e->ends[i] - s);
+        PyList_SET_ITEM(l, i, t);
+    }
+    return l;
+}
+
+/* keep(indices): only the episodes at these ascending indices are left, in place (a test's
+ * output caps sampled them). */
+static PyObject *ep_keep(Episodes *e, PyObject *indices) {
+    PyObject *seq = PySequence_Fast(indices, "keep(indices): a sequence of ints");
+    if (seq == NULL) return NULL;
+    Py_ssize_t k = PySequence_Fast_GET_SIZE(seq), prev = -1;
+    for (Py_ssize_t j = 0; j < k; j++) {
+        Py_ssize_t i = PyNumber_AsSsize_t(PySequence_Fast_GET_ITEM(seq, j), PyExc_IndexError);
+        if (i == -1 && PyErr_Occurred()) goto fail;
+        if (i <= prev || i >= e->n) {
+            PyErr_SetString(PyExc_IndexError, "keep(indices): ascending indices of its episodes");
+            goto fail;
+        }
+        prev = i;
+    }
+    if (ep_writable(e) < 0) goto fail;
+    Py_ssize_t o = 0;
+    for (Py_ssize_t j = 0; j < k; j++) {
+        Py_ssize_t i = PyNumber_AsSsize_t(PySequence_Fast_GET_ITEM(seq, j), PyExc_IndexError);
+        Py_ssize_t s = ep_start(e, i), len = e->ends[i] - s;  /* ends[< j] are rewritten, ends[i >= j] not yet */
+        if (j) {
+            memcpy(e->buf.p + o, ", ", 2);
+            o += 2;
+        }
+        memmove(e->buf.p + o, e->buf.p + s, len);
+        o += len;
+        e->ends[j] = o;
+    }
+    e->n = k;
+    e->buf.n = o;
+    Py_DECREF(seq);
+    Py_RETURN_NONE;
+fail:
+    Py_DECREF(seq);
+    return NULL;
+}
+
+/* body() -> a read-only view of ", ".join(episodes) as ASCII bytes, for os.writev. */
+static PyObject *ep_body(Episodes *e, PyObject *unused) {
+    return PyMemoryView_FromObject((PyObject *)e);
+}
+
+static int ep_getbuffer(Episodes *e, Py_buffer *view, int flags) {
+    static char empty[1];
+    if (PyBuffer_FillInfo(view, (PyObject *)e, e->buf.p ? e->buf.p : empty, e->buf.n, 1, flags) < 0) return -1;
+    e->exports++;
+    return 0;
+}
+
+static void ep_releasebuffer(Episodes *e, Py_buffer *view) {
+    e->exports--;
+}
+
+static PyMethodDef ep_methods[] = {
+    {"sizes", (PyCFunction)ep_sizes, METH_NOARGS, "sizes() -> [len(episode JSON)]"},
+    {"texts", (PyCFunction)(void (*)(void))ep_texts, METH_NOARGS, "texts() -> [episode JSON]"},
+    {"keep", (PyCFunction)ep_keep, METH_O, "keep(indices): only these (ascending) are left"},
+    {"body", (PyCFunction)ep_body, METH_NOARGS, "body() -> memoryview of ', '.join(episodes) in ASCII"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PySequenceMethods ep_as_sequence = {.sq_length = (lenfunc)ep_len};
+static PyBufferProcs ep_as_buffer = {(getbufferproc)ep_getbuffer, (releasebufferproc)ep_releasebuffer};
+
+static PyTypeObject EpisodesType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "_worldline_episodes.Episodes",
+    .tp_basicsize = sizeof(Episodes),
+    .tp_dealloc = (destructor)ep_dealloc,
+    .tp_as_sequence = &ep_as_sequence,
+    .tp_as_buffer = &ep_as_buffer,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A test's episodes (JSON) joined by \", \" in one buffer that cut() writes into; kept "
+              "across tests, its memory is reused.",
+    .tp_methods = ep_methods,
+    .tp_new = ep_new,
+};
+
+/* join(episodes) -> bytes: sep.join(episodes).encode("ascii") for sep ", ", the JSON array body the
+ * plugin of an earlier revision writes (bench:tracer's --baseline runs one against this module). */
 static PyObject *join(PyObject *self, PyObject *episodes) {
     if (!PyList_CheckExact(episodes)) {
         PyErr_SetString(PyExc_TypeError, "join(episodes: list of str)");
@@ -648,7 +840,8 @@ static PyObject *join(PyObject *self, PyObject *episodes) {
 
 static PyMethodDef methods[] = {
     {"cut", (PyCFunction)(void (*)(void))cut, METH_FASTCALL,
-     "cut(raw, ctx) -> ([episode JSON], {reason: dropped}) or None (the Python path answers)"},
+     "cut(raw, ctx, out) -> {reason: dropped}, or None (the Python path answers); without out: "
+     "([episode JSON], {reason: dropped}) or None"},
     {"join", join, METH_O, "join(episodes) -> ', '.join(episodes).encode('ascii')"},
     {NULL, NULL, 0, NULL},
 };
@@ -660,5 +853,14 @@ PyMODINIT_FUNC PyInit__worldline_episodes(void) {
     S_START_LINE = PyUnicode_InternFromString("start_line");
     S_QUALNAME = PyUnicode_InternFromString("qualname");
     if (S_DEF_LINE == NULL || S_START_LINE == NULL || S_QUALNAME == NULL) return NULL;
-    return PyModule_Create(&moduledef);
+    if (PyType_Ready(&EpisodesType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&moduledef);
+    if (m == NULL) return NULL;
+    Py_INCREF(&EpisodesType);
+    if (PyModule_AddObject(m, "Episodes", (PyObject *)&EpisodesType) < 0) {
+        Py_DECREF(&EpisodesType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -16,8 +16,8 @@ import random
 
 class OutputCaps(object):
     """``keep(nodeid, episodes)``: the episodes (JSON texts) one test may write, and what to record
-    of the cut. A cap of 0 or None is no cap; ``tests`` (settable once collection is done) is how
-    many tests the run will write."""
+    of the cut; ``choose(nodeid, sizes)`` the same from the texts' sizes alone. A cap of 0 or None
+    is no cap; ``tests`` (settable once collection is done) is how many tests the run will write."""
 
     def __init__(self, seed, test_episodes=None, test_bytes=None, unit_episodes=None, unit_bytes=None,
                  tests=0):
@@ -30,21 +30,26 @@ class OutputCaps(object):
         self.seen = 0
 
     def keep(self, nodeid, episodes):
+        chosen, record = self.choose(nodeid, [len(ep) for ep in episodes])  # ASCII: len is bytes
+        return (episodes if chosen is None else [episodes[i] for i in chosen]), record
+
+    def choose(self, nodeid, sizes):
+        """(the ascending indices of the episodes kept, or None when all are, what to record) for a
+        test whose episodes' JSON texts have these sizes in bytes."""
         tests_left = max(1, self.tests - self.seen)
         self.seen += 1
         unit_n, unit_b = self.unit_episodes_left, self.unit_bytes_left
         max_n, reason_n = _tighter(self.test_episodes, None if unit_n is None else unit_n // tests_left)
         max_b, reason_b = _tighter(self.test_bytes, None if unit_b is None else unit_b // tests_left)
-        sizes = [len(ep) for ep in episodes]  # the texts are ASCII (JSON with ensure_ascii)
         total = sum(sizes)
-        over_n = max_n is not None and len(episodes) > max_n
+        over_n = max_n is not None and len(sizes) > max_n
         over_b = max_b is not None and total > max_b
         if not over_n and not over_b:
-            kept, reason = episodes, None
+            chosen, reason = None, None
             used = total
         else:
             reason = reason_n if over_n else reason_b
-            order = list(range(len(episodes)))
+            order = list(range(len(sizes)))
             random.Random("%s|%s|caps" % (self.seed, nodeid)).shuffle(order)
             chosen = []
             used = 0
@@ -66,12 +71,11 @@ class OutputCaps(object):
                             used = sizes[i]
                             break
             chosen.sort()
-            kept = [episodes[i] for i in chosen]
         if unit_n is not None:
-            self.unit_episodes_left = unit_n - len(kept)
+            self.unit_episodes_left = unit_n - (len(sizes) if chosen is None else len(chosen))
         if unit_b is not None:
             self.unit_bytes_left = unit_b - used
-        return kept, {"episodes_built": len(episodes), "episode_bytes": used, "sampled": reason}
+        return chosen, {"episodes_built": len(sizes), "episode_bytes": used, "sampled": reason}
 
 
 def _tighter(test_cap, unit_share):

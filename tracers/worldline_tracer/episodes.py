@@ -228,31 +228,47 @@ class EpisodeBuilder(object):
         ``build`` gives for it."""
         return [self._as_json(cut) for cut in self._cuts(events)]
 
-    def encode_records(self, raw):
+    def encode_records(self, raw, into=None):
         """``encode`` straight from a Tracer's compact records (tracer.py's ``_raw``), without
-        turning them into event dicts: by _episodes.c's walk when it is built and the test stays
-        on its path, else by the Python over the records' dicts (the same bytes)."""
+        turning them into event dicts, as a batch (``new_batch``; ``into``, when given, is emptied
+        and filled): by _episodes.c's walk when it is built and the test stays on its path, else by
+        the Python over the records' dicts (the same bytes)."""
         if native.episodes is not None:
             contexts = self.sources.contexts
             if len(contexts) > _MAX_CONTEXTS:  # a bound on a large suite's memory
                 contexts.clear()
-            got = native.episodes.cut(raw, (
+            out = into if into is not None else new_batch()
+            dropped = native.episodes.cut(raw, (
                 self._def_at, self.sources._lines, self.sources.line, self._context_json, contexts,
                 random.Random(self.seed).random, native.mod.frame_parts, native.mod.line_locals,
                 _KIND_SEPS, _KINDS_JSON, UNCHANGED, _HEADER_JSON, _SEP_JSON, self.step_in, self.max_depth,
-                self.max_step_depth, self.max_frames))
-            if got is not None:
-                episodes, dropped = got
+                self.max_step_depth, self.max_frames), out)
+            if dropped is not None:
                 for reason, n in dropped.items():
                     self.dropped[reason] = self.dropped.get(reason, 0) + n
-                return episodes
-        return self.encode([_as_dict(rec) for rec in raw])
+                return out
+        return Texts(self.encode([_as_dict(rec) for rec in raw]))
 
     def _context_json(self, entry_file, info, callees):
         """The context JSON-encoded, or None when its header holds "<|" other than its own
-        separators (the C walk leaves such an episode to the Python)."""
-        context = self._context(entry_file, info, callees)
-        return _enc(context) if _clean_header(context) else None
+        separators (the C walk leaves such an episode to the Python). JSON escapes each character
+        on its own, so the escaped sources joined by an escaped newline are the escaped context:
+        each source is escaped once a run (SourceIndex.escaped), not once for every context it is
+        in (h11: 1,454 contexts, a sixth of the walk's own work outside the frames)."""
+        if not _clean_header(self._context(entry_file, info, callees)):
+            return None
+        parts = [self._escaped(self._marked, entry_file, info, True)]
+        for f, sub in callees:
+            parts.append(self._escaped(self._plain, f, sub, False))
+        return '"' + "\\n".join(parts) + '"'
+
+    def _escaped(self, cache, filename, info, entry):
+        """A source of ``_context`` JSON-escaped, without quotes."""
+        key = (filename, info.start_line, entry)
+        escaped = self.sources.escaped.get(key)
+        if escaped is None:
+            escaped = self.sources.escaped[key] = _enc(self._source(cache, filename, info, entry))[1:-1]
+        return escaped
 
     def _context(self, entry_file, info, callees):
         """The entry's source marked, then each stepped-into callee's ([(file, FuncInfo)])."""
@@ -396,12 +412,35 @@ class EpisodeBuilder(object):
             "".join([fr.text_json for _, fr in frames]), '"}'])
 
 
-def joined(texts):
-    """Episode JSON texts as the body of a JSON array, ASCII bytes: ``", ".join(texts)`` encoded, by
-    _episodes.c in one copy when it is built (a test's texts can reach hundreds of MB)."""
-    if native.episodes is not None:
-        return native.episodes.join(texts)
-    return ", ".join(texts).encode("ascii")
+class Texts(object):
+    """A test's episodes as JSON texts (str), with the methods of _episodes.c's Episodes, which
+    holds them joined in one buffer: ``sizes()``, ``keep(ascending indices)``, ``texts()`` and
+    ``body()``, the ASCII bytes of ``", ".join(texts)`` (the plugin's JSON array body)."""
+
+    def __init__(self, texts):
+        self._texts = texts
+
+    def __len__(self):
+        return len(self._texts)
+
+    def sizes(self):
+        return [len(t) for t in self._texts]
+
+    def keep(self, indices):
+        self._texts = [self._texts[i] for i in indices]
+
+    def texts(self):
+        return list(self._texts)
+
+    def body(self):
+        return ", ".join(self._texts).encode("ascii")
+
+
+def new_batch():
+    """An empty batch for ``encode_records(raw, into=...)``: _episodes.c's Episodes when it is built
+    (reused from one test to the next, the memory it grew to is written again, not allocated and
+    faulted in afresh), else None."""
+    return native.episodes.Episodes() if native.episodes is not None else None
 
 
 def _line_fields(ev, prev, full, line_of, diff):

@@ -51,14 +51,15 @@ import pytest
 
 from . import __version__
 from .caps import OutputCaps
-from .episodes import EpisodeBuilder, joined
+from .episodes import EpisodeBuilder, Texts, new_batch
 from .serialize import DEFAULTS as _SER_DEFAULTS
 from .serialize import Serializer
 from .source import SourceIndex
 from .tracer import Tracer, _as_dict, make_scope
 
 # one SourceIndex for the whole run: each file is parsed once, not once per test
-_state = {"fd": None, "scope": None, "opts": None, "sources": None, "caps": None, "budgets": {}}
+# and one batch the episodes of every test are written into (episodes.new_batch)
+_state = {"fd": None, "scope": None, "opts": None, "sources": None, "caps": None, "budgets": {}, "batch": None}
 _KEY = "_worldline_trace"
 _SLOT = "@worldline-episodes@"
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -114,6 +115,7 @@ def pytest_configure(config):
     _state["scope"] = make_scope(root, include_tests=include_tests)
     _seed_hypothesis()
     _state["sources"] = SourceIndex()
+    _state["batch"] = new_batch()
     budgets = os.environ.get("WORLDLINE_TRACE_BUDGETS", "").strip()
     if budgets:
         with open(budgets) as f:
@@ -331,11 +333,14 @@ def _write_line(item):
                                          max_step_depth=opts["max_step_depth"],
                                          seed="%s|%s" % (opts["seed"], item.nodeid),
                                          max_frames=opts["max_frames"], sources=_state["sources"])
-                episodes, kept = _state["caps"].keep(item.nodeid, builder.encode_records(records))
+                episodes = builder.encode_records(records, into=_state["batch"])
+                chosen, kept = _state["caps"].choose(item.nodeid, episodes.sizes())
+                if chosen is not None:
+                    episodes.keep(chosen)
                 out.update(kept)
                 out["episodes_dropped"] = builder.dropped
             except Exception as e:
-                episodes = []
+                episodes = Texts([])
                 out["error"] = out["error"] or "episodes: %s: %s" % (type(e).__name__, e)
             out["episodes"] = _SLOT
         line = json.dumps(out, sort_keys=True) + "\n"
@@ -346,7 +351,7 @@ def _write_line(item):
             # before "episodes", and its value is a backend name or null, so the first match is
             # the slot), written around the rest of the line without copying the line again
             head, tail = line.split('"%s"' % _SLOT, 1)
-            parts = [(head + "[").encode("utf-8", "replace"), joined(episodes),
+            parts = [(head + "[").encode("utf-8", "replace"), episodes.body(),
                      ("]" + tail).encode("utf-8", "replace")]
         _write_all(_state["fd"], parts)
     except Exception as e:

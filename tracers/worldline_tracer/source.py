@@ -123,6 +123,8 @@ class SourceIndex(object):
         # FuncInfo is one function of one file, indexed once, so the key names the text for as long
         # as the index lives, and the tests of one run share what they built
         self.contexts = {}
+        # the same run's sources of those contexts JSON-escaped, by (file, start line, is the entry)
+        self.escaped = {}
 
     def _index(self, filename):
         idx = self._files.get(filename)
