@@ -388,6 +388,45 @@ def test_deep_keyed_matches_the_serializer(caps, native_module):
     assert answered > 150
 
 
+class _Says(object):
+    """An object whose repr is the text it is given."""
+
+    def __init__(self, text):
+        self.text = text
+
+    def __repr__(self):
+        return self.text
+
+
+def test_addresses_stripped_as_the_serializer_strips_them(native_module):
+    """The C strip of " at 0x<hex>" (strip_addresses) gives _ADDR.sub's text: matches at the ends,
+    back to back, without hex digits after them, upper-case and non-hex digits, a match inside a
+    near-match, in every string kind; and a class marked bad by its repr keeps its marker text, also
+    once its name is rebound."""
+    from worldline_tracer.tracer import _other_ctx
+    texts = ["<f at 0x7f3a>", " at 0x1", "x at 0x", "x at 0xg", "a at 0xAbC9 at 0x12 b", "at 0x12",
+             " at  at 0x5", " at 0x at 0x5z", "caf\xe9 at 0xfff\xe9", "\u20ac at 0x10 \u20ac",
+             "\U0001f600 at 0xdeadBEEF at 0x", " At 0x5", " at 0X5", "plain", "", " at 0x" + "f" * 300]
+    s = Serializer()
+    caps = (s.max_str, s._max_int_bits, s.max_items, s.max_depth)
+    s._is_array_like(_Says)
+    for text in texts:
+        got = native_module.keyed(caps, [_Says(text)], _other_ctx(s))
+        assert got is not None
+        assert got[0] == Serializer().keyed([_Says(text)])[0], text
+    bad = Serializer(max_repr=3)
+    bad._is_array_like(_Says)
+    other = _other_ctx(bad)
+    caps = (bad.max_str, bad._max_int_bits, bad.max_items, bad.max_depth)
+    for _ in range(2):
+        assert native_module.keyed(caps, [_Says("long text")], other) == ("[<_Says object>]", None)
+    _Says.__name__ = "Renamed"
+    try:
+        assert native_module.keyed(caps, [_Says("long text")], other) == ("[<Renamed object>]", None)
+    finally:
+        _Says.__name__ = "_Says"
+
+
 def test_deep_keyed_leaves_to_python(native_module):
     """Sets, classes not classified yet or array-like, and a dict that grows while rendered."""
     from worldline_tracer.tracer import _other_ctx

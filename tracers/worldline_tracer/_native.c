@@ -248,12 +248,45 @@ done:
  * state list's layout is tracer.py's _KEYS.._FILT, 3 to 8). ctx = (value, keyed, unchanged, named,
  * bad_classes, immutable, keyed_types, leaf, slow): the tracer's per-value callables and type
  * sets, leaf = (max_str, max_int_bits) when ``value`` is the default Serializer's (then ints, strs,
- * floats, bools and None are rendered here, as _value_repr does; else None), ``slow``, the Python method, which answers for any
+ * floats, bools and None are rendered here, as _value_repr does, before the type sets are asked:
+ * tracer.py passes its _IMMUTABLE and _KEYED with a leaf; else None), ``slow``, the Python method, which answers for any
  * frame whose locals are not a list of str names, and ``other`` (other_repr's tuple, or None). A
  * ctx of 9 (no ``other``) is what tracer.py of an earlier revision passes: bench:tracer's
  * --baseline runs one against the module the image carries. */
 enum { ST_KEYS = 3, ST_VALS, ST_OUT, ST_MUT, ST_CACHE, ST_FILT, ST_LEN };
 static PyObject *S_F_LOCALS, *S_KEYS, *S_VALUES, *S_QUALNAME;
+
+/* repr(v) of a leaf value (an exact int, str, bytes or float, a bool or None), remembered by the
+ * object's identity in a table of TEXT_SLOTS entries, each holding the object and its text: their
+ * texts depend on nothing but their values, which cannot change, and a frame's locals and the items
+ * of its containers are mostly the same objects from one event to the next, so each was rendered
+ * again at every event where it was looked at (a str's repr scans and copies it, an int's divides).
+ * The table holds a reference to each object it names, so an address in it is never another
+ * object's; an entry is replaced by the next object that maps to its slot, and the table is
+ * emptied when a capture ends (text_cache_clear), so it keeps at most TEXT_SLOTS small immutable
+ * objects alive, only while a trace runs. */
+#define TEXT_SLOTS 4096
+static struct { PyObject *obj, *text; } text_slots[TEXT_SLOTS];
+
+static PyObject *cached_repr(PyObject *v) {
+    size_t at = ((uintptr_t)v >> 4) & (TEXT_SLOTS - 1);  /* objects are 16-byte aligned */
+    if (text_slots[at].obj == v) {
+        Py_INCREF(text_slots[at].text);
+        return text_slots[at].text;
+    }
+    PyObject *text = PyObject_Repr(v);
+    if (text == NULL) return NULL;
+    PyObject *old = text_slots[at].obj, *old_text = text_slots[at].text;
+    Py_INCREF(v);
+    text_slots[at].obj = v;
+    Py_INCREF(text);
+    text_slots[at].text = text;
+    /* after the slot is rewritten: releasing an int or a str runs no Python code, but a slot must
+     * never name a freed object */
+    Py_XDECREF(old);
+    Py_XDECREF(old_text);
+    return text;
+}
 
 /* _value_repr's text for an int within the digit cap (|v| < 2**max_int_bits), a str of at most
  * max_str characters, a float, a bool or None; NULL without an error for any other value. */
@@ -268,10 +301,10 @@ static PyObject *leaf_repr(PyObject *v, Py_ssize_t max_str, long max_int_bits) {
         else if (max_int_bits == 63) ok = x != LLONG_MIN;
         else if (max_int_bits < 0) ok = 0;
         else ok = x > -(1LL << max_int_bits) && x < (1LL << max_int_bits);
-        return ok ? PyObject_Repr(v) : NULL;
+        return ok ? cached_repr(v) : NULL;
     }
-    if (t == &PyUnicode_Type) return PyUnicode_GET_LENGTH(v) <= max_str ? PyObject_Repr(v) : NULL;
-    if (t == &PyFloat_Type || t == &PyBool_Type || v == Py_None) return PyObject_Repr(v);
+    if (t == &PyUnicode_Type) return PyUnicode_GET_LENGTH(v) <= max_str ? cached_repr(v) : NULL;
+    if (t == &PyFloat_Type || t == &PyBool_Type || v == Py_None) return cached_repr(v);
     return NULL;
 }
 
@@ -287,23 +320,137 @@ static void untrack(PyObject *list) {
  * of its own for (serialize.Serializer._other, reached through _value_repr and __call__), without
  * the four Python frames between: its own repr, guarded as _other guards it (a repr that raises,
  * is not exactly a str, is longer than max_repr or slower than repr_safety_s marks its class bad),
- * addresses and thread idents stripped by the serializer's own regexes. other = (bad_classes,
- * array_like, dispatch, max_repr, repr_safety_s, perf_counter, addr_sub, thread_sub, slow_classes,
+ * addresses stripped as the serializer's _ADDR strips them (strip_addresses), thread idents by its
+ * own regex. other = (bad_classes, array_like, dispatch, max_repr, repr_safety_s, perf_counter,
+ * addr_sub (_ADDR.sub, which strip_addresses repeats: the slot stays so that tracer.py of an
+ * earlier revision, bench:tracer's --baseline, still fits this module), thread_sub, slow_classes,
  * c_repr_types). NULL without an error: the Python path answers (types the serializer dispatches
  * on, array-like or not yet classified types, a RecursionError before 3.10, whose handling depends
  * on the stack's depth). */
-static PyObject *S_AT_0X, *S_ED, *S_STARTED, *S_STOPPED, *S_OBJ_FMT, *S_THREAD_REPL, *S_NAME;
+static PyObject *S_ED, *S_STARTED, *S_STOPPED, *S_OBJ_FMT, *S_THREAD_REPL, *S_NAME;
 
 static int has(PyObject *text, PyObject *sub) {
     return PyUnicode_Find(text, sub, 0, PY_SSIZE_T_MAX, 1) >= 0;  /* -2 (an error) cannot happen on two str */
 }
 
+/* A class's marker text, remembered by the class and its __name__ object (a class's name can be
+ * rebound): a class whose repr failed the guard is summarized at every event that shows one of its
+ * objects, and formatting the text was most of that. Entries hold their class, and are emptied
+ * with the leaf texts' (text_cache_clear). */
+#define MARKER_SLOTS 256
+static struct { PyObject *cls, *name, *text; } marker_slots[MARKER_SLOTS];
+
 static PyObject *marker(PyObject *cls) {
     PyObject *name = PyObject_GetAttr(cls, S_NAME);
     if (name == NULL) return NULL;
+    size_t at = ((uintptr_t)cls >> 4) & (MARKER_SLOTS - 1);
+    if (marker_slots[at].cls == cls && marker_slots[at].name == name) {
+        Py_DECREF(name);
+        Py_INCREF(marker_slots[at].text);
+        return marker_slots[at].text;
+    }
     PyObject *text = PyUnicode_Format(S_OBJ_FMT, name);
-    Py_DECREF(name);
+    if (text == NULL) {
+        Py_DECREF(name);
+        return NULL;
+    }
+    PyObject *old_cls = marker_slots[at].cls, *old_name = marker_slots[at].name, *old_text = marker_slots[at].text;
+    Py_INCREF(cls);
+    marker_slots[at].cls = cls;
+    marker_slots[at].name = name;  /* the slot takes the reference */
+    Py_INCREF(text);
+    marker_slots[at].text = text;
+    Py_XDECREF(old_cls);  /* a class's release can run Python code: only once the slot is whole */
+    Py_XDECREF(old_name);
+    Py_XDECREF(old_text);
     return text;
+}
+
+/* _ADDR.sub("", text) (serialize._ADDR, r" at 0x[0-9a-fA-F]+"): every " at 0x" followed by at least
+ * one ASCII hex digit is removed with all the hex digits after it, leftmost first, as the regex
+ * matches; the text itself (a new reference) where there is none. A call into re for each object
+ * shown was a third of the guarded reprs' cost. The characters removed are ASCII, so the text keeps
+ * its widest character and the result its kind. */
+static int is_hex(Py_UCS4 c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+/* The end of an address match starting at i (past its last hex digit), or -1 when none starts there. */
+static Py_ssize_t addr_end(int kind, const void *data, Py_ssize_t n, Py_ssize_t i) {
+    static const char at0x[] = " at 0x";
+    if (i + 7 > n) return -1;
+    for (int j = 0; j < 6; j++)
+        if (PyUnicode_READ(kind, data, i + j) != (Py_UCS4)at0x[j]) return -1;
+    Py_ssize_t end = i + 6;
+    while (end < n && is_hex(PyUnicode_READ(kind, data, end))) end++;
+    return end > i + 6 ? end : -1;
+}
+
+/* The index of the first ' ' at or after i (n where none): memchr over a one-byte text, the
+ * commonest kind, as every match starts with one. */
+static Py_ssize_t next_space(int kind, const void *data, Py_ssize_t n, Py_ssize_t i) {
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const char *p = i < n ? memchr((const char *)data + i, ' ', n - i) : NULL;
+        return p != NULL ? p - (const char *)data : n;
+    }
+    while (i < n && PyUnicode_READ(kind, data, i) != ' ') i++;
+    return i;
+}
+
+static PyObject *strip_addresses(PyObject *text) {
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), removed = 0;
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    for (Py_ssize_t i = next_space(kind, data, n, 0); i < n; i = next_space(kind, data, n, i)) {
+        Py_ssize_t end = addr_end(kind, data, n, i);
+        if (end < 0) i++;
+        else {
+            removed += end - i;
+            i = end;
+        }
+    }
+    if (removed == 0) {
+        Py_INCREF(text);
+        return text;
+    }
+    PyObject *out = PyUnicode_New(n - removed, PyUnicode_MAX_CHAR_VALUE(text));
+    if (out == NULL) return NULL;
+    Py_ssize_t at = 0, from = 0;
+    for (Py_ssize_t i = next_space(kind, data, n, 0); i < n; i = next_space(kind, data, n, i)) {
+        Py_ssize_t end = addr_end(kind, data, n, i);
+        if (end < 0) {
+            i++;
+            continue;
+        }
+        if (PyUnicode_CopyCharacters(out, at, text, from, i - from) < 0) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        at += i - from;
+        i = from = end;
+    }
+    if (PyUnicode_CopyCharacters(out, at, text, from, n - from) < 0) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* Empties the leaf texts' and the markers' tables (at a capture's end). */
+static void text_cache_clear(void) {
+    for (size_t i = 0; i < TEXT_SLOTS; i++) {
+        PyObject *obj = text_slots[i].obj, *text = text_slots[i].text;
+        text_slots[i].obj = text_slots[i].text = NULL;
+        Py_XDECREF(obj);
+        Py_XDECREF(text);
+    }
+    for (size_t i = 0; i < MARKER_SLOTS; i++) {
+        PyObject *cls = marker_slots[i].cls, *name = marker_slots[i].name, *text = marker_slots[i].text;
+        marker_slots[i].cls = marker_slots[i].name = marker_slots[i].text = NULL;
+        Py_XDECREF(cls);
+        Py_XDECREF(name);
+        Py_XDECREF(text);
+    }
 }
 
 /* _other's marker for a class whose repr failed the guard: the class is bad from now on */
@@ -315,7 +462,7 @@ static PyObject *bad_marker(PyObject *bad, PyObject *cls) {
 static PyObject *other_repr(PyObject *other, PyObject *v) {
     PyObject *bad = PyTuple_GET_ITEM(other, 0), *array_like = PyTuple_GET_ITEM(other, 1);
     PyObject *dispatch = PyTuple_GET_ITEM(other, 2), *perf = PyTuple_GET_ITEM(other, 5);
-    PyObject *addr_sub = PyTuple_GET_ITEM(other, 6), *thread_sub = PyTuple_GET_ITEM(other, 7);
+    PyObject *thread_sub = PyTuple_GET_ITEM(other, 7);
     PyObject *c_repr = PyTuple_GET_ITEM(other, 9);
     Py_ssize_t max_repr = PyLong_AsSsize_t(PyTuple_GET_ITEM(other, 3));
     double safety = PyFloat_AsDouble(PyTuple_GET_ITEM(other, 4));
@@ -330,8 +477,7 @@ static PyObject *other_repr(PyObject *other, PyObject *v) {
         PyObject *text = PyObject_Repr(v);
         if (text == NULL) return NULL;
         if (PyUnicode_GET_LENGTH(text) <= max_repr && !has(text, S_ED)) {
-            if (!has(text, S_AT_0X)) return text;
-            PyObject *stripped = PyObject_CallFunctionObjArgs(addr_sub, EMPTY, text, NULL);
+            PyObject *stripped = strip_addresses(text);
             Py_DECREF(text);
             return stripped;
         }
@@ -377,10 +523,8 @@ static PyObject *other_repr(PyObject *other, PyObject *v) {
         Py_DECREF(name);
         return err < 0 ? NULL : bad_marker(bad, cls);
     }
-    if (has(text, S_AT_0X)) {
-        Py_SETREF(text, PyObject_CallFunctionObjArgs(addr_sub, EMPTY, text, NULL));
-        if (text == NULL) return NULL;
-    }
+    Py_SETREF(text, strip_addresses(text));
+    if (text == NULL) return NULL;
     if (has(text, S_ED) && (has(text, S_STARTED) || has(text, S_STOPPED)))
         Py_SETREF(text, PyObject_CallFunctionObjArgs(thread_sub, S_THREAD_REPL, text, NULL));
     return text;
@@ -406,6 +550,51 @@ static int flat_item_ok(PyObject *x, Py_ssize_t max_str, long max_int_bits) {
     return t == &PyFloat_Type || x == Py_None;
 }
 
+/* The builtin repr of an exact list, tuple or dict of leaf values, from its shown items' texts
+ * (`texts`: m item texts, a dict's key and value texts alternating), with ", ..." before the closing
+ * bracket where `capped` (flat_keyed's text of v[:k] then): the same text as repr() gives, written
+ * once from the remembered leaf texts (cached_repr) instead of rendering every item again. */
+static PyObject *join_flat(PyObject *const *texts, Py_ssize_t m, PyTypeObject *t, int capped) {
+    int is_dict = t == &PyDict_Type;
+    Py_ssize_t items = is_dict ? m / 2 : m, len = 2;
+    Py_UCS4 maxc = 127;
+    for (Py_ssize_t i = 0; i < m; i++) {
+        len += PyUnicode_GET_LENGTH(texts[i]);
+        Py_UCS4 c = PyUnicode_MAX_CHAR_VALUE(texts[i]);
+        if (c > maxc) maxc = c;
+    }
+    if (items > 1) len += 2 * (items - 1);               /* ", " between items */
+    if (is_dict) len += 2 * items;                       /* ": " in each pair */
+    if (capped) len += 5;                                /* ", ..." */
+    int single = t == &PyTuple_Type && items == 1 && !capped;
+    if (single) len += 1;                                /* "(x,)" */
+    PyObject *out = PyUnicode_New(len, maxc);
+    if (out == NULL) return NULL;
+    int kind = PyUnicode_KIND(out);
+    void *data = PyUnicode_DATA(out);
+    Py_ssize_t at = 0;
+    PyUnicode_WRITE(kind, data, at++, is_dict ? '{' : t == &PyList_Type ? '[' : '(');
+    for (Py_ssize_t i = 0; i < m; i++) {
+        if (i > 0) {
+            int pair_sep = is_dict && i % 2;
+            PyUnicode_WRITE(kind, data, at++, pair_sep ? ':' : ',');
+            PyUnicode_WRITE(kind, data, at++, ' ');
+        }
+        Py_ssize_t n = PyUnicode_GET_LENGTH(texts[i]);
+        if (PyUnicode_CopyCharacters(out, at, texts[i], 0, n) < 0) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        at += n;
+    }
+    if (capped) {
+        for (const char *p = ", ..."; *p; p++) PyUnicode_WRITE(kind, data, at++, *p);
+    }
+    if (single) PyUnicode_WRITE(kind, data, at++, ',');
+    PyUnicode_WRITE(kind, data, at++, is_dict ? '}' : t == &PyList_Type ? ']' : ')');
+    return out;
+}
+
 /* flat_keyed(v, caps): Serializer.keyed's (text, key) for an exact list, tuple or dict that is empty
  * or whose shown items (the first max_items; a dict's keys and values) are all leaf values within
  * the caps: its builtin-repr path (_seq_render, _dict_render) and its one-container key, the same
@@ -418,8 +607,11 @@ static PyObject *flat_keyed(PyObject *v, Py_ssize_t max_str, long max_int_bits, 
     if (!(t == &PyList_Type || t == &PyTuple_Type || is_dict) || k < 0) return NULL;
     Py_ssize_t n = is_dict ? PyDict_GET_SIZE(v) : Py_SIZE(v);
     if (n > 0 && (max_depth <= 0 || k < (is_dict ? 1 : 2))) return NULL;
-    Py_ssize_t shown = n <= k ? n : k;
-    PyObject *sub = NULL, *keys = NULL, *vals = NULL, *text = NULL, *result = NULL;
+    Py_ssize_t shown = n <= k ? n : k, m = 0;
+    PyObject *keys = NULL, *vals = NULL, *text = NULL, *result = NULL;
+    /* the shown items' texts, rendered before anything is allocated for the key */
+    PyObject **texts = PyMem_Malloc(sizeof(PyObject *) * (is_dict ? 2 * shown : shown));
+    if (texts == NULL) return PyErr_NoMemory();
     if (is_dict) {
         keys = PyTuple_New(shown);
         vals = PyTuple_New(shown);
@@ -435,11 +627,11 @@ static PyObject *flat_keyed(PyObject *v, Py_ssize_t max_str, long max_int_bits, 
             i++;
         }
         if (i != shown) goto done;  /* cannot happen: no Python code runs while the dict is read */
-        if (n > k) {
-            sub = PyDict_New();
-            for (i = 0; sub != NULL && i < shown; i++)
-                if (PyDict_SetItem(sub, PyTuple_GET_ITEM(keys, i), PyTuple_GET_ITEM(vals, i)) < 0) Py_CLEAR(sub);
-            if (sub == NULL) goto done;
+        for (i = 0; i < shown; i++) {
+            if ((texts[m] = cached_repr(PyTuple_GET_ITEM(keys, i))) == NULL) goto done;
+            m++;
+            if ((texts[m] = cached_repr(PyTuple_GET_ITEM(vals, i))) == NULL) goto done;
+            m++;
         }
     } else {
         PyObject **items = t == &PyList_Type ? ((PyListObject *)v)->ob_item : ((PyTupleObject *)v)->ob_item;
@@ -451,24 +643,14 @@ static PyObject *flat_keyed(PyObject *v, Py_ssize_t max_str, long max_int_bits, 
             Py_INCREF(items[i]);
             PyTuple_SET_ITEM(keys, i, items[i]);
         }
-        if (n > k) {
-            sub = t == &PyList_Type ? PyList_GetSlice(v, 0, k) : PyTuple_GetSlice(v, 0, k);
-            if (sub == NULL) goto done;
+        for (Py_ssize_t i = 0; i < shown; i++) {
+            if ((texts[m] = cached_repr(PyTuple_GET_ITEM(keys, i))) == NULL) goto done;
+            m++;
         }
     }
-    text = PyObject_Repr(sub != NULL ? sub : v);
+    /* past max_items: the text ends ", ...]" (")", "}") as _seq_render's */
+    text = join_flat(texts, m, t, n > k);
     if (text == NULL) goto done;
-    if (sub != NULL) {  /* past max_items: the text ends ", ...]" (")", "}") as _seq_render's */
-        const char *tail = t == &PyList_Type ? ", ...]" : t == &PyTuple_Type ? ", ...)" : ", ...}";
-        PyObject *head = PyUnicode_Substring(text, 0, PyUnicode_GET_LENGTH(text) - 1);
-        Py_SETREF(text, head);
-        if (text == NULL) goto done;
-        PyObject *more = PyUnicode_FromString(tail);
-        if (more == NULL) goto done;
-        PyUnicode_Append(&text, more);
-        Py_DECREF(more);
-        if (text == NULL) goto done;
-    }
     PyObject *count = PyLong_FromSsize_t(n <= k ? n : -1);
     if (count == NULL) goto done;
     PyObject *key = PyTuple_Pack(4, v, count, keys, is_dict ? vals : Py_None);
@@ -477,7 +659,8 @@ static PyObject *flat_keyed(PyObject *v, Py_ssize_t max_str, long max_int_bits, 
     result = PyTuple_Pack(2, text, key);
     Py_DECREF(key);
 done:
-    Py_XDECREF(sub);
+    for (Py_ssize_t i = 0; i < m; i++) Py_DECREF(texts[i]);
+    PyMem_Free(texts);
     Py_XDECREF(keys);
     Py_XDECREF(vals);
     Py_XDECREF(text);
@@ -575,20 +758,20 @@ static int put_str(Deep *d, PyObject *s) {  /* borrows s */
 static PyObject *leaf_text(Deep *d, PyObject *v) {
     PyTypeObject *t = Py_TYPE(v);
     if (t == &PyLong_Type) {
-        if (flat_item_ok(v, 0, d->max_int_bits)) return PyObject_Repr(v);
+        if (flat_item_ok(v, 0, d->max_int_bits)) return cached_repr(v);
         PyObject *b = PyObject_CallMethodObjArgs(v, S_BIT_LENGTH, NULL);
         if (b == NULL) return NULL;
         long bits = PyLong_AsLong(b);
         Py_DECREF(b);
         if (bits == -1 && PyErr_Occurred()) return NULL;
-        if (bits <= d->max_int_bits) return PyObject_Repr(v);
+        if (bits <= d->max_int_bits) return cached_repr(v);
         int neg = PyObject_RichCompareBool(v, S_ZERO, Py_LT);
         if (neg < 0) return NULL;
         return PyUnicode_FromFormat("%s<int bit_length=%ld>", neg ? "-" : "", bits);
     }
     if (t == &PyUnicode_Type || t == &PyBytes_Type) {
         Py_ssize_t n = t == &PyUnicode_Type ? PyUnicode_GET_LENGTH(v) : PyBytes_GET_SIZE(v);
-        if (n <= d->max_str) return PyObject_Repr(v);
+        if (n <= d->max_str) return cached_repr(v);
         PyObject *head = t == &PyUnicode_Type ? PyUnicode_Substring(v, 0, d->max_str)
                                               : PyBytes_FromStringAndSize(PyBytes_AS_STRING(v), d->max_str);
         if (head == NULL) return NULL;
@@ -597,7 +780,7 @@ static PyObject *leaf_text(Deep *d, PyObject *v) {
         if (text != NULL) PyUnicode_Append(&text, S_DOTS);
         return text;
     }
-    return PyObject_Repr(v);  /* float, bool, None */
+    return cached_repr(v);  /* float, bool, None */
 }
 
 /* Appends v's text at `depth` to d->parts: 0, -1 on an error, 1 where the Python keyed answers. */
@@ -890,8 +1073,11 @@ static PyObject *snapshot_of(PyObject *ctx, PyObject *frame, PyObject *st) {
             continue;
         }
         Py_INCREF(v);
-        PyObject *t = (PyObject *)Py_TYPE(v), *r = NULL;
-        int contains = PySet_Contains(keyed_types, t);
+        /* a leaf value is rendered first: its types are in `immutable` and not in `keyed_types`
+         * wherever leaf is given (tracer.py's _IMMUTABLE and _KEYED), so both lookups are spared */
+        PyObject *t = (PyObject *)Py_TYPE(v), *r = leaf != Py_None ? leaf_repr(v, max_str, max_int_bits) : NULL;
+        int leafed = r != NULL;
+        int contains = leafed ? 0 : PyErr_Occurred() ? -1 : PySet_Contains(keyed_types, t);
         if (contains < 0) failed = 1;
         else if (contains) {
             PyObject *key = PyList_GET_ITEM(cache, i);
@@ -954,12 +1140,11 @@ static PyObject *snapshot_of(PyObject *ctx, PyObject *frame, PyObject *st) {
                 }
             }
         } else {
-            r = leaf != Py_None ? leaf_repr(v, max_str, max_int_bits) : NULL;
-            if (r == NULL && !PyErr_Occurred() && other != Py_None) r = other_repr(other, v);
+            if (r == NULL && other != Py_None) r = other_repr(other, v);
             if (r == NULL && !PyErr_Occurred()) r = PyObject_CallOneArg(value, v);
             if (r == NULL) failed = 1;
             else {
-                int imm = PySet_Contains(immutable, t);
+                int imm = leafed ? 1 : PySet_Contains(immutable, t);
                 if (imm < 0) failed = 1;
                 else {
                     PyObject *m = imm ? Py_False : Py_True;
@@ -1676,6 +1861,7 @@ static int cap_clear(Capture *c) {
     Py_CLEAR(c->disable);
     clear_code_lines(c);
     clear_infos(c);
+    text_cache_clear();
     return 0;
 }
 
@@ -2001,7 +2187,6 @@ PyMODINIT_FUNC PyInit__worldline_native(void) {
     S_EXC_FMT = PyUnicode_FromString("<%s>");
     S_CO_LINES = PyUnicode_InternFromString("co_lines");
     S_OBJ_FMT = PyUnicode_FromString("<%s object>");
-    S_AT_0X = PyUnicode_FromString(" at 0x");
     S_ED = PyUnicode_FromString("ed ");
     S_STARTED = PyUnicode_FromString("started");
     S_STOPPED = PyUnicode_FromString("stopped");
@@ -2013,7 +2198,7 @@ PyMODINIT_FUNC PyInit__worldline_native(void) {
     S_EXCEPTION = PyUnicode_InternFromString("exception");
     if (EMPTY == NULL || LT_BAR == NULL || LT_QUOTE_COLON == NULL || S_F_LOCALS == NULL || S_KEYS == NULL
         || S_VALUES == NULL || S_QUALNAME == NULL || S_OFF == NULL || S_F_TRACE_LINES == NULL || S_TRUNCATED == NULL || S_HALT == NULL
-        || S_FAULT == NULL || S_F_TRACE == NULL || S_NAME == NULL || S_EXC_FMT == NULL || S_CO_LINES == NULL || S_OBJ_FMT == NULL || S_AT_0X == NULL
+        || S_FAULT == NULL || S_F_TRACE == NULL || S_NAME == NULL || S_EXC_FMT == NULL || S_CO_LINES == NULL || S_OBJ_FMT == NULL
         || S_ED == NULL || S_STARTED == NULL || S_STOPPED == NULL || S_THREAD_REPL == NULL || S_CALL == NULL
         || S_LINE == NULL || S_RETURN == NULL || S_EXCEPTION == NULL || PyType_Ready(&CaptureType) < 0)
         return NULL;
