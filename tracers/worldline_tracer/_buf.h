@@ -26,8 +26,11 @@ static inline int buf_grow(Buf *b, Py_ssize_t extra) {
     return 0;
 }
 
-static inline int buf_put(Buf *b, const char *s, Py_ssize_t n) {
-    if (buf_grow(b, n) < 0) return -1;
+/* Always inlined: most calls put a few literal bytes (PUT), which then are a check and a store
+ * or two; as a call, with memcpy's of a size it does not know, buf_put was 6-8% of the C walk's
+ * instructions on h11, in each module. */
+static inline __attribute__((always_inline)) int buf_put(Buf *b, const char *s, Py_ssize_t n) {
+    if (b->n + n > b->cap && buf_grow(b, n) < 0) return -1;
     memcpy(b->p + b->n, s, n);
     b->n += n;
     return 0;
