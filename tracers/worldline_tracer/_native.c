@@ -129,6 +129,70 @@ static int names_distinct(PyObject *pairs) {
     return ok;
 }
 
+/* The escape of the escape of a character: `e` (its JSON escape, to `end`) JSON-escaped onto t. An
+ * escape is ASCII with no control characters, so escaping it again only puts a '\\' before its
+ * '\\' and '"'. */
+static inline char *put_reescaped(char *t, const char *e, const char *end) {
+    for (; e < end; e++) {
+        if (*e == '\\' || *e == '"') *t++ = '\\';
+        *t++ = *e;
+    }
+    return t;
+}
+
+/* s JSON-encoded with its quotes into `json` (buf_json's bytes) and those bytes JSON-escaped, no
+ * quotes, into `twice` (buf_json_bytes of them), in one pass over s: a frame's text holds its
+ * locals' JSON, and escaping that JSON again after writing it was most of the walk's escaping.
+ * A run of characters that stand for themselves stands for itself in both. */
+static int buf_json_twice(Buf *json, Buf *twice, PyObject *s) {
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    int kind = PyUnicode_KIND(s);
+    /* a character's escape is at most 12 bytes (a surrogate pair) and 6 in one byte a character,
+     * its escape escaped 14 and 7: "\\ud83d\\ude00", "\\u00e9" */
+    int wide = kind != PyUnicode_1BYTE_KIND;
+    if (buf_grow(json, n * (wide ? 12 : 6) + 2) < 0 || buf_grow(twice, n * (wide ? 14 : 7) + 4) < 0) return -1;
+    char *o = json->p + json->n, *t = twice->p + twice->n;
+    *o++ = '"';
+    *t++ = '\\';
+    *t++ = '"';
+    if (!wide) {
+        const unsigned char *d = PyUnicode_1BYTE_DATA(s);
+        Py_ssize_t i = 0;
+        while (i < n) {
+            Py_ssize_t j = plain_run(d, i, n);
+            memcpy(o, d + i, j - i);
+            o += j - i;
+            memcpy(t, d + i, j - i);
+            t += j - i;
+            if (j < n) {
+                char *e = o;
+                o = put_escaped(o, d[j++]);
+                t = put_reescaped(t, e, o);
+            }
+            i = j;
+        }
+    } else {
+        const void *data = PyUnicode_DATA(s);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_UCS4 c = PyUnicode_READ(kind, data, i);
+            if (json_plain(c)) {
+                *o++ = (char)c;
+                *t++ = (char)c;
+            } else {
+                char *e = o;
+                o = put_escaped(o, c);
+                t = put_reescaped(t, e, o);
+            }
+        }
+    }
+    *o++ = '"';
+    *t++ = '\\';
+    *t++ = '"';
+    json->n = o - json->p;
+    twice->n = t - twice->p;
+    return 0;
+}
+
 /* frame_parts(sep, pairs, value, function, kind_json, line, source[, with_text]) -> (text, text_json,
  * tail, clean) or None. A call/line frame passes its locals as `pairs` (value None); a
  * return/exception frame passes pairs None and its value. With a false `with_text` (the C walk,
@@ -151,7 +215,7 @@ static PyObject *frame_parts(PyObject *self, PyObject *const *args, Py_ssize_t n
     if (overflow) Py_RETURN_NONE;
     if (line == -1 && PyErr_Occurred()) return NULL;
 
-    Buf obj = {0}, tail = {0}, esc = {0};
+    Buf obj = {0}, twice = {0}, tail = {0}, esc = {0};
     PyObject *obj_str = NULL, *text = NULL, *text_json = NULL, *tail_str = NULL, *result = NULL;
     int locals = pairs != Py_None;
     Py_ssize_t src0, src1;  /* where the source's escaped characters are in tail */
@@ -166,32 +230,32 @@ static PyObject *frame_parts(PyObject *self, PyObject *const *args, Py_ssize_t n
         int distinct = names_distinct(pairs);
         if (distinct < 0) goto done;
         if (!distinct) goto none;
-        /* each name and value is escaped once, into the locals object; the frame's "locals"
-         * list copies those bytes */
-        if (PUT(&obj, "{") < 0 || PUT(&tail, ", \"locals\": [") < 0) goto done;
+        /* each name and value is escaped once, into the locals object (and its escape, into
+         * twice); the frame's "locals" list copies those bytes */
+        if (PUT(&obj, "{") < 0 || PUT(&twice, "{") < 0 || PUT(&tail, ", \"locals\": [") < 0) goto done;
         for (Py_ssize_t i = 0; i < n; i++) {
             PyObject *name, *val;
             pair_of(PyList_GET_ITEM(pairs, i), &name, &val);
-            if (i && PUT(&obj, ", ") < 0) goto done;
+            if (i && (PUT(&obj, ", ") < 0 || PUT(&twice, ", ") < 0)) goto done;
             Py_ssize_t n0 = obj.n;
-            if (buf_json(&obj, name, 1) < 0) goto done;
+            if (buf_json_twice(&obj, &twice, name) < 0) goto done;
             Py_ssize_t n1 = obj.n;
-            if (PUT(&obj, ": ") < 0) goto done;
+            if (PUT(&obj, ": ") < 0 || PUT(&twice, ": ") < 0) goto done;
             Py_ssize_t v0 = obj.n;
-            if (buf_json(&obj, val, 1) < 0) goto done;
+            if (buf_json_twice(&obj, &twice, val) < 0) goto done;
             Py_ssize_t v1 = obj.n;
             if ((i && PUT(&tail, ", ") < 0) || PUT(&tail, "[") < 0 || buf_put(&tail, obj.p + n0, n1 - n0) < 0
                 || PUT(&tail, ", ") < 0 || buf_put(&tail, obj.p + v0, v1 - v0) < 0 || PUT(&tail, "]") < 0)
                 goto done;
         }
-        if (PUT(&obj, "}") < 0 || PUT(&tail, "], \"source\": \"") < 0) goto done;
+        if (PUT(&obj, "}") < 0 || PUT(&twice, "}") < 0 || PUT(&tail, "], \"source\": \"") < 0) goto done;
         src0 = tail.n;
         if (buf_json(&tail, source, 0) < 0) goto done;
         src1 = tail.n;
         if (PUT(&tail, "\"}") < 0) goto done;
     } else {
         if (!PyUnicode_CheckExact(value)) goto none;
-        if (buf_json(&obj, value, 1) < 0 || PUT(&tail, ", \"source\": \"") < 0) goto done;
+        if (buf_json_twice(&obj, &twice, value) < 0 || PUT(&tail, ", \"source\": \"") < 0) goto done;
         src0 = tail.n;
         if (buf_json(&tail, source, 0) < 0) goto done;
         src1 = tail.n;
@@ -199,10 +263,10 @@ static PyObject *frame_parts(PyObject *self, PyObject *const *args, Py_ssize_t n
     }
     /* the text is sep, obj, ACTION_SEP, source, FRAME_SEP (with locals) or sep, ACTION_SEP, source,
      * ARG_SEP, obj, FRAME_SEP; JSON escaping goes character by character, so its escape is the
-     * pieces' escapes: obj's (ASCII JSON) from its bytes, the source's copied from tail */
-    if (buf_json(&esc, sep, 0) < 0 || (locals && buf_json_bytes(&esc, (unsigned char *)obj.p, obj.n) < 0)
+     * pieces' escapes: obj's from twice, the source's copied from tail */
+    if (buf_json(&esc, sep, 0) < 0 || (locals && buf_put(&esc, twice.p, twice.n) < 0)
         || buf_json(&esc, ACTION_SEP, 0) < 0 || buf_put(&esc, tail.p + src0, src1 - src0) < 0
-        || (!locals && (buf_json(&esc, ARG_SEP, 0) < 0 || buf_json_bytes(&esc, (unsigned char *)obj.p, obj.n) < 0))
+        || (!locals && (buf_json(&esc, ARG_SEP, 0) < 0 || buf_put(&esc, twice.p, twice.n) < 0))
         || buf_json(&esc, FRAME_SEP, 0) < 0)
         goto done;
     Py_ssize_t seps = locals ? 3 : 4;
@@ -234,6 +298,7 @@ none:
     Py_INCREF(result);
 done:
     PyMem_Free(obj.p);
+    PyMem_Free(twice.p);
     PyMem_Free(tail.p);
     PyMem_Free(esc.p);
     Py_XDECREF(obj_str);
