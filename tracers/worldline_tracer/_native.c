@@ -952,6 +952,139 @@ static PyObject *locals_of(PyObject *frame) {
     return PyObject_GetAttr(frame, S_F_LOCALS);
 }
 
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+/* 3.11's fast locals read where they are, instead of through frame.f_locals: PyFrame_GetLocals runs
+ * PyFrame_FastToLocalsWithError, which writes every slot into the frame's dict at every event (on
+ * a CPU-bound run, about 900 instructions an event, with the dict walk after it). The layout is
+ * CPython 3.11's (Include/internal/pycore_frame.h and pycore_code.h, the same in every 3.11.x;
+ * Debian's python3.11 ships no internal headers): FrameObject311 is `struct _frame`, Frame311
+ * `_PyInterpreterFrame`. It is trusted only once fast_locals_check has compared what it reads with
+ * PyFrame_GetLocals on live frames (tracer.py's _fast_locals_probe, at the first start), and each
+ * read checks that the frame object and its frame data point at each other; anything else takes
+ * the dict, as before. */
+#define FAST_LOCALS 1
+typedef struct {
+    PyObject *f_func, *f_globals, *f_builtins, *f_locals;
+    PyCodeObject *f_code;
+    PyFrameObject *frame_obj;
+    void *previous;
+    _Py_CODEUNIT *prev_instr;
+    int stacktop;
+    char is_entry, owner;
+    PyObject *localsplus[1];
+} Frame311;
+typedef struct {
+    PyObject_HEAD
+    PyFrameObject *f_back;
+    Frame311 *f_frame;
+} FrameObject311;
+enum { FAST_CELL = 0x40, FAST_FREE = 0x80 };  /* pycore_code.h's CO_FAST_CELL, CO_FAST_FREE */
+#define FAST_MAX 256  /* REUSE_MAX: a frame with more slots takes the dict */
+static int fast_ok;   /* set by fast_locals_check */
+
+/* Is `k` one of the code's local names (by identity: the names the dict gets are these objects)? */
+static int slot_of(PyObject *names, int n, PyObject *k, int hint) {
+    if (hint < n && PyTuple_GET_ITEM(names, hint) == k) return hint;
+    for (int i = 0; i < n; i++)
+        if (PyTuple_GET_ITEM(names, i) == k) return i;
+    return -1;
+}
+
+/* The frame's slots as FastToLocals reads them: vals[i] the value of local i (borrowed; NULL when
+ * unbound), a cell's or a free variable's content rather than the cell; the number of slots, or -1
+ * where the frame must take the dict: a cleared frame (FastToLocals reads no slot where stacktop is
+ * 0; it is -1 while the frame runs, set at trace events), not a function's frame (module and class bodies and exec
+ * keep their locals in the dict), a generator's or coroutine's (its dict, and so the order of its
+ * locals, lives on across its resumptions, this frame state does not), before the frame's first
+ * traceable instruction (MAKE_CELL and COPY_FREE_VARS not run yet), or a frame whose dict holds a
+ * name that is not one of its slots (put there through frame.f_locals or locals(): the dict shows
+ * it). */
+static int fast_read(PyObject *frame, PyObject **vals) {
+    if (!PyFrame_Check(frame)) return -1;
+    Frame311 *f = ((FrameObject311 *)frame)->f_frame;
+    if (f == NULL || f->frame_obj != (PyFrameObject *)frame) return -1;
+    PyCodeObject *co = f->f_code;
+    if (!PyCode_Check((PyObject *)co) || !(co->co_flags & CO_OPTIMIZED)
+        || co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE))
+        return -1;
+    int n = co->co_nlocalsplus;
+    if (n > FAST_MAX || f->stacktop == 0 || f->prev_instr < _PyCode_CODE(co) + co->_co_firsttraceable) return -1;
+    PyObject *names = co->co_localsplusnames;
+    if (f->f_locals != NULL) {
+        if (!PyDict_CheckExact(f->f_locals)) return -1;
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        while (PyDict_Next(f->f_locals, &pos, &k, &v))
+            if (slot_of(names, n, k, 0) < 0) return -1;
+    }
+    const char *kinds = PyBytes_AS_STRING(co->co_localspluskinds);
+    for (int i = 0; i < n; i++) {
+        PyObject *v = f->localsplus[i];
+        if (kinds[i] & FAST_FREE) {
+            if (v == NULL || !PyCell_Check(v)) return -1;
+            v = PyCell_GET(v);
+        } else if (kinds[i] & FAST_CELL && v != NULL && PyCell_Check(v)) v = PyCell_GET(v);  /* MAKE_CELL ran */
+        vals[i] = v;
+    }
+    return n;
+}
+
+/* The order the frame's dict would have now: FastToLocals keeps a name where it is while it stays
+ * bound, deletes an unbound one and appends a newly bound one (in slot order), so the names of the
+ * previous snapshot `prev` (a list; None at a call) that are still bound, then the other bound
+ * slots. idx gets the slots in that order; the number of them, *same = 1 when that is `prev` as it
+ * was, or -1 where a name of `prev` is none of the slots (the dict then answers). */
+static int fast_order(PyObject *names, int n, PyObject *const *vals, PyObject *prev, int *idx, int *same) {
+    char seen[FAST_MAX];
+    memset(seen, 0, n);
+    int m = 0, at = 0, dropped = 0;
+    Py_ssize_t np = PyList_CheckExact(prev) ? PyList_GET_SIZE(prev) : -1;
+    for (Py_ssize_t p = 0; p < np; p++) {
+        int j = slot_of(names, n, PyList_GET_ITEM(prev, p), at);
+        if (j < 0 || seen[j]) return -1;
+        seen[j] = 1;
+        at = j + 1;
+        if (vals[j] != NULL) idx[m++] = j;
+        else dropped = 1;
+    }
+    *same = np == m && !dropped;
+    for (int i = 0; i < n; i++)
+        if (!seen[i] && vals[i] != NULL) {
+            idx[m++] = i;
+            *same = 0;
+        }
+    return m;
+}
+
+/* fast_locals_check(*frames): whether fast_read reads each (live) frame's locals as
+ * PyFrame_GetLocals gives them, the same objects in the same order; the answer, given for all,
+ * turns the direct read on or off. */
+static PyObject *fast_locals_check(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    int ok = nargs > 0;
+    for (Py_ssize_t a = 0; ok && a < nargs; a++) {
+        PyObject *vals[FAST_MAX];
+        int n = fast_read(args[a], vals);
+        if (n < 0) {
+            ok = 0;
+            break;
+        }
+        PyObject *names = ((FrameObject311 *)args[a])->f_frame->f_code->co_localsplusnames;
+        PyObject *fl = PyFrame_GetLocals((PyFrameObject *)args[a]);
+        if (fl == NULL) return NULL;
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        for (int i = 0; ok && i < n; i++) {
+            if (vals[i] == NULL) continue;
+            ok = PyDict_Next(fl, &pos, &k, &v) && k == PyTuple_GET_ITEM(names, i) && v == vals[i];
+        }
+        ok = ok && !PyDict_Next(fl, &pos, &k, &v);
+        Py_DECREF(fl);
+    }
+    fast_ok = ok;
+    return PyBool_FromLong(ok);
+}
+#endif
+
 /* The locals dict's keys as a list: the previous snapshot's own list `prev` when it holds the same
  * objects in the same order (*same = 1: no local bound or unbound since, the commonest case),
  * which spares building a new list and comparing it at every event; else a new list (*same = -1:
@@ -1041,9 +1174,53 @@ static PyObject *snapshot_of(PyObject *ctx, PyObject *frame, PyObject *st) {
     int same = -1;
     char moved[REUSE_MAX];  /* where vals was reused: whether the value at i is another object */
     int reused = 0;
-    PyObject *fl = locals_of(frame);
-    if (fl == NULL) return NULL;
-    if (PyDict_CheckExact(fl)) {  /* up to 3.12 */
+    PyObject *fl = NULL;
+#ifdef FAST_LOCALS
+    PyObject *fast[FAST_MAX];
+    int nfast = fast_ok ? fast_read(frame, fast) : -1, idx[FAST_MAX], m = -1;
+    PyObject *names = nfast < 0 ? NULL : ((FrameObject311 *)frame)->f_frame->f_code->co_localsplusnames;
+    if (nfast >= 0) m = fast_order(names, nfast, fast, prev_keys, idx, &same);
+    if (m >= 0) {
+        PyObject *prev_vals = PyList_GET_ITEM(st, ST_VALS);
+        if (same && PyList_CheckExact(prev_vals) && Py_REFCNT(prev_vals) == 1 && PyList_GET_SIZE(prev_vals) == m) {
+            /* values_into's reuse of the values list, from the slots */
+            PyObject *olds[FAST_MAX], **slots = ((PyListObject *)prev_vals)->ob_item;
+            int nold = 0;
+            for (int i = 0; i < m; i++) {
+                PyObject *v = fast[idx[i]];
+                moved[i] = slots[i] != v;
+                if (moved[i]) {
+                    olds[nold++] = slots[i];
+                    Py_INCREF(v);
+                    slots[i] = v;
+                }
+            }
+            for (int j = 0; j < nold; j++) Py_DECREF(olds[j]);  /* after the walk, as values_into */
+            reused = 1;
+            vals = prev_vals;
+            Py_INCREF(vals);
+        } else {
+            vals = PyList_New(m);
+            for (int i = 0; vals != NULL && i < m; i++) {
+                Py_INCREF(fast[idx[i]]);
+                PyList_SET_ITEM(vals, i, fast[idx[i]]);
+            }
+        }
+        if (same) {
+            keys = prev_keys;
+            Py_INCREF(keys);
+        } else {
+            keys = PyList_New(m);
+            for (int i = 0; keys != NULL && i < m; i++) {
+                PyObject *name = PyTuple_GET_ITEM(names, idx[i]);
+                Py_INCREF(name);
+                PyList_SET_ITEM(keys, i, name);
+            }
+        }
+    } else
+#endif
+    if ((fl = locals_of(frame)) == NULL) return NULL;
+    else if (PyDict_CheckExact(fl)) {  /* up to 3.12 */
         reused = values_into(fl, prev_keys, PyList_GET_ITEM(st, ST_VALS), moved, &same);
         if (reused) {
             vals = PyList_GET_ITEM(st, ST_VALS);
@@ -1057,7 +1234,7 @@ static PyObject *snapshot_of(PyObject *ctx, PyObject *frame, PyObject *st) {
         keys = PyObject_CallMethodNoArgs(fl, S_KEYS);
         vals = keys ? PyObject_CallMethodNoArgs(fl, S_VALUES) : NULL;
     }
-    Py_DECREF(fl);
+    Py_XDECREF(fl);
     if (keys == NULL || vals == NULL) goto done;
     int ok = PyList_CheckExact(keys) && PyList_CheckExact(vals) && PyList_GET_SIZE(keys) == PyList_GET_SIZE(vals);
     Py_ssize_t n = ok ? PyList_GET_SIZE(keys) : 0;
@@ -2223,6 +2400,10 @@ static PyMethodDef methods[] = {
      "unchanged(max_items, value, key) -> bool (serialize.Serializer.unchanged)"},
     {"configure", configure, METH_VARARGS, "configure(action_sep, arg_sep, frame_sep)"},
     {"settrace", cap_settrace, METH_O, "settrace(capture): the calling thread's C trace function"},
+#ifdef FAST_LOCALS
+    {"fast_locals_check", (PyCFunction)(void (*)(void))fast_locals_check, METH_FASTCALL,
+     "fast_locals_check(*frames) -> whether 3.11's fast locals are read directly from now on"},
+#endif
     {NULL, NULL, 0, NULL},
 };
 
