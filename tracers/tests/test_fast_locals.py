@@ -34,6 +34,8 @@ def test_records_equal_the_dict_path(native_module, monkeypatch):
     assert fast.events == pure.events
     if ON_311:
         assert tracer_module._fast_locals[0] is True
+    if sys.version_info >= (3, 13):
+        return  # PEP 667: the locals proxy lists the slots in slot order, no dict keeps an order
     # the order cases are there to be compared: late_lower's `early` after `later`, unbind's `a` after `c`
     by_fn = {}
     for e in fast.events:
