@@ -89,6 +89,42 @@ describe("the step runner's zygote", () => {
     expect(second?.env).not.toHaveProperty('WORLDLINE_REPORT_FD');
   });
 
+  it('a forked run ends as a cold one does: its threads waited for, atexit handlers run, output flushed, its exit status', async () => {
+    // A forked child skips the interpreter's teardown (os._exit); what a normal exit does before it must still happen.
+    const steps: Step[] = [
+      {
+        name: 'code',
+        sh: [
+          'printf "VALUE = 1\\n" > mod.py',
+          'cat > test_exit.py <<EOF',
+          'import atexit, sys, threading, time',
+          'def late():',
+          '    time.sleep(0.5)',
+          '    open("/tmp/thread-mark", "w").write("thread")',
+          'def test_exit():',
+          '    threading.Thread(target=late).start()',
+          '    atexit.register(lambda: open("/tmp/atexit-mark", "w").write("atexit"))',
+          '    atexit.register(lambda: sys.stdout.write("UNFLUSHED-TAIL"))',
+          '    assert False',
+          'EOF',
+        ].join('\n'),
+      },
+      { name: 'exiting', run: [...pytestCommand([], 0, false), '-p', 'no:cacheprovider', 'test_exit.py'], timeoutS: 60, testLimitS: 30 },
+      { name: 'marks', sh: 'cat /tmp/thread-mark /tmp/atexit-mark' },
+      run('after'),
+    ];
+    const forked = await runSteps('zygote-exit', steps);
+    const cold = await runSteps('zygote-exit-cold', steps, { zygote: false });
+    expect(forked.steps.get('exiting'), forked.output).toMatchObject({ exit: 1, zygote: true });
+    expect(cold.steps.get('exiting'), cold.output).toMatchObject({ exit: 1, zygote: false });
+    for (const res of [forked, cold]) {
+      expect(res.steps.get('marks'), res.output).toMatchObject({ exit: 0, output: 'threadatexit' });
+      expect(readResult(res.work, 'output-exiting.log')).toMatch(/UNFLUSHED-TAIL$/);
+    }
+    // The zygote lives on after a child's quick exit: the next run forks too.
+    expect(forked.steps.get('after'), forked.output).toMatchObject({ exit: 0, zygote: true });
+  });
+
   it('starts every run cold when anything the zygote imported came from /repo', async () => {
     // A PYTHONPATH entry in /repo with a sitecustomize: site.main() imports it, in the zygote too.
     const res = await runSteps('zygote-refused', STEPS, {
