@@ -689,11 +689,13 @@ static PyObject *ep_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_TypeError, "Episodes() takes no arguments");
         return NULL;
     }
-    return type->tp_alloc(type, 0);  /* zeroed: no episodes, no memory yet */
+    Episodes *e = (Episodes *)type->tp_alloc(type, 0);  /* zeroed: no episodes, no memory yet */
+    if (e != NULL) e->buf.mapped = 1;  /* a test's whole output: see buf_map */
+    return (PyObject *)e;
 }
 
 static void ep_dealloc(Episodes *e) {
-    PyMem_Free(e->buf.p);
+    buf_free(&e->buf);
     PyMem_Free(e->ends);
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
