@@ -142,8 +142,8 @@ typedef struct {
 static PyObject *S_DEF_LINE, *S_START_LINE, *S_QUALNAME;
 
 /* A record's kind (K_CALL..K_EXC), or -1 for another str. The tracer's kinds are interned strs
- * (tracer.py, _native.c), so they are these objects: compared by identity first, which cost a
- * tenth of the text compares it saves (h11: 468k records). */
+ * (tracer.py, _native.c), so they are these objects: compared by identity before their text (h11,
+ * 3.11: 468k records, the walk 25M instructions less). */
 static PyObject *S_KINDS[4];
 static const char *const KIND_NAMES[4] = {"call", "line", "return", "exception"};
 
