@@ -57,27 +57,83 @@ static Py_ssize_t piece_scan(PyObject *s) {
     return k < 0 ? -2 : k;
 }
 
-/* '<":' not in text and text.count("<|") == seps, for text = the concatenation of `pieces`
- * (str, n of them) and of `json` (the locals object or the value's JSON, njson bytes), counted
- * piece by piece: every separator among them starts with "<" and ends with ">" (separated_by
- * checks the kind's), and no two other pieces are adjacent, so neither "<|" nor '<":' can straddle
- * two pieces. 1: clean, 0: not, -1: an error. */
-static int is_clean(PyObject *const *pieces, int n, const char *json, Py_ssize_t njson, Py_ssize_t seps) {
-    Py_ssize_t bars = json != NULL ? lt_scan(json, njson) : 0;
-    if (bars < 0) return 0;
-    for (int i = 0; i < n; i++) {
-        Py_ssize_t k = piece_scan(pieces[i]);
-        if (k == -2) return -1;
-        if (k < 0) return 0;
-        bars += k;
-    }
-    return bars == seps;
-}
-
-/* Whether `sep` starts with "<" and ends with ">", as is_clean needs of a separator. */
+/* Whether `sep` starts with "<" and ends with ">": then "<|" and '<":' cannot straddle it and a
+ * piece beside it, and a frame's text can be counted piece by piece (frame_parts). */
 static int separated_by(PyObject *sep) {
     Py_ssize_t n = PyUnicode_GET_LENGTH(sep);
     return n > 0 && PyUnicode_READ_CHAR(sep, 0) == '<' && PyUnicode_READ_CHAR(sep, n - 1) == '>';
+}
+
+/* A str a frame's text is made of, as frame_parts needs it: its JSON escape without quotes, its
+ * "<|" counted (piece_scan's answer: -1 when '<":' is in it) and whether it is shaped as a
+ * separator. */
+typedef struct {
+    PyObject *s;      /* owned by a table's entry; NULL: the entry is empty */
+    char *esc;        /* PyMem; NULL when n is 0 */
+    Py_ssize_t n;
+    Py_ssize_t bars;
+    int shaped;
+} Piece;
+
+static int piece_make(Piece *p, PyObject *s) {
+    Buf b = {0};
+    Py_ssize_t bars = piece_scan(s);
+    if (bars == -2 || buf_json(&b, s, 0) < 0) {
+        PyMem_Free(b.p);
+        return -1;
+    }
+    p->s = s;
+    p->esc = b.p;
+    p->n = b.n;
+    p->bars = bars;
+    p->shaped = separated_by(s);
+    return 0;
+}
+
+/* Pieces are remembered by their str's identity: a frame's source line is one of SourceIndex's
+ * line strs and its separators are render.py's, so frame_parts met the same few thousand strs at
+ * every frame and escaped and scanned each again (h11, 3.11: a quarter of frame_parts'
+ * instructions). An entry holds a reference to its str, so
+ * the address it is found by is never another str's; a str is immutable, so its piece stays
+ * true. Separators: SEP_SLOTS entries, replaced in turn (a call asks for at most 4, fewer than
+ * SEP_SLOTS, so none it holds is replaced under it). Sources: SOURCE_SLOTS entries, one per
+ * address, the next str at an address replacing its entry; a line longer than PIECE_MAX_CHARS
+ * is made afresh each time, so the table keeps at most SOURCE_SLOTS * PIECE_MAX_CHARS characters
+ * (their escapes up to 12 bytes each) of lines SourceIndex keeps anyway. */
+#define SEP_SLOTS 8
+#define SOURCE_SLOTS 4096
+#define PIECE_MAX_CHARS 1024
+static Piece sep_slots[SEP_SLOTS], source_slots[SOURCE_SLOTS];
+static int sep_next;
+
+static void piece_replace(Piece *p, Piece *q) {
+    Py_INCREF(q->s);
+    Py_XDECREF(p->s);  /* a str: its deallocation runs no Python code */
+    PyMem_Free(p->esc);
+    *p = *q;
+}
+
+static const Piece *sep_piece(PyObject *s) {
+    for (int i = 0; i < SEP_SLOTS; i++)
+        if (sep_slots[i].s == s) return &sep_slots[i];
+    Piece q;
+    if (piece_make(&q, s) < 0) return NULL;
+    Piece *p = &sep_slots[sep_next];
+    sep_next = (sep_next + 1) % SEP_SLOTS;
+    piece_replace(p, &q);
+    return p;
+}
+
+/* The source's piece: remembered, or (a long line) made into *tmp, whose esc the caller frees. */
+static const Piece *source_piece(PyObject *s, Piece *tmp) {
+    if (PyUnicode_GET_LENGTH(s) > PIECE_MAX_CHARS) return piece_make(tmp, s) < 0 ? NULL : tmp;
+    uintptr_t a = (uintptr_t)s;
+    Piece *p = &source_slots[((a >> 4) ^ (a >> 16)) & (SOURCE_SLOTS - 1)];
+    if (p->s == s) return p;
+    Piece q;
+    if (piece_make(&q, s) < 0) return NULL;
+    piece_replace(p, &q);
+    return p;
 }
 
 /* '"function": F, "kind": K, "line": L' (episodes._head) */
@@ -110,14 +166,36 @@ static int pair_of(PyObject *pair, PyObject **name, PyObject **value) {
     return pair_items(pair, name, value) && PyUnicode_CheckExact(*name) && PyUnicode_CheckExact(*value);
 }
 
-/* Whether the pairs' names are all different (dict(pairs) keeps them all). */
-static int names_distinct(PyObject *pairs) {
-    Py_ssize_t n = PyList_GET_SIZE(pairs);
-    if (n < 2) return 1;
+/* Whether two exact str are equal (one key of a dict): a str's kind is the narrowest that holds
+ * its characters, so equal strs have the same kind and bytes. */
+static int same_str(PyObject *a, PyObject *b) {
+    if (a == b) return 1;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(a);
+    int kind = PyUnicode_KIND(a);
+    return n == PyUnicode_GET_LENGTH(b) && kind == PyUnicode_KIND(b)
+           && memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)n * kind) == 0;
+}
+
+/* Whether the names of n pairs (each a pair_of) are all different (dict(pairs) keeps them all).
+ * A frame has a few locals, mostly the code object's interned names: compared pair by pair up to
+ * DISTINCT_PAIRWISE of them, which costs less than the set made for every frame (h11, 3.11: a
+ * tenth of frame_parts' instructions); a set above that. */
+#define DISTINCT_PAIRWISE 16
+static int names_distinct(PyObject *pairs, Py_ssize_t n) {
+    PyObject *name, *value, *other;
+    if (n <= DISTINCT_PAIRWISE) {
+        for (Py_ssize_t i = 1; i < n; i++) {
+            pair_of(PyList_GET_ITEM(pairs, i), &name, &value);
+            for (Py_ssize_t j = 0; j < i; j++) {
+                pair_of(PyList_GET_ITEM(pairs, j), &other, &value);
+                if (same_str(name, other)) return 0;
+            }
+        }
+        return 1;
+    }
     PyObject *seen = PySet_New(NULL);
     if (seen == NULL) return -1;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *name, *value;
         pair_of(PyList_GET_ITEM(pairs, i), &name, &value);
         if (PySet_Add(seen, name) < 0) {
             Py_DECREF(seen);
@@ -193,6 +271,31 @@ static int buf_json_twice(Buf *json, Buf *twice, PyObject *s) {
     return 0;
 }
 
+
+/* frame_parts' buffers, kept from one call to the next rather than allocated and freed three times
+ * a frame; one that a large frame grew past SCRATCH_KEEP is freed after it. A call that begins
+ * while another writes them (a collection run by an allocation can run a finalizer's Python)
+ * uses buffers of its own. */
+#define SCRATCH_KEEP (1 << 20)
+static Buf scratch[3];
+static int scratch_busy;
+
+static void scratch_release(Buf *b, int kept) {
+    for (int i = 0; i < 3; i++) {
+        b[i].n = 0;
+        if (!kept || b[i].cap > SCRATCH_KEEP) {
+            PyMem_Free(b[i].p);
+            b[i].p = NULL;
+            b[i].cap = 0;
+        }
+    }
+}
+
+static inline char *put_piece(char *o, const char *s, Py_ssize_t n) {
+    if (n) memcpy(o, s, n);
+    return o + n;
+}
+
 /* frame_parts(sep, pairs, value, function, kind_json, line, source[, with_text]) -> (text, text_json,
  * tail, clean) or None. A call/line frame passes its locals as `pairs` (value None); a
  * return/exception frame passes pairs None and its value. With a false `with_text` (the C walk,
@@ -214,65 +317,86 @@ static PyObject *frame_parts(PyObject *self, PyObject *const *args, Py_ssize_t n
     long long line = PyLong_AsLongLongAndOverflow(line_obj, &overflow);
     if (overflow) Py_RETURN_NONE;
     if (line == -1 && PyErr_Occurred()) return NULL;
-
-    Buf obj = {0}, twice = {0}, tail = {0}, esc = {0};
-    PyObject *obj_str = NULL, *text = NULL, *text_json = NULL, *tail_str = NULL, *result = NULL;
     int locals = pairs != Py_None;
-    Py_ssize_t src0, src1;  /* where the source's escaped characters are in tail */
-    if (put_head(&tail, function, kind_json, line) < 0) goto done;
+    Py_ssize_t n = 0;
     if (locals) {
-        if (!PyList_CheckExact(pairs)) goto none;
-        Py_ssize_t n = PyList_GET_SIZE(pairs);
+        if (!PyList_CheckExact(pairs)) Py_RETURN_NONE;
+        n = PyList_GET_SIZE(pairs);
         for (Py_ssize_t i = 0; i < n; i++) {
             PyObject *name, *val;
-            if (!pair_of(PyList_GET_ITEM(pairs, i), &name, &val)) goto none;
+            if (!pair_of(PyList_GET_ITEM(pairs, i), &name, &val)) Py_RETURN_NONE;
         }
-        int distinct = names_distinct(pairs);
-        if (distinct < 0) goto done;
-        if (!distinct) goto none;
+        int distinct = names_distinct(pairs, n);
+        if (distinct < 0) return NULL;
+        if (!distinct) Py_RETURN_NONE;
+    } else if (!PyUnicode_CheckExact(value)) {
+        Py_RETURN_NONE;
+    }
+
+    Piece long_source = {0};
+    const Piece *ps = sep_piece(sep), *pa = sep_piece(ACTION_SEP), *pf = sep_piece(FRAME_SEP);
+    const Piece *pr = locals ? NULL : sep_piece(ARG_SEP);
+    const Piece *src = source_piece(source, &long_source);
+    if (ps == NULL || pa == NULL || pf == NULL || (!locals && pr == NULL) || src == NULL) {
+        PyMem_Free(long_source.esc);
+        return NULL;
+    }
+    Buf own[3] = {{0}}, *b = scratch_busy ? own : scratch;
+    int kept = b == scratch;
+    scratch_busy = 1;
+    Buf *obj = &b[0], *twice = &b[1], *tail = &b[2];
+    PyObject *obj_str = NULL, *text = NULL, *text_json = NULL, *tail_str = NULL, *result = NULL;
+    if (put_head(tail, function, kind_json, line) < 0) goto done;
+    if (locals) {
         /* each name and value is escaped once, into the locals object (and its escape, into
          * twice); the frame's "locals" list copies those bytes */
-        if (PUT(&obj, "{") < 0 || PUT(&twice, "{") < 0 || PUT(&tail, ", \"locals\": [") < 0) goto done;
+        if (PUT(obj, "{") < 0 || PUT(twice, "{") < 0 || PUT(tail, ", \"locals\": [") < 0) goto done;
         for (Py_ssize_t i = 0; i < n; i++) {
             PyObject *name, *val;
             pair_of(PyList_GET_ITEM(pairs, i), &name, &val);
-            if (i && (PUT(&obj, ", ") < 0 || PUT(&twice, ", ") < 0)) goto done;
-            Py_ssize_t n0 = obj.n;
-            if (buf_json_twice(&obj, &twice, name) < 0) goto done;
-            Py_ssize_t n1 = obj.n;
-            if (PUT(&obj, ": ") < 0 || PUT(&twice, ": ") < 0) goto done;
-            Py_ssize_t v0 = obj.n;
-            if (buf_json_twice(&obj, &twice, val) < 0) goto done;
-            Py_ssize_t v1 = obj.n;
-            if ((i && PUT(&tail, ", ") < 0) || PUT(&tail, "[") < 0 || buf_put(&tail, obj.p + n0, n1 - n0) < 0
-                || PUT(&tail, ", ") < 0 || buf_put(&tail, obj.p + v0, v1 - v0) < 0 || PUT(&tail, "]") < 0)
+            if (i && (PUT(obj, ", ") < 0 || PUT(twice, ", ") < 0)) goto done;
+            Py_ssize_t n0 = obj->n;
+            if (buf_json_twice(obj, twice, name) < 0) goto done;
+            Py_ssize_t n1 = obj->n;
+            if (PUT(obj, ": ") < 0 || PUT(twice, ": ") < 0) goto done;
+            Py_ssize_t v0 = obj->n;
+            if (buf_json_twice(obj, twice, val) < 0) goto done;
+            Py_ssize_t v1 = obj->n;
+            if ((i && PUT(tail, ", ") < 0) || PUT(tail, "[") < 0 || buf_put(tail, obj->p + n0, n1 - n0) < 0
+                || PUT(tail, ", ") < 0 || buf_put(tail, obj->p + v0, v1 - v0) < 0 || PUT(tail, "]") < 0)
                 goto done;
         }
-        if (PUT(&obj, "}") < 0 || PUT(&twice, "}") < 0 || PUT(&tail, "], \"source\": \"") < 0) goto done;
-        src0 = tail.n;
-        if (buf_json(&tail, source, 0) < 0) goto done;
-        src1 = tail.n;
-        if (PUT(&tail, "\"}") < 0) goto done;
+        if (PUT(obj, "}") < 0 || PUT(twice, "}") < 0 || PUT(tail, "], \"source\": \"") < 0
+            || buf_put(tail, src->esc, src->n) < 0 || PUT(tail, "\"}") < 0)
+            goto done;
     } else {
-        if (!PyUnicode_CheckExact(value)) goto none;
-        if (buf_json_twice(&obj, &twice, value) < 0 || PUT(&tail, ", \"source\": \"") < 0) goto done;
-        src0 = tail.n;
-        if (buf_json(&tail, source, 0) < 0) goto done;
-        src1 = tail.n;
-        if (PUT(&tail, "\", \"value\": ") < 0 || buf_put(&tail, obj.p, obj.n) < 0 || PUT(&tail, "}") < 0) goto done;
+        if (buf_json_twice(obj, twice, value) < 0 || PUT(tail, ", \"source\": \"") < 0
+            || buf_put(tail, src->esc, src->n) < 0 || PUT(tail, "\", \"value\": ") < 0
+            || buf_put(tail, obj->p, obj->n) < 0 || PUT(tail, "}") < 0)
+            goto done;
     }
     /* the text is sep, obj, ACTION_SEP, source, FRAME_SEP (with locals) or sep, ACTION_SEP, source,
      * ARG_SEP, obj, FRAME_SEP; JSON escaping goes character by character, so its escape is the
-     * pieces' escapes: obj's from twice, the source's copied from tail */
-    if (buf_json(&esc, sep, 0) < 0 || (locals && buf_put(&esc, twice.p, twice.n) < 0)
-        || buf_json(&esc, ACTION_SEP, 0) < 0 || buf_put(&esc, tail.p + src0, src1 - src0) < 0
-        || (!locals && (buf_json(&esc, ARG_SEP, 0) < 0 || buf_put(&esc, twice.p, twice.n) < 0))
-        || buf_json(&esc, FRAME_SEP, 0) < 0)
-        goto done;
+     * pieces' escapes: obj's from twice, the others' remembered, written at once into its str */
+    text_json = PyUnicode_New(ps->n + pa->n + src->n + pf->n + (locals ? 0 : pr->n) + twice->n, 127);
+    if (text_json == NULL) goto done;
+    char *o = (char *)PyUnicode_1BYTE_DATA(text_json);
+    o = put_piece(o, ps->esc, ps->n);
+    if (locals) o = put_piece(o, twice->p, twice->n);
+    o = put_piece(o, pa->esc, pa->n);
+    o = put_piece(o, src->esc, src->n);
+    if (!locals) {
+        o = put_piece(o, pr->esc, pr->n);
+        o = put_piece(o, twice->p, twice->n);
+    }
+    put_piece(o, pf->esc, pf->n);
+    /* clean: '<":' not in the text and text.count("<|") == seps, counted piece by piece when every
+     * separator in it starts with "<" and ends with ">": no two other pieces are adjacent, so
+     * neither "<|" nor '<":' can straddle two pieces; else over the whole text */
     Py_ssize_t seps = locals ? 3 : 4;
-    int clean;
-    if (with_text || !separated_by(sep)) {
-        obj_str = buf_str(&obj);
+    int by_piece = ps->shaped && pa->shaped && pf->shaped && (locals || pr->shaped);
+    if (with_text || !by_piece) {
+        obj_str = buf_str(obj);
         if (obj_str == NULL) goto done;
         PyObject *parts = locals ? PyTuple_Pack(5, sep, obj_str, ACTION_SEP, source, FRAME_SEP)
                                  : PyTuple_Pack(6, sep, ACTION_SEP, source, ARG_SEP, obj_str, FRAME_SEP);
@@ -281,26 +405,28 @@ static PyObject *frame_parts(PyObject *self, PyObject *const *args, Py_ssize_t n
         Py_DECREF(parts);
         if (text == NULL) goto done;
     }
-    if (separated_by(sep)) {
-        PyObject *pieces[5] = {sep, ACTION_SEP, source, FRAME_SEP, ARG_SEP};
-        clean = is_clean(pieces, locals ? 4 : 5, obj.p, obj.n, seps);
-    } else {  /* an unusual separator: the whole text counted, as one piece */
-        clean = is_clean(&text, 1, NULL, 0, seps);
+    int clean;
+    if (by_piece) {
+        const Piece *pieces[5] = {ps, pa, src, pf, pr};
+        Py_ssize_t bars = lt_scan(obj->p, obj->n);
+        clean = bars >= 0;
+        for (int i = 0; clean && i < (locals ? 4 : 5); i++) {
+            clean = pieces[i]->bars >= 0;
+            bars += pieces[i]->bars;
+        }
+        clean = clean && bars == seps;
+    } else {
+        Py_ssize_t bars = piece_scan(text);
+        if (bars == -2) goto done;
+        clean = bars == seps;
     }
-    if (clean < 0) goto done;
-    text_json = buf_str(&esc);
-    tail_str = buf_str(&tail);
-    if (text_json == NULL || tail_str == NULL) goto done;
+    tail_str = buf_str(tail);
+    if (tail_str == NULL) goto done;
     result = PyTuple_Pack(4, with_text ? text : Py_None, text_json, tail_str, clean ? Py_True : Py_False);
-    goto done;
-none:
-    result = Py_None;
-    Py_INCREF(result);
 done:
-    PyMem_Free(obj.p);
-    PyMem_Free(twice.p);
-    PyMem_Free(tail.p);
-    PyMem_Free(esc.p);
+    scratch_release(b, kept);
+    if (kept) scratch_busy = 0;
+    PyMem_Free(long_source.esc);
     Py_XDECREF(obj_str);
     Py_XDECREF(text);
     Py_XDECREF(text_json);
