@@ -19,6 +19,7 @@ import { rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { median } from '../core/stats.js';
 import { table } from '../core/table.js';
 import { docker } from '../pipeline/sandbox/engine.js';
 import { freshWork, runSandboxed, SandboxSession } from '../pipeline/sandbox/sandbox.js';
@@ -66,7 +67,6 @@ async function main(): Promise<void> {
   } finally {
     await session.close();
   }
-  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   const cli = median(rows.cli);
   const exec = median(rows.exec);
   const line = (what: string, s: number) => [what, s.toFixed(3), (s / cli).toFixed(2)];

@@ -15,6 +15,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { packageRoot } from '../core/package.js';
+import { median } from '../core/stats.js';
 import { table } from '../core/table.js';
 import { runPipeline } from '../pipeline/run.js';
 import { Ledger } from '../pipeline/runtime/ledger.js';
@@ -36,8 +37,6 @@ const { values } = parseArgs({
 const rounds = Number(values.rounds);
 const work = values.work!;
 mkdirSync(work, { recursive: true });
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 const corpus = await materializeCorpus(['toolz', 'h11'], join(work, 'corpus'));
 // naiveToNull: the naive tracer writes to /dev/null, since one test's lines (several GB: every local
