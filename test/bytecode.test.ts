@@ -1,6 +1,6 @@
 /**
  * An environment image's bytecode (pipeline/sandbox/bytecode.ts): the image's prefix holds the
- * stdlib's, the checkout's (checked-hash) and pytest's rewritten test modules, runs read them, and a
+ * stdlib's, the checkout's and our tracer's (checked-hash) and pytest's rewritten test modules, runs read them, and a
  * file changed at run time never runs stale: not even one changed to the same size and mtime.
  */
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -20,9 +20,12 @@ core = "/repo/textstats/core.py"
 pyc = importlib.util.cache_from_source(core)
 out["core_pyc"] = pyc
 out["core_flags"] = int.from_bytes(open(pyc, "rb").read()[4:8], "little")
+lib = "/worldline/lib/worldline_tracer/plugin.py"
+out["lib_pyc"] = importlib.util.cache_from_source(lib)
+out["lib_flags"] = int.from_bytes(open(out["lib_pyc"], "rb").read()[4:8], "little")
 out["stdlib_pyc"] = bool(glob.glob(sys.pycache_prefix + "/usr/lib/python3*/json/__init__.*.pyc"))
 out["rewritten"] = [p.rsplit("/", 1)[1] for p in glob.glob(sys.pycache_prefix + "/repo/tests/test_core.*-pytest-*.pyc")]
-verbose = subprocess.run([sys.executable, "-v", "-c", "import json, textstats"], capture_output=True, text=True, cwd="/repo").stderr
+verbose = subprocess.run([sys.executable, "-v", "-c", "import json, textstats, worldline_tracer.plugin"], capture_output=True, text=True, cwd="/repo").stderr
 out["read"] = sorted(l.split("'")[1] for l in verbose.splitlines() if l.startswith("# code object from '"))
 json.dump(out, open("/worldline/out/probe.json", "w"))
 `;
@@ -79,10 +82,13 @@ describe("an environment image's bytecode", () => {
     expect(probe.core_pyc).toMatch(/^\/opt\/worldline\/pyc\/repo\/textstats\/core\.cpython-3\d+\.pyc$/);
     // PEP 552 flags: bit 0 hash-based, bit 1 check_source.
     expect(probe.core_flags).toBe(3);
+    expect(probe.lib_pyc).toBe('/opt/worldline/pyc/worldline/lib/worldline_tracer/plugin.cpython-311.pyc');
+    expect(probe.lib_flags).toBe(3);
     expect(probe.stdlib_pyc).toBe(true);
     expect((probe.rewritten as string[]).length).toBe(1);
     const read = probe.read as string[];
     expect(read).toContain(probe.core_pyc);
+    expect(read).toContain(probe.lib_pyc);
     expect(read.some((p) => /^\/opt\/worldline\/pyc\/usr\/lib\/python3[.\d]*\/json\/__init__\./.test(p))).toBe(true);
     // Nothing is read from beside the sources (Debian's own __pycache__): the prefix replaces it.
     expect(read.filter((p) => !p.startsWith('/opt/worldline/pyc/'))).toEqual([]);

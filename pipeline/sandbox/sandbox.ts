@@ -500,6 +500,10 @@ export async function runAndCommit(opts: {
   try {
     // The tar starts only now: a stream made earlier loses a small checkout (tar exits before the engine reads).
     await container.putArchive(tarStream(['-C', opts.checkout, '--transform', 's,^\\./,repo/,;s,^\\.$,repo,', '.']), { path: '/' });
+    // Our Python where runs mount it, for the image's bytecode (pipeline/sandbox/bytecode.ts): sources
+    // only, no tests; the build script removes it once compiled, and runs mount the live tree over it.
+    const lib = ['--exclude=__pycache__', '--exclude=tests', '--exclude=mutate_tests', '--exclude=*.[ch]', '--exclude=*.so'];
+    await container.putArchive(tarStream(['-C', tracersDir, ...lib, '--transform', 's,^\\.,worldline/lib,', '.']), { path: '/' });
     const { exitCode, timedOut, oomKilled } = await startAndWait(container, opts.timeoutMs, opts.onOutput);
     if (exitCode !== 0 || timedOut) return { imageId: null, exitCode, timedOut, oomKilled };
     const [repo, tag] = opts.tag.split(':');

@@ -21,7 +21,7 @@ import { buildImage, inspectImage, removeImage, tarStream } from '../sandbox/eng
 import { freshWork, PRISTINE_REPO, runAndCommit, SANDBOX_UID } from '../sandbox/sandbox.js';
 
 /** Bump when the Dockerfile below changes shape. */
-const BUILD_REVISION = 4;
+const BUILD_REVISION = 5;
 
 /**
  * Phase 1, the package installs the manifest names (apt, pip): the only steps with network, on
