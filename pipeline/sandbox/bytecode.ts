@@ -13,8 +13,8 @@
  * - Our own Python (tracers/, mounted read-only at /worldline/lib in every run) is compiled with
  *   `checked-hash` pycs from the copy the build container is given: the image is not rebuilt when
  *   tracers/ changes, and a run of an edited tree hashes the source, finds it differs and compiles
- *   it in memory, as every run did before (60 ms of a traced run's imports in textstats' image,
- *   14 ms with the pycs). Runs started with `python3 -I` (the key-holding runner, the tool server)
+ *   it in memory, as every run did before (44 ms of a traced run's imports in textstats' image,
+ *   9 ms with the pycs). Runs started with `python3 -I` (the key-holding runner, the tool server)
  *   ignore PYTHONPYCACHEPREFIX and never read these.
  * - pytest's assert-rewritten test modules (in the prefix since pytest 6, `get_cache_dir`; the base
  *   images have 6.0.2, 7.2.1 and 8.3.5) are checked by mtime (whole seconds) and size only. That is

@@ -462,7 +462,8 @@ export class SandboxSession {
  * The repository-controlled part of a build (the manifest's `setup` steps, installing the
  * repository itself): run as root in a container of `image` with no network, the run's memory,
  * pids and CPU limits, no capabilities but those a root install needs on its own files, and no
- * engine log; committed as `tag` when it exits 0. The host folder `checkout` arrives at /repo.
+ * engine log; committed as `tag` when it exits 0. The host folder `checkout` arrives at /repo, and a
+ * copy of tracers/' sources at /worldline/lib.
  */
 export async function runAndCommit(opts: {
   image: string;
