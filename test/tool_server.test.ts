@@ -4,6 +4,7 @@
  * the server costs that command's observation only, and the next one runs by exec.
  */
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { docker } from '../pipeline/sandbox/engine.js';
 import { SandboxSession } from '../pipeline/sandbox/sandbox.js';
 
 const start = (toolServer: boolean) =>
@@ -69,6 +70,43 @@ describe('the tool server', () => {
     const seq = Array.from({ length: 1000 }, (_, n) => `${n + 1}\n`).join('');
     expect((await served.exec(['seq', '1000'], 10, 50)).output).toBe(`${seq.slice(0, 50)}\n[output capped at 50 characters]`);
   }, 300_000);
+
+  it("runs the session's setup as the server's first command: the container's only exec is the server's", async () => {
+    const label = `setup-${process.pid}-${Date.now()}`;
+    const since = Math.floor(Date.now() / 1000) - 1;
+    const session = await SandboxSession.start({
+      image: inject('base311'),
+      env: {},
+      limits: { memoryMb: 256, pids: 64, cpus: 1 },
+      labels: { 'worldline.role': 'test-tool-server', 'worldline.test': label },
+      toolServer: true,
+      setup: { script: 'echo "$1" > /tmp/set-up', args: ['by the setup'] },
+    });
+    try {
+      const [found] = await docker().listContainers({ filters: { label: [`worldline.test=${label}`] } });
+      // The engine's own account of the execs made in this container so far.
+      const events = await docker().getEvents({
+        since,
+        until: Math.ceil(Date.now() / 1000) + 1,
+        filters: { type: ['container'], event: ['exec_create'], container: [found.Id] },
+      });
+      const text = await new Promise<string>((done) => {
+        let all = '';
+        events.on('data', (chunk: Buffer) => (all += chunk.toString()));
+        events.on('end', () => done(all));
+      });
+      const execs = text
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => (JSON.parse(l) as { Action: string }).Action);
+      expect(execs).toHaveLength(1);
+      expect(execs[0]).toMatch(/^exec_create: python3 -I \/worldline\/lib\/tool_server\.py/);
+      expect(session.served).toBe(true);
+      expect(await session.exec(['cat', '/tmp/set-up'], 10, 100)).toEqual({ output: 'by the setup\n', exitCode: 0 });
+    } finally {
+      await session.close();
+    }
+  }, 120_000);
 
   it('a command that kills the server loses its own output only: the next command runs by exec', async () => {
     const session = await start(true);
