@@ -50,24 +50,23 @@ function cli(side: Side, argv: string[]): void {
 }
 
 interface ForageEntry {
-  seconds: number;
   record: { mutation_tasks?: number; issue_tasks?: number };
 }
 
-/** The forage ledger file of the project's unit (its id is the project's name and a hash). */
-function forageFile(out: string, project: string): string | undefined {
-  const dir = join(out, 'ledger', 'forage');
-  const name = existsSync(dir) ? readdirSync(dir).find((f) => f.startsWith(`${project}-`) && f.endsWith('.json')) : undefined;
+/** The project's unit's file in `dir` (a unit's id is the project's name and a hash), if any. */
+function unitFile(dir: string, project: string): string | undefined {
+  const name = existsSync(dir) ? readdirSync(dir).find((f) => f.startsWith(`${project}-`)) : undefined;
   return name && join(dir, name);
 }
+
+const forageFile = (out: string, project: string) => unitFile(join(out, 'ledger', 'forage'), project);
 
 /** What must match across the sides: each task's id and tests, each trajectory's grade and its tools' exit codes. */
 function rowsOf(out: string, project: string): string {
   const part = (kind: string) => {
-    const dir = join(out, 'parts', kind);
-    const file = existsSync(dir) ? readdirSync(dir).find((f) => f.startsWith(`${project}-`)) : undefined;
+    const file = unitFile(join(out, 'parts', kind), project);
     return file
-      ? readFileSync(join(dir, file), 'utf8')
+      ? readFileSync(file, 'utf8')
           .split('\n')
           .filter(Boolean)
           .map((l) => JSON.parse(l))
@@ -106,7 +105,9 @@ async function main(): Promise<void> {
   for (const side of Object.keys(SIDES) as Side[])
     for (const m of manifests.values()) cli(side, ['run', '--stages', 'clone,build,validate,trace', '--manifest', m, '--out', outs[side], ...common]);
 
-  const samples = new Map<string, { wall: number; cpu: number; ratio?: number }[]>();
+  const samples = new Map<string, { wall: number; cpu: number }[]>();
+  // ours / before within each round: the two sides of a round met the same load
+  const ratios = new Map<string, number[]>(names.map((n) => [n, []]));
   const rounds = Number(args.rounds);
   for (let r = 0; r < rounds; r++) {
     const order: Side[] = r % 2 ? ['ours', 'before'] : ['before', 'ours'];
@@ -127,26 +128,24 @@ async function main(): Promise<void> {
         samples.set(key, [...(samples.get(key) ?? []), { wall: wall / tasks, cpu: cpu / tasks }]);
         process.stderr.write(`round ${r + 1}: ${side} ${name}: ${tasks} tasks, ${(wall / tasks).toFixed(2)} s and ${(cpu / tasks).toFixed(2)} CPU-s a task\n`);
       }
-    for (const name of names) samples.get(`${name}|ours`)!.at(-1)!.ratio = wallOf[`${name}|ours`] / wallOf[`${name}|before`];
+    for (const name of names) ratios.get(name)!.push(wallOf[`${name}|ours`] / wallOf[`${name}|before`]);
   }
 
-  const rows = names.flatMap((name) => {
+  const rows = names.map((name) => {
     const b = samples.get(`${name}|before`)!;
     const o = samples.get(`${name}|ours`)!;
-    const ratios = o.map((s) => s.ratio!);
+    const r = ratios.get(name)!;
     const cpuRatio = median(o.map((s) => s.cpu)) / median(b.map((s) => s.cpu));
     const same = rowsOf(outs.before, name) === rowsOf(outs.ours, name) ? 'same' : 'DIFFER';
     return [
-      [
-        name,
-        median(b.map((s) => s.wall)).toFixed(2),
-        median(o.map((s) => s.wall)).toFixed(2),
-        `${median(ratios).toFixed(2)} (${Math.min(...ratios).toFixed(2)}-${Math.max(...ratios).toFixed(2)})`,
-        median(b.map((s) => s.cpu)).toFixed(2),
-        median(o.map((s) => s.cpu)).toFixed(2),
-        cpuRatio.toFixed(2),
-        same,
-      ],
+      name,
+      median(b.map((s) => s.wall)).toFixed(2),
+      median(o.map((s) => s.wall)).toFixed(2),
+      `${median(r).toFixed(2)} (${Math.min(...r).toFixed(2)}-${Math.max(...r).toFixed(2)})`,
+      median(b.map((s) => s.cpu)).toFixed(2),
+      median(o.map((s) => s.cpu)).toFixed(2),
+      cpuRatio.toFixed(2),
+      same,
     ];
   });
   process.stdout.write(
