@@ -1,6 +1,7 @@
-"""3.11's fast locals read directly (_native.c's fast_read) give the records the f_locals dict gave:
-the same names, values and order (a name first bound after a later slot goes to the end, an unbound
-one leaves, cells and free variables show their contents), on the pure Python path's reference."""
+"""3.11's and 3.13's fast locals read directly (_native.c's fast_read) give the records f_locals gave:
+the same names, values and order (3.11's dict: a name first bound after a later slot goes to the
+end, an unbound one leaves; 3.13's proxy: the bound slots in slot order, then what was set through
+f_locals), cells and free variables showing their contents, on the pure Python path's reference."""
 import sys
 
 import pytest
@@ -10,6 +11,7 @@ from worldline_tracer import Tracer, native
 from worldline_tracer import tracer as tracer_module
 
 ON_311 = sys.version_info[:2] == (3, 11)
+ON_313 = sys.version_info[:2] == (3, 13)
 
 
 def _run(fn):
@@ -32,7 +34,7 @@ def test_records_equal_the_dict_path(native_module, monkeypatch):
     assert got == want
     assert fast._raw == pure._raw
     assert fast.events == pure.events
-    if ON_311:
+    if ON_311 or ON_313:
         assert tracer_module._fast_locals[0] is True
     if sys.version_info >= (3, 13):
         return  # PEP 667: the locals proxy lists the slots in slot order, no dict keeps an order
@@ -73,5 +75,31 @@ def test_check_refuses_frames_it_cannot_read(native_module, monkeypatch):
         yield native_module.fast_locals_check(sys._getframe())
 
     assert next(gen()) is False
+    monkeypatch.setattr(native, "mod", native_module)
+    assert tracer_module._fast_locals_probe(1, 2) is True
+
+
+@pytest.mark.skipif(not ON_313, reason="3.13's FrameLocalsProxy (PEP 667)")
+def test_check_on_313_reads_generators_and_refuses_extra_locals(native_module, monkeypatch):
+    """On 3.13 a generator's frame is read in place (the proxy has no dict to keep an order across
+    resumptions), a module-level frame is not (its locals are its dict), nor one holding a name set
+    through f_locals that is no slot (f_extra_locals: the proxy lists it after the slots)."""
+    ns = {"m": native_module, "sys": sys}
+    exec("ok = m.fast_locals_check(sys._getframe())", ns)
+    assert ns["ok"] is False
+
+    def gen(cell):
+        inner = lambda: cell  # noqa: E731 (cell is a cell)
+        yield native_module.fast_locals_check(sys._getframe())
+        yield inner
+
+    assert next(gen(1)) is True
+
+    def extra():
+        here = 1
+        sys._getframe().f_locals["not_a_slot"] = here
+        return native_module.fast_locals_check(sys._getframe())
+
+    assert extra() is False
     monkeypatch.setattr(native, "mod", native_module)
     assert tracer_module._fast_locals_probe(1, 2) is True

@@ -1096,12 +1096,12 @@ static PyObject *locals_of(PyObject *frame) {
  * PyFrame_FastToLocalsWithError, which writes every slot into the frame's dict at every event (on
  * a CPU-bound run, about 900 instructions an event, with the dict walk after it). The layout is
  * CPython 3.11's (Include/internal/pycore_frame.h and pycore_code.h, the same in every 3.11.x;
- * Debian's python3.11 ships no internal headers): FrameObject311 is `struct _frame`, Frame311
+ * Debian's python3.11 ships no internal headers): FrameObjectFast is `struct _frame`, FrameFast
  * `_PyInterpreterFrame`. It is trusted only once fast_locals_check has compared what it reads with
  * PyFrame_GetLocals on live frames (tracer.py's _fast_locals_probe, at the first start), and each
  * read checks that the frame object and its frame data point at each other; anything else takes
  * the dict, as before. */
-#define FAST_LOCALS 1
+#define FAST_LOCALS 311
 typedef struct {
     PyObject *f_func, *f_globals, *f_builtins, *f_locals;
     PyCodeObject *f_code;
@@ -1111,16 +1111,56 @@ typedef struct {
     int stacktop;
     char is_entry, owner;
     PyObject *localsplus[1];
-} Frame311;
+} FrameFast;
 typedef struct {
     PyObject_HEAD
     PyFrameObject *f_back;
-    Frame311 *f_frame;
-} FrameObject311;
+    FrameFast *f_frame;
+} FrameObjectFast;
+#define FAST_CODE(f) ((f)->f_code)
+#elif PY_VERSION_HEX >= 0x030D0000 && PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED)
+/* 3.13's fast locals read where they are, instead of through frame.f_locals: PyFrame_GetLocals
+ * makes a FrameLocalsProxy (PEP 667) at every event, and its keys() and values() build two lists
+ * from the same slots, which the snapshot then compared with the previous event's (on h11 the
+ * proxy, its lists and their frees were about a tenth of the capture). The proxy lists each bound
+ * slot in slot order, a cell's or free variable's content rather than the cell, then the names of
+ * f_extra_locals (what was set through f_locals that is no slot); this reads the same, and takes
+ * the proxy wherever f_extra_locals is there. The layout is CPython 3.13's
+ * (Include/internal/pycore_frame.h, the same in every 3.13.x of the default build; the free-threaded
+ * build keeps the proxy): FrameObjectFast is `struct _frame`, FrameFast `_PyInterpreterFrame`.
+ * Trusted as 3.11's is: only once fast_locals_check has agreed with the proxy on live frames, and
+ * for a frame whose data points back at it. */
+#define FAST_LOCALS 313
+typedef struct {
+    PyObject *f_executable;
+    void *previous;
+    PyObject *f_funcobj, *f_globals, *f_builtins, *f_locals;
+    PyFrameObject *frame_obj;
+    void *instr_ptr;
+    int stacktop;
+    uint16_t return_offset;
+    char owner;
+    PyObject *localsplus[1];
+} FrameFast;
+typedef struct {
+    PyObject_HEAD
+    PyFrameObject *f_back;
+    FrameFast *f_frame;
+    PyObject *f_trace;
+    int f_lineno;
+    char f_trace_lines, f_trace_opcodes;
+    PyObject *f_extra_locals;
+} FrameObjectFast;
+#define FAST_CODE(f) ((PyCodeObject *)(f)->f_executable)
+enum { OWNED_BY_THREAD = 0, OWNED_BY_GENERATOR = 1 };  /* pycore_frame.h's FRAME_OWNED_BY_*: a live frame */
+#endif
+
+#ifdef FAST_LOCALS
 enum { FAST_CELL = 0x40, FAST_FREE = 0x80 };  /* pycore_code.h's CO_FAST_CELL, CO_FAST_FREE */
-#define FAST_MAX 256  /* REUSE_MAX: a frame with more slots takes the dict */
+#define FAST_MAX 256  /* REUSE_MAX: a frame with more slots takes the dict or the proxy */
 static int fast_ok;   /* set by fast_locals_check */
 
+#if FAST_LOCALS == 311
 /* Is `k` one of the code's local names (by identity: the names the dict gets are these objects)? */
 static int slot_of(PyObject *names, int n, PyObject *k, int hint) {
     if (hint < n && PyTuple_GET_ITEM(names, hint) == k) return hint;
@@ -1128,26 +1168,30 @@ static int slot_of(PyObject *names, int n, PyObject *k, int hint) {
         if (PyTuple_GET_ITEM(names, i) == k) return i;
     return -1;
 }
+#endif
 
-/* The frame's slots as FastToLocals reads them: vals[i] the value of local i (borrowed; NULL when
+/* The frame's slots as f_locals reads them: vals[i] the value of local i (borrowed; NULL when
  * unbound), a cell's or a free variable's content rather than the cell; the number of slots, or -1
- * where the frame must take the dict: a cleared frame (FastToLocals reads no slot where stacktop is
- * 0; it is -1 while the frame runs, set at trace events), not a function's frame (module and class bodies and exec
- * keep their locals in the dict), a generator's or coroutine's (its dict, and so the order of its
- * locals, lives on across its resumptions, this frame state does not), before the frame's first
- * traceable instruction (MAKE_CELL and COPY_FREE_VARS not run yet), or a frame whose dict holds a
- * name that is not one of its slots (put there through frame.f_locals or locals(): the dict shows
- * it). */
+ * where the frame must take f_locals. On 3.11: a cleared frame (FastToLocals reads no slot where
+ * stacktop is 0; it is -1 while the frame runs, set at trace events), not a function's frame
+ * (module and class bodies and exec keep their locals in the dict), a generator's or coroutine's
+ * (its dict, and so the order of its locals, lives on across its resumptions, this frame state
+ * does not), before the frame's first traceable instruction (MAKE_CELL and COPY_FREE_VARS not run
+ * yet), or a frame whose dict holds a name that is not one of its slots (put there through
+ * frame.f_locals or locals(): the dict shows it). On 3.13: not a function's frame, a frame that is
+ * not running (its owner neither a thread nor a generator), or one with f_extra_locals. */
 static int fast_read(PyObject *frame, PyObject **vals) {
     if (!PyFrame_Check(frame)) return -1;
-    Frame311 *f = ((FrameObject311 *)frame)->f_frame;
+    FrameFast *f = ((FrameObjectFast *)frame)->f_frame;
     if (f == NULL || f->frame_obj != (PyFrameObject *)frame) return -1;
-    PyCodeObject *co = f->f_code;
-    if (!PyCode_Check((PyObject *)co) || !(co->co_flags & CO_OPTIMIZED)
-        || co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE))
-        return -1;
+    PyCodeObject *co = FAST_CODE(f);
+    if (!PyCode_Check((PyObject *)co) || !(co->co_flags & CO_OPTIMIZED)) return -1;
     int n = co->co_nlocalsplus;
-    if (n > FAST_MAX || f->stacktop == 0 || f->prev_instr < _PyCode_CODE(co) + co->_co_firsttraceable) return -1;
+    if (n > FAST_MAX) return -1;
+#if FAST_LOCALS == 311
+    if (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE) || f->stacktop == 0
+        || f->prev_instr < _PyCode_CODE(co) + co->_co_firsttraceable)
+        return -1;
     PyObject *names = co->co_localsplusnames;
     if (f->f_locals != NULL) {
         if (!PyDict_CheckExact(f->f_locals)) return -1;
@@ -1156,18 +1200,29 @@ static int fast_read(PyObject *frame, PyObject **vals) {
         while (PyDict_Next(f->f_locals, &pos, &k, &v))
             if (slot_of(names, n, k, 0) < 0) return -1;
     }
+#else
+    if ((f->owner != OWNED_BY_THREAD && f->owner != OWNED_BY_GENERATOR) || ((FrameObjectFast *)frame)->f_extra_locals != NULL)
+        return -1;
+#endif
     const char *kinds = PyBytes_AS_STRING(co->co_localspluskinds);
     for (int i = 0; i < n; i++) {
         PyObject *v = f->localsplus[i];
+#if FAST_LOCALS == 311
         if (kinds[i] & FAST_FREE) {
             if (v == NULL || !PyCell_Check(v)) return -1;
             v = PyCell_GET(v);
         } else if (kinds[i] & FAST_CELL && v != NULL && PyCell_Check(v)) v = PyCell_GET(v);  /* MAKE_CELL ran */
+#else
+        /* framelocalsproxy_getval: a cell slot may hold a plain value (an inlined comprehension's
+         * variable of the cell's name, GH-128396) */
+        if (kinds[i] & (FAST_FREE | FAST_CELL) && v != NULL && PyCell_Check(v)) v = PyCell_GET(v);
+#endif
         vals[i] = v;
     }
     return n;
 }
 
+#if FAST_LOCALS == 311
 /* The order the frame's dict would have now: FastToLocals keeps a name where it is while it stays
  * bound, deletes an unbound one and appends a newly bound one (in slot order), so the names of the
  * previous snapshot `prev` (a list; None at a call) that are still bound, then the other bound
@@ -1194,10 +1249,25 @@ static int fast_order(PyObject *names, int n, PyObject *const *vals, PyObject *p
         }
     return m;
 }
+#else
+/* The proxy's order: the bound slots in slot order. idx gets them; the number of them, *same = 1
+ * when their names are the previous snapshot's `prev` (a list; None at a call), object for object. */
+static int fast_order(PyObject *names, int n, PyObject *const *vals, PyObject *prev, int *idx, int *same) {
+    Py_ssize_t np = PyList_CheckExact(prev) ? PyList_GET_SIZE(prev) : -1;
+    int m = 0, s = np >= 0;
+    for (int i = 0; i < n; i++)
+        if (vals[i] != NULL) {
+            s = s && m < np && PyList_GET_ITEM(prev, m) == PyTuple_GET_ITEM(names, i);
+            idx[m++] = i;
+        }
+    *same = s && np == m;
+    return m;
+}
+#endif
 
 /* fast_locals_check(*frames): whether fast_read reads each (live) frame's locals as
- * PyFrame_GetLocals gives them, the same objects in the same order; the answer, given for all,
- * turns the direct read on or off. */
+ * PyFrame_GetLocals gives them (3.11's dict, 3.13's proxy), the same objects in the same order; the
+ * answer, given for all, turns the direct read on or off. */
 static PyObject *fast_locals_check(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     int ok = nargs > 0;
     for (Py_ssize_t a = 0; ok && a < nargs; a++) {
@@ -1207,17 +1277,19 @@ static PyObject *fast_locals_check(PyObject *self, PyObject *const *args, Py_ssi
             ok = 0;
             break;
         }
-        PyObject *names = ((FrameObject311 *)args[a])->f_frame->f_code->co_localsplusnames;
+        PyObject *names = FAST_CODE(((FrameObjectFast *)args[a])->f_frame)->co_localsplusnames;
         PyObject *fl = PyFrame_GetLocals((PyFrameObject *)args[a]);
-        if (fl == NULL) return NULL;
-        Py_ssize_t pos = 0;
-        PyObject *k, *v;
+        PyObject *items = fl == NULL ? NULL : PyMapping_Items(fl);
+        Py_XDECREF(fl);
+        if (items == NULL) return NULL;
+        Py_ssize_t at = 0, len = PyList_GET_SIZE(items);
         for (int i = 0; ok && i < n; i++) {
             if (vals[i] == NULL) continue;
-            ok = PyDict_Next(fl, &pos, &k, &v) && k == PyTuple_GET_ITEM(names, i) && v == vals[i];
+            PyObject *kv = at < len ? PyList_GET_ITEM(items, at++) : NULL;
+            ok = kv != NULL && PyTuple_GET_ITEM(kv, 0) == PyTuple_GET_ITEM(names, i) && PyTuple_GET_ITEM(kv, 1) == vals[i];
         }
-        ok = ok && !PyDict_Next(fl, &pos, &k, &v);
-        Py_DECREF(fl);
+        ok = ok && at == len;
+        Py_DECREF(items);
     }
     fast_ok = ok;
     return PyBool_FromLong(ok);
@@ -1317,7 +1389,7 @@ static PyObject *snapshot_of(PyObject *ctx, PyObject *frame, PyObject *st) {
 #ifdef FAST_LOCALS
     PyObject *fast[FAST_MAX];
     int nfast = fast_ok ? fast_read(frame, fast) : -1, idx[FAST_MAX], m = -1;
-    PyObject *names = nfast < 0 ? NULL : ((FrameObject311 *)frame)->f_frame->f_code->co_localsplusnames;
+    PyObject *names = nfast < 0 ? NULL : FAST_CODE(((FrameObjectFast *)frame)->f_frame)->co_localsplusnames;
     if (nfast >= 0) m = fast_order(names, nfast, fast, prev_keys, idx, &same);
     if (m >= 0) {
         PyObject *prev_vals = PyList_GET_ITEM(st, ST_VALS);
@@ -2541,7 +2613,7 @@ static PyMethodDef methods[] = {
     {"settrace", cap_settrace, METH_O, "settrace(capture): the calling thread's C trace function"},
 #ifdef FAST_LOCALS
     {"fast_locals_check", (PyCFunction)(void (*)(void))fast_locals_check, METH_FASTCALL,
-     "fast_locals_check(*frames) -> whether 3.11's fast locals are read directly from now on"},
+     "fast_locals_check(*frames) -> whether 3.11's or 3.13's fast locals are read directly from now on"},
 #endif
     {NULL, NULL, 0, NULL},
 };

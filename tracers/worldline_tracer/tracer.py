@@ -32,7 +32,7 @@ from .serialize import _ADDR, _THREAD_IDENT, Serializer, _perf, deep_overflow
 from .source import SourceIndex
 
 _GEN_FLAGS = 0x20 | 0x80 | 0x200  # CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR
-# whether _native.c reads 3.11's fast locals directly (_fast_locals_probe, at the first start)
+# whether _native.c reads 3.11's or 3.13's fast locals directly (_fast_locals_probe, at the first start)
 _fast_locals = [None]
 _HERE = os.path.dirname(os.path.abspath(__file__))
 HAS_MONITORING = hasattr(sys, "monitoring")
@@ -189,8 +189,8 @@ def _other_ctx(ser):
 
 
 def _fast_locals_probe(arg, cell_arg):
-    """Turn on _native.c's direct read of 3.11's fast locals once it has read two live frames'
-    locals as frame.f_locals gives them (native.mod.fast_locals_check): this frame (a plain local,
+    """Turn on _native.c's direct read of 3.11's or 3.13's fast locals once it has read two live
+    frames' locals as frame.f_locals gives them (native.mod.fast_locals_check): this frame (a plain local,
     one unbound by del, an argument that is a cell, a cell bound late, one not bound yet) and the
     closure's (free variables, one of them an empty cell). Whether it agreed."""
     gone = arg
@@ -299,7 +299,7 @@ class Tracer(object):
         self._running = True
         self._set_off(False)
         if native.mod is not None:
-            if _fast_locals[0] is None and hasattr(native.mod, "fast_locals_check"):  # 3.11 builds only
+            if _fast_locals[0] is None and hasattr(native.mod, "fast_locals_check"):  # 3.11 and 3.13 builds only
                 _fast_locals[0] = _fast_locals_probe(self, [self])
             # _st_global/_st_local and the commonest monitoring callbacks in C, on this state
             self._capture = native.mod.Capture(
