@@ -30,6 +30,9 @@ and recorded in the line's "error". Environment variables (all optional):
                                   growing at a cap (events, or a call's lines) when stop_at_cap (a test
                                   known to loop); its line then
                                   says "timed_out_under_trace" and why
+  WORLDLINE_TRACE_ARENAS_KEPT_MB  pymalloc's arenas come from huge pages and empty ones are kept for
+                                  the next test, up to this many MiB resident (default 128; "off":
+                                  CPython's own arenas); see _native.c's huge_arenas
 Line shape: {"nodeid", "phases", "backend", "python", "tracer_version", "truncated", "error",
   "seconds", "timed_out_under_trace", "stopped", "event_count", "line_events", "events"?: [...],
   "episodes"?: [...], "episodes_dropped"?: {...}, "episodes_built"?, "episode_bytes"?,
@@ -49,7 +52,7 @@ import time
 
 import pytest
 
-from . import __version__
+from . import __version__, native
 from .caps import OutputCaps
 from .episodes import EpisodeBuilder, Texts, new_batch
 from .serialize import DEFAULTS as _SER_DEFAULTS
@@ -67,6 +70,9 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 _TICK_S = 0.05
 # How much larger the collector's youngest generation is while a phase is traced (_SparseCollection).
 _GC_SCALE = 10
+# MiB of empty pymalloc arenas kept resident between tests (_native.c's huge_arenas): h11's largest
+# test fills about 80 MB of them, and the memory is the process's peak either way
+_ARENAS_KEPT_MB = 128
 
 
 class TracedTestStopped(BaseException):
@@ -114,6 +120,7 @@ def pytest_configure(config):
     include_tests = os.environ.get("WORLDLINE_TRACE_INCLUDE_TESTS", "1").strip() not in ("0", "false", "no")
     _state["scope"] = make_scope(root, include_tests=include_tests)
     _seed_hypothesis()
+    _huge_arenas()
     _state["sources"] = SourceIndex()
     _state["batch"] = new_batch()
     budgets = os.environ.get("WORLDLINE_TRACE_BUDGETS", "").strip()
@@ -143,6 +150,18 @@ def _seed_hypothesis():
         settings.load_profile("worldline")
     except Exception as e:  # an old or broken hypothesis: its tests stay as random as they were
         sys.stderr.write("worldline_tracer: hypothesis left unseeded: %s\n" % (e,))
+
+
+def _huge_arenas():
+    """pymalloc's arenas from transparent huge pages, the empty ones kept for the next test: the
+    records and frame texts a traced test makes are its pymalloc memory, and each fresh 4 KiB page
+    of it was a page fault (h11 on 3.13: 20k of them, about a quarter of its time in tests). Only
+    where the accelerator has it (64-bit, not free-threaded) and WORLDLINE_TRACE_ARENAS_KEPT_MB is
+    not "off"; the traced code's own objects share the arenas, as they shared pymalloc's."""
+    kept = os.environ.get("WORLDLINE_TRACE_ARENAS_KEPT_MB", "").strip()
+    if kept == "off" or native.mod is None or not hasattr(native.mod, "huge_arenas"):
+        return
+    native.mod.huge_arenas((int(kept) if kept else _ARENAS_KEPT_MB) << 20)
 
 
 def pytest_unconfigure(config):
