@@ -9,7 +9,10 @@
  * second of test time.
  * Options: --python 3.13,3.11 --rounds 5 --budget 600 (seconds a variant may take per run; past it, a
  * lower bound is printed as ">=") --baseline DIR (a tracers/ folder of an earlier revision, e.g. a
- * `git worktree` of main: timed as "before" in the same interleaved rounds)
+ * `git worktree` of main: timed as "before" in the same interleaved rounds; DIR comes first on the
+ * path, so the accelerator's modules put in it, built for the image's Python (e.g. copied out of the
+ * earlier base image's /usr/lib/python3/dist-packages), are imported instead of the image's own: a
+ * change to the C is then measured too, where without them "before" runs the image's)
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
