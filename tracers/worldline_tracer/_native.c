@@ -1097,9 +1097,8 @@ static PyObject *locals_of(PyObject *frame) {
  * PyFrame_FastToLocalsWithError, which writes every slot into the frame's dict at every event (on
  * a CPU-bound run, about 900 instructions an event, with the dict walk after it). The layout is
  * CPython 3.11's (Include/internal/pycore_frame.h and pycore_code.h, the same in every 3.11.x;
- * Debian's python3.11 ships no internal headers): FrameObjectFast is `struct _frame`, FrameFast
- * `_PyInterpreterFrame`. It is trusted only once fast_locals_check has compared what it reads with
- * PyFrame_GetLocals on live frames (tracer.py's _fast_locals_probe, at the first start), and each
+ * Debian's python3.11 ships no internal headers): FrameFast is `_PyInterpreterFrame`. It is
+ * trusted only once fast_locals_check has compared what it reads with PyFrame_GetLocals on live frames (tracer.py's _fast_locals_probe, at the first start), and each
  * read checks that the frame object and its frame data point at each other; anything else takes
  * the dict, as before. */
 #define FAST_LOCALS 311
@@ -1113,11 +1112,6 @@ typedef struct {
     char is_entry, owner;
     PyObject *localsplus[1];
 } FrameFast;
-typedef struct {
-    PyObject_HEAD
-    PyFrameObject *f_back;
-    FrameFast *f_frame;
-} FrameObjectFast;
 #define FAST_CODE(f) ((f)->f_code)
 #elif PY_VERSION_HEX >= 0x030D0000 && PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED)
 /* 3.13's fast locals read where they are, instead of through frame.f_locals: PyFrame_GetLocals
@@ -1128,7 +1122,7 @@ typedef struct {
  * f_extra_locals (what was set through f_locals that is no slot); this reads the same, and takes
  * the proxy wherever f_extra_locals is there. The layout is CPython 3.13's
  * (Include/internal/pycore_frame.h, the same in every 3.13.x of the default build; the free-threaded
- * build keeps the proxy): FrameObjectFast is `struct _frame`, FrameFast `_PyInterpreterFrame`.
+ * build keeps the proxy): FrameFast is `_PyInterpreterFrame`.
  * Trusted as 3.11's is: only once fast_locals_check has agreed with the proxy on live frames, and
  * for a frame whose data points back at it. */
 #define FAST_LOCALS 313
@@ -1143,6 +1137,12 @@ typedef struct {
     char owner;
     PyObject *localsplus[1];
 } FrameFast;
+#define FAST_CODE(f) ((PyCodeObject *)(f)->f_executable)
+enum { OWNED_BY_THREAD = 0, OWNED_BY_GENERATOR = 1 };  /* pycore_frame.h's FRAME_OWNED_BY_*: a live frame */
+#endif
+
+#ifdef FAST_LOCALS
+/* `struct _frame`: its head is the same in 3.11 and 3.13, where f_extra_locals follows it */
 typedef struct {
     PyObject_HEAD
     PyFrameObject *f_back;
@@ -1150,13 +1150,10 @@ typedef struct {
     PyObject *f_trace;
     int f_lineno;
     char f_trace_lines, f_trace_opcodes;
+#if FAST_LOCALS == 313
     PyObject *f_extra_locals;
-} FrameObjectFast;
-#define FAST_CODE(f) ((PyCodeObject *)(f)->f_executable)
-enum { OWNED_BY_THREAD = 0, OWNED_BY_GENERATOR = 1 };  /* pycore_frame.h's FRAME_OWNED_BY_*: a live frame */
 #endif
-
-#ifdef FAST_LOCALS
+} FrameObjectFast;
 enum { FAST_CELL = 0x40, FAST_FREE = 0x80 };  /* pycore_code.h's CO_FAST_CELL, CO_FAST_FREE */
 #define FAST_MAX 256  /* REUSE_MAX: a frame with more slots takes the dict or the proxy */
 static int fast_ok;   /* set by fast_locals_check */
