@@ -75,3 +75,56 @@ def test_past_the_cap_the_pages_go_back(arenas):
     assert freed < 16 and kept_freed >= 48
     # so the second round faults them in again, where the kept ones did not
     assert second > kept_second
+
+
+SUITE = '''
+import resource
+
+
+def _faults():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def test_rounds():
+    counts = []
+    for r in range(2):
+        before = _faults()
+        held = [("%d-%d" % (r, i), (i, r)) for i in range(400000)]
+        counts.append(_faults() - before)
+        del held
+    with open("faults.txt", "w") as f:
+        f.write("%d %d" % tuple(counts))
+'''
+
+
+def _plugin_run(native_modules, tmp_path, kept):
+    """A one-test suite under the tracer plugin (its scope elsewhere, so only the allocator is at
+    work), WORLDLINE_TRACE_ARENAS_KEPT_MB=kept (None: unset): the process and the test's faults."""
+    suite = tmp_path / "suite"
+    suite.mkdir(parents=True)
+    (suite / "test_rounds.py").write_text(SUITE)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(__file__)),
+                                                        os.path.dirname(native_modules[0].__file__)]
+                                                       + [p for p in sys.path if p]),
+               WORLDLINE_TRACE_OUT=str(tmp_path / "trace.jsonl"), WORLDLINE_TRACE_ROOT=str(tmp_path / "elsewhere"))
+    env.pop("WORLDLINE_TRACE_ARENAS_KEPT_MB", None)
+    if kept is not None:
+        env["WORLDLINE_TRACE_ARENAS_KEPT_MB"] = kept
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "worldline_tracer.plugin"],
+                          cwd=str(suite), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+    faults = suite / "faults.txt"
+    return proc, tuple(map(int, faults.read_text().split())) if faults.exists() else None
+
+
+def test_the_plugin_installs_them_when_it_traces_unless_told_off(arenas, tmp_path):
+    proc, (first, second) = _plugin_run(arenas, tmp_path / "on", None)
+    assert proc.returncode == 0, proc.stdout
+    proc, (own_first, own_second) = _plugin_run(arenas, tmp_path / "off", "off")
+    assert proc.returncode == 0, proc.stdout
+    assert own_second > 2000 and second < own_second // 10
+
+
+def test_a_bad_arenas_setting_is_a_usage_error_naming_it(arenas, tmp_path):
+    proc, faults = _plugin_run(arenas, tmp_path, "lots")
+    assert proc.returncode == 4 and faults is None
+    assert b"WORLDLINE_TRACE_ARENAS_KEPT_MB must be a whole number of MiB or off, not 'lots'" in proc.stdout

@@ -13,6 +13,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #if PY_VERSION_HEX < 0x030B0000
 #include <frameobject.h> /* PyFrame_Type and PyFrame_GetBack, in Python.h from 3.11 */
@@ -2616,12 +2617,14 @@ static PyObject *configure(PyObject *self, PyObject *args) {
 #define HUGE_BYTES ((size_t)2 << 20)
 #define CHUNK ((size_t)32 << 20)
 static PyObjectArenaAllocator arena_default;
+/* pymalloc calls in under its interpreter's GIL, but a subinterpreter with its own GIL (3.12+) has
+ * its own pymalloc state and the same _PyObject_Arena: the free list and the chunk are shared */
+static pthread_mutex_t arena_lock = PTHREAD_MUTEX_INITIALIZER;
 static char *chunk_at, *chunk_end;
 static uintptr_t *arena_free;  /* free arenas, the most recently freed last; bit 0: its pages were given back */
 static Py_ssize_t arena_nfree, arena_capfree, arena_resident, arena_keep;
 
-static void *arena_alloc(void *ctx, size_t size) {
-    if (size != ARENA_BYTES) return arena_default.alloc(arena_default.ctx, size);
+static void *arena_take(void) {
     if (arena_nfree > 0) {
         uintptr_t a = arena_free[--arena_nfree];
         if (!(a & 1)) arena_resident--;
@@ -2629,7 +2632,7 @@ static void *arena_alloc(void *ctx, size_t size) {
     }
     if (chunk_at == chunk_end) {
         char *m = mmap(NULL, CHUNK + HUGE_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (m == MAP_FAILED) return arena_default.alloc(arena_default.ctx, size);
+        if (m == MAP_FAILED) return NULL;
         char *at = (char *)(((uintptr_t)m + HUGE_BYTES - 1) & ~(uintptr_t)(HUGE_BYTES - 1));
         if (at > m) munmap(m, at - m);
         if (at + CHUNK < m + CHUNK + HUGE_BYTES) munmap(at + CHUNK, m + CHUNK + HUGE_BYTES - (at + CHUNK));
@@ -2642,34 +2645,49 @@ static void *arena_alloc(void *ctx, size_t size) {
     return a;
 }
 
-static void arena_release(void *ctx, void *ptr, size_t size) {
-    if (size != ARENA_BYTES) {
-        arena_default.free(arena_default.ctx, ptr, size);
-        return;
-    }
+static void *arena_alloc(void *ctx, size_t size) {
+    if (size != ARENA_BYTES) return arena_default.alloc(arena_default.ctx, size);
+    pthread_mutex_lock(&arena_lock);
+    void *a = arena_take();
+    pthread_mutex_unlock(&arena_lock);
+    return a != NULL ? a : arena_default.alloc(arena_default.ctx, size);
+}
+
+/* Onto the free list, its pages given back past arena_keep; 0 when there is no room to remember it. */
+static int arena_keep_free(void *ptr) {
     if (arena_nfree == arena_capfree) {
         Py_ssize_t cap = arena_capfree ? 2 * arena_capfree : 64;
-        uintptr_t *q = PyMem_RawRealloc(arena_free, sizeof(uintptr_t) * cap);
-        if (q == NULL) {  /* no room to remember it: it goes back as it would have */
-            arena_default.free(arena_default.ctx, ptr, size);
-            return;
-        }
+        uintptr_t *q = realloc(arena_free, sizeof(uintptr_t) * cap);  /* not PyMem: no GIL is asked for */
+        if (q == NULL) return 0;
         arena_free = q;
         arena_capfree = cap;
     }
     uintptr_t a = (uintptr_t)ptr;
     if ((Py_ssize_t)((arena_resident + 1) * ARENA_BYTES) > arena_keep) {
-        madvise(ptr, size, MADV_DONTNEED);
+        madvise(ptr, ARENA_BYTES, MADV_DONTNEED);
         a |= 1;
     } else
         arena_resident++;
     arena_free[arena_nfree++] = a;
+    return 1;
+}
+
+static void arena_release(void *ctx, void *ptr, size_t size) {
+    int kept = 0;
+    if (size == ARENA_BYTES) {
+        pthread_mutex_lock(&arena_lock);
+        kept = arena_keep_free(ptr);
+        pthread_mutex_unlock(&arena_lock);
+    }
+    if (!kept) arena_default.free(arena_default.ctx, ptr, size);  /* as it would have gone */
 }
 
 static PyObject *huge_arenas(PyObject *self, PyObject *arg) {
     Py_ssize_t keep = PyLong_AsSsize_t(arg);
     if (keep == -1 && PyErr_Occurred()) return NULL;
+    pthread_mutex_lock(&arena_lock);
     arena_keep = keep < 0 ? 0 : keep;
+    pthread_mutex_unlock(&arena_lock);
     if (arena_default.alloc == NULL) {
         PyObjectArenaAllocator ours = {NULL, arena_alloc, arena_release};
         PyObject_GetArenaAllocator(&arena_default);

@@ -161,6 +161,8 @@ def _huge_arenas():
     kept = os.environ.get("WORLDLINE_TRACE_ARENAS_KEPT_MB", "").strip()
     if kept == "off" or native.mod is None or not hasattr(native.mod, "huge_arenas"):
         return
+    if kept and not kept.isdigit():
+        raise pytest.UsageError("WORLDLINE_TRACE_ARENAS_KEPT_MB must be a whole number of MiB or off, not %r" % kept)
     native.mod.huge_arenas((int(kept) if kept else _ARENAS_KEPT_MB) << 20)
 
 
