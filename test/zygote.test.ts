@@ -65,7 +65,7 @@ const STEPS: Step[] = [
 ];
 
 const probeOf = (work: string, step: string) => {
-  const line = (readResult(work, `output-${step}.log`) ?? '').split('\n').find((l) => l.startsWith('PROBE ') || l.startsWith('.PROBE '));
+  const line = (readResult(work, `output-${step}.log`) ?? '').split('\n').find((l) => l.includes('PROBE {'));
   return line ? (JSON.parse(line.slice(line.indexOf('{'))) as Record<string, unknown>) : null;
 };
 

@@ -13,18 +13,30 @@ writes the report (pipeline/sandbox/pytest_report.ts verifies it). So this proce
 the key: code under test can still lie about its own outcomes through this pipe, but it cannot
 forge, reorder or cut the report file. Each test's start and end go down the same pipe for the
 runner's watchdog, which kills a test that runs past its limit whatever it does with signals.
+
+Invisible to the suite: PYTEST_DONT_REWRITE (pytest neither rewrites this module nor warns that
+it was imported before assertion rewriting was set up), and every function the hooks call is
+bound here, at import, so a test that mocks `os.write` (filelock's return 0), `json.dumps` or
+`builtins.open`, or a conftest that swaps `sys.modules` entries, changes nothing we do.
 """
 import json
 import os
 
+_write = os.write
+_open = os.open
+_close = os.close
+_set_inheritable = os.set_inheritable
+_environ_pop = os.environ.pop
+_encode = json.JSONEncoder(sort_keys=True).encode
+
 
 def _pipe_fd():
-    fd = os.environ.pop("WORLDLINE_REPORT_FD", None)
+    fd = _environ_pop("WORLDLINE_REPORT_FD", None)
     if fd is None:
         return None
     fd = int(fd)
     # The tests' own subprocesses get no copy to write into.
-    os.set_inheritable(fd, False)
+    _set_inheritable(fd, False)
     return fd
 
 
@@ -35,10 +47,13 @@ def _emitter():
     def emit(record):
         if state["fd"] is None:
             return
-        data = (json.dumps(record, sort_keys=True) + "\n").encode("utf-8", "replace")
+        data = (_encode(record) + "\n").encode("utf-8", "replace")
         # A signal can cut a write to a pipe short; the runner must get whole lines.
         while data:
-            data = data[os.write(state["fd"], data) :]
+            written = _write(state["fd"], data)
+            if written <= 0:
+                raise OSError("the report pipe took no bytes")
+            data = data[written:]
 
     return emit, state
 
@@ -49,7 +64,9 @@ _emit, _state = _emitter()
 
 
 def _message(report):
-    """First line of a failure, enough to say why without the whole traceback."""
+    """First line of a failure, enough to say why without the whole traceback: for an error
+    without a crash line (a module that failed to import while collecting, whose text starts
+    "ImportError while importing test module"), the exception pytest marks with "E   "."""
     if report.passed:
         return None
     longrepr = getattr(report, "longrepr", None)
@@ -59,14 +76,18 @@ def _message(report):
         return str(longrepr[2])[:500]
     crash = getattr(getattr(longrepr, "reprcrash", None), "message", None)
     text = crash if crash else str(longrepr)
-    return text.strip().splitlines()[0][:500] if text.strip() else None
+    lines = text.strip().splitlines()
+    if not crash:
+        marked = [line[1:].strip() for line in lines if line.startswith("E ") and line[1:].strip()]
+        lines = marked[-1:] or lines
+    return lines[0][:500] if lines else None
 
 
 def pytest_configure(config, _emit=_emit, _state=_state):
     # Without the runner (the tracer's own tests), straight to the file named.
-    path = os.environ.pop("WORLDLINE_REPORT", None)
+    path = _environ_pop("WORLDLINE_REPORT", None)
     if path and _state["fd"] is None:
-        _state["fd"] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        _state["fd"] = _open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     _emit({"event": "start"})
 
 
@@ -91,6 +112,10 @@ def pytest_runtest_logfinish(nodeid, location, _emit=_emit, _state=_state):
 
 
 def pytest_runtest_logreport(report, _emit=_emit):
+    if report.outcome == "rerun":
+        # pytest-rerunfailures: this attempt does not count, the test runs again from its setup.
+        _emit({"event": "rerun", "nodeid": report.nodeid, "when": report.when})
+        return
     record = {
         "event": "test",
         "nodeid": report.nodeid,
@@ -112,5 +137,5 @@ def pytest_sessionfinish(session, exitstatus, _emit=_emit):
 
 def pytest_unconfigure(config, _state=_state):
     if _state["fd"] is not None:
-        os.close(_state["fd"])
+        _close(_state["fd"])
         _state["fd"] = None

@@ -79,7 +79,7 @@ def _kill_group(proc):
 MAX_LINE = 64 << 20
 DRAIN_S = 5
 PHASES = ("setup", "call", "teardown")
-EVENTS = ("start", "collected", "collect_error", "test", "finish")
+EVENTS = ("start", "collected", "collect_error", "test", "rerun", "finish")
 
 
 class _Report:
@@ -110,6 +110,9 @@ class _Report:
             if phase in self.phases:
                 return "%s reported its %s phase twice" % phase
             self.phases.add(phase)
+        elif event == "rerun":
+            # A rerun plugin's failed attempt: the test's phases may be reported again.
+            self.phases -= {(record.get("nodeid"), when) for when in PHASES}
         self.finished = event == "finish"
         return None
 

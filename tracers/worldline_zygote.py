@@ -116,7 +116,8 @@ def _serve(sock):
 
 
 def _become_run(request, fds):
-    """In the child: the process a cold `python3 -S worldline_pytest.py ARGS` would have been, up to pytest.main."""
+    """In the child: the process a cold `python3 -S worldline_pytest.py ARGS` would have been, up to
+    worldline_pytest.run (which makes it `python3 -m pytest ARGS` for the suite); returns ARGS."""
     out, report = fds
     _dumpable(1)
     null = os.open(os.devnull, os.O_RDONLY)
@@ -139,7 +140,6 @@ def _become_run(request, fds):
         import worldline_report  # noqa: F401  (takes the report pipe's descriptor on import)
     finally:
         sys.meta_path, sys.path_hooks, sys.path_importer_cache = machinery
-    sys.path.insert(0, os.getcwd())
     return request["args"]
 
 
@@ -172,6 +172,8 @@ def _exit_forked(code):
 
 if __name__ == "__main__":
     args = main()
-    import pytest
+    import worldline_pytest
 
-    _exit_forked(int(pytest.main(args)))
+    # As in a cold run, where it is __main__: no module of that name for a test to find.
+    del sys.modules["worldline_pytest"]
+    _exit_forked(worldline_pytest.run(args))

@@ -220,14 +220,18 @@ export interface SandboxLimits {
 const toRunLimits = (l: SandboxLimits): RunLimits => ({ memoryBytes: l.memoryMb * 1024 * 1024, pids: l.pids, cpus: l.cpus });
 
 /**
- * The environment every sandboxed run gets, over the unit's own `vars`: our Python first on the
- * import path (then the repository's src/ when it has that layout), hashing and time zone fixed
- * so a run is reproducible, no bytecode written into the checkout.
+ * The environment every sandboxed run gets, over the unit's own `vars`: the repository's src/ on
+ * the import path when it has that layout, hashing and time zone fixed so a run is reproducible,
+ * no bytecode written into the checkout. Our own Python is never on PYTHONPATH: our programs find
+ * their modules beside them (/worldline/lib is a script's sys.path[0]), and a test's subprocess,
+ * or a test itself, must not find a module of ours by accident (worldline_pytest.py takes
+ * /worldline/lib off sys.path too).
  */
 function standardEnv(vars: Record<string, string>, srcLayout: boolean, extra: Record<string, string> = {}): Record<string, string> {
+  const pythonPath = [srcLayout ? '/repo/src' : '', vars.PYTHONPATH].filter(Boolean).join(':');
   return {
     ...vars,
-    PYTHONPATH: [srcLayout ? '/worldline/lib:/repo/src' : '/worldline/lib', vars.PYTHONPATH].filter(Boolean).join(':'),
+    ...(pythonPath ? { PYTHONPATH: pythonPath } : {}),
     PYTHONHASHSEED: '0',
     PYTHONDONTWRITEBYTECODE: '1',
     // A .pth a test drops in ~/.local would run in every later interpreter of the container.
@@ -250,6 +254,8 @@ export interface SandboxSpec {
   limits: SandboxLimits;
   timeoutMs: number;
   labels: Record<string, string>;
+  /** false: no /worldline/lib at all (plain pytest, the reference our runs are compared with). */
+  ourCode?: boolean;
 }
 
 /** A sandboxed run's container, the one standard way. */
@@ -257,7 +263,7 @@ const sandboxedRun = (spec: Omit<SandboxSpec, 'timeoutMs'>): Omit<ContainerRun, 
   image: spec.image,
   cmd: spec.cmd,
   env: standardEnv(spec.vars, spec.srcLayout, spec.env),
-  binds: [`${tracersDir}:/worldline/lib:ro`, `${spec.work}:/worldline/out`],
+  binds: [...(spec.ourCode === false ? [] : [`${tracersDir}:/worldline/lib:ro`]), `${spec.work}:/worldline/out`],
   limits: toRunLimits(spec.limits),
   labels: spec.labels,
 });

@@ -10,6 +10,7 @@ import { outLayout } from '../runtime/layout.js';
 import type { Unit } from '../runtime/manifest.js';
 import type { PipelineOptions } from '../runtime/options.js';
 import { redactText, unitRedactor } from '../runtime/part_redaction.js';
+import { firstErrorLine } from './pytest_output.js';
 import { foldReport, type SuiteRun, signedLines } from './pytest_report.js';
 import { LineCounter, readLogTail, readResult } from './results.js';
 import { claimWork, freshWork, runSandboxed } from './sandbox.js';
@@ -20,24 +21,14 @@ export const TIMEOUT_EXIT = 124;
 /**
  * The pytest command line every Worldline run uses, plus the unit's own arguments: pytest started
  * by worldline_pytest.py under -S, so the plugin holds the runner's report pipe before any `.pth`
- * file of the repository's build runs.
+ * file of the repository's build runs. What pytest itself sees is `python3 -m pytest` with the
+ * unit's arguments and nothing of ours (the plugins are handed over in-process, not as `-p`), save
+ * the per-test timeout, an ini override so a suite's own `--timeout` still wins (the runner's
+ * watchdog bounds every test from outside whatever it says). Callers may append test paths.
  */
 export function pytestCommand(pytestArgs: string[], testTimeoutS: number, hasTimeoutPlugin: boolean, plugins: string[] = []): string[] {
-  const cmd = [
-    'python3',
-    '-S',
-    '/worldline/lib/worldline_pytest.py',
-    '-p',
-    'worldline_report',
-    ...plugins.flatMap((p) => ['-p', p]),
-    '-p',
-    'no:cacheprovider',
-    '-q',
-    '-rN',
-    '--color=no',
-  ];
-  // pytest-timeout registers itself through its entry point; naming it with -p again is an error.
-  if (hasTimeoutPlugin && testTimeoutS > 0) cmd.push(`--timeout=${testTimeoutS}`);
+  const cmd = ['python3', '-S', '/worldline/lib/worldline_pytest.py', '--plugins', plugins.join(','), '--'];
+  if (hasTimeoutPlugin && testTimeoutS > 0) cmd.push('-o', `timeout=${testTimeoutS}`);
   return [...cmd, ...pytestArgs];
 }
 
@@ -236,7 +227,8 @@ export async function runSuite(spec: SuiteSpec): Promise<SuiteOutcome> {
     for (let i = 1; i <= spec.runs; i++) {
       const files = readRunFiles(work, i);
       const { exitCode, report } = files;
-      logParts.push(`==== run ${i} ====\n${readLogTail(work, `output-${i}.log`) ?? '(no output)'}`);
+      const output = readLogTail(work, `output-${i}.log`);
+      logParts.push(`==== run ${i} ====\n${output ?? '(no output)'}`);
       if (exitCode === null && report === null) break;
       const timedOut = exitCode === null || exitCode === TIMEOUT_EXIT;
       const run = foldReport(report ?? '', timedOut ? null : exitCode, timedOut, key);
@@ -252,10 +244,17 @@ export async function runSuite(spec: SuiteSpec): Promise<SuiteOutcome> {
         run.problem = result.oomKilled
           ? `out of memory (killed at the ${options.memoryMb} MB limit)`
           : 'killed (exit 137: SIGKILL, not by the out-of-memory killer)';
-      }
+      } else if (run.problem && !tampered) run.problem = withErrorLine(run.problem, output ?? '');
       runs.push(run);
     }
   }
+}
+
+/** A run's problem with the first real error of its output after it, when the problem does not say it already. */
+function withErrorLine(problem: string, output: string): string {
+  const line = firstErrorLine(output);
+  // The collection error's own message may be in the problem already, without the file after it.
+  return line && !problem.includes(line.replace(/ \([^()]*\)$/, '')) ? `${problem}: ${line}` : problem;
 }
 
 /** The first run's problem, prefixed with its run number, or null. */

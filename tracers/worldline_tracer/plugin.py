@@ -39,6 +39,11 @@ Line shape: {"nodeid", "phases", "backend", "python", "tracer_version", "truncat
   "sampled"?: null | "test_cap" | "unit_cap", "slow_reprs": [...]}; "slow_reprs" names the classes
   whose repr ran past the serializer's wall-time safety net (their values are markers, so the trace
   depends on the machine's load: the caller flags it)
+
+PYTEST_DONT_REWRITE: pytest leaves this module as it is. Every function the hooks call on the
+standard library is bound below, at import: a test that mocks `os.write`, `time.monotonic`
+(freezegun) or `json.dumps`, or a fake file system (pyfakefs swaps the `os` of every module it
+finds), changes nothing the plugin does.
 """
 import gc
 import importlib.util
@@ -59,6 +64,17 @@ from .serialize import DEFAULTS as _SER_DEFAULTS
 from .serialize import Serializer
 from .source import SourceIndex
 from .tracer import Tracer, _as_dict, make_scope
+
+_monotonic = time.monotonic
+_open, _close, _write, _writev = os.open, os.close, os.write, os.writev
+_dumps = json.dumps
+_load = json.load
+_read_file = open
+_signal, _setitimer = signal.signal, signal.setitimer
+_gc_get_threshold, _gc_set_threshold, _gc_isenabled, _gc_enable, _gc_disable = (
+    gc.get_threshold, gc.set_threshold, gc.isenabled, gc.enable, gc.disable)
+_seed = random.seed
+_PYTHON = platform.python_version()
 
 # one SourceIndex for the whole run: each file is parsed once, not once per test
 # and one batch the episodes of every test are written into (episodes.new_batch)
@@ -112,7 +128,7 @@ def pytest_configure(config):
     path = os.environ.get("WORLDLINE_TRACE_OUT")
     if not path or _state["fd"] is not None:
         return
-    _state["fd"] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    _state["fd"] = _open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     _state["opts"] = opts = _options()
     _state["caps"] = OutputCaps(opts["seed"], opts["max_test_episodes"], opts["max_test_bytes"],
                                 opts["max_unit_episodes"], opts["max_unit_bytes"])
@@ -125,8 +141,8 @@ def pytest_configure(config):
     _state["batch"] = new_batch()
     budgets = os.environ.get("WORLDLINE_TRACE_BUDGETS", "").strip()
     if budgets:
-        with open(budgets) as f:
-            _state["budgets"] = json.load(f)
+        with _read_file(budgets) as f:
+            _state["budgets"] = _load(f)
 
 
 def pytest_collection_finish(session):
@@ -140,9 +156,10 @@ def _seed_hypothesis():
     ``derandomize`` (examples from a hash of the test), no example database (a rerun would replay
     what an earlier run found) and no deadline (the tracer's slowdown must not fail a test). Only
     when hypothesis is installed (then imported at start-up even if the suite never uses it)."""
-    if importlib.util.find_spec("hypothesis") is None:
-        return
     try:
+        # A suite's conftest may have put a stub there (no __spec__: find_spec raises).
+        if importlib.util.find_spec("hypothesis") is None:
+            return
         from hypothesis import HealthCheck, settings
 
         settings.register_profile("worldline", derandomize=True, database=None, deadline=None,
@@ -170,7 +187,7 @@ def pytest_unconfigure(config):
     fd = _state["fd"]
     if fd is not None:
         _state["fd"] = None
-        os.close(fd)
+        _close(fd)
 
 
 def _record(item):
@@ -192,21 +209,21 @@ class _Watchdog:
         self.stop_at_cap = bool(budget.get("stop_at_cap"))
         self.rec = rec
         self.tracer = tracer
-        self.started = time.monotonic()
+        self.started = _monotonic()
         self.previous = None
 
     def __enter__(self):
         try:
-            self.previous = signal.signal(signal.SIGALRM, self._tick)
-            signal.setitimer(signal.ITIMER_REAL, _TICK_S, _TICK_S)
+            self.previous = _signal(signal.SIGALRM, self._tick)
+            _setitimer(signal.ITIMER_REAL, _TICK_S, _TICK_S)
         except (ValueError, OSError, AttributeError):  # not the main thread: the outer timeout bounds it
             self.previous = None
         return self
 
     def __exit__(self, *exc):
         if self.previous is not None:
-            signal.setitimer(signal.ITIMER_REAL, 0, 0)
-            signal.signal(signal.SIGALRM, self.previous)
+            _setitimer(signal.ITIMER_REAL, 0, 0)
+            _signal(signal.SIGALRM, self.previous)
         return False
 
     def _tick(self, signum, frame):
@@ -216,11 +233,11 @@ class _Watchdog:
         why = None
         if self.stop_at_cap and self.tracer is not None and self.tracer.saturated():
             why = "trace cap reached by a test known to time out"
-        elif self.seconds is not None and time.monotonic() - self.started > self.seconds:
+        elif self.seconds is not None and _monotonic() - self.started > self.seconds:
             why = "over its budget of %.1f s" % self.seconds
         if why is None:
             return
-        signal.setitimer(signal.ITIMER_REAL, 0, 0)
+        _setitimer(signal.ITIMER_REAL, 0, 0)
         self.rec["timed_out_under_trace"] = True
         self.rec["stopped"] = why
         raise TracedTestStopped("stopped under trace: " + why)
@@ -247,7 +264,7 @@ def _traced(item, phase):
         if rec is not None and rec["error"] is None:
             rec["error"] = "start: %s: %s" % (type(e).__name__, e)
     budget = _state["budgets"].get(item.nodeid) if phase == "call" and rec is not None else None
-    started = time.monotonic()
+    started = _monotonic()
     try:
         with _SparseCollection(tracer is not None):
             if budget is None:
@@ -257,7 +274,7 @@ def _traced(item, phase):
                     yield
     finally:
         if rec is not None and phase == "call":
-            rec["seconds"] = round(time.monotonic() - started, 4)
+            rec["seconds"] = round(_monotonic() - started, 4)
         if tracer is not None:
             try:
                 tracer.stop()
@@ -286,16 +303,16 @@ class _SparseCollection(object):
         self.on = on
 
     def __enter__(self):
-        self.saved = gc.get_threshold()
+        self.saved = _gc_get_threshold()
         self.ours = None
         if self.on and self.saved[0]:
             self.ours = (self.saved[0] * _GC_SCALE,) + self.saved[1:]
-            gc.set_threshold(*self.ours)
+            _gc_set_threshold(*self.ours)
         return self
 
     def __exit__(self, *exc):
-        if self.ours is not None and gc.get_threshold() == self.ours:
-            gc.set_threshold(*self.saved)
+        if self.ours is not None and _gc_get_threshold() == self.ours:
+            _gc_set_threshold(*self.saved)
         return False
 
 
@@ -307,13 +324,13 @@ class _NoCollection(object):
     toolz's episodes). What it leaves is found by the next automatic collection."""
 
     def __enter__(self):
-        self.was = gc.isenabled()
-        gc.disable()
+        self.was = _gc_isenabled()
+        _gc_disable()
         return self
 
     def __exit__(self, *exc):
         if self.was:
-            gc.enable()
+            _gc_enable()
         return False
 
 
@@ -334,7 +351,7 @@ def _write_line(item):
             "nodeid": item.nodeid,
             "phases": rec["phases"],
             "backend": rec["backend"],
-            "python": platform.python_version(),
+            "python": _PYTHON,
             "tracer_version": __version__,
             "truncated": rec["truncated"],
             "error": rec["error"],
@@ -364,7 +381,7 @@ def _write_line(item):
                 episodes = Texts([])
                 out["error"] = out["error"] or "episodes: %s: %s" % (type(e).__name__, e)
             out["episodes"] = _SLOT
-        line = json.dumps(out, sort_keys=True) + "\n"
+        line = _dumps(out, sort_keys=True) + "\n"
         if episodes is None:
             parts = [line.encode("utf-8", "replace")]
         else:
@@ -384,16 +401,19 @@ def _write_line(item):
 
 def _write_all(fd, parts):
     """One writev of the line's parts (one append, as one write was), and the rest if it fell short."""
-    done = os.writev(fd, parts)
+    done = _writev(fd, parts)
     rest = b"".join(parts)[done:] if done < sum(map(len, parts)) else b""
     while rest:
-        rest = rest[os.write(fd, rest):]
+        written = _write(fd, rest)
+        if written <= 0:
+            raise OSError("the trace file took no bytes")
+        rest = rest[written:]
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_setup(item):
     if _state["fd"] is not None:
-        random.seed("%s|%s" % (_state["opts"]["seed"], item.nodeid))
+        _seed("%s|%s" % (_state["opts"]["seed"], item.nodeid))
     for _ in _traced(item, "setup"):
         yield
 

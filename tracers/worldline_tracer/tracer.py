@@ -35,6 +35,10 @@ _GEN_FLAGS = 0x20 | 0x80 | 0x200  # CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENER
 # whether _native.c reads 3.11's or 3.13's fast locals directly (_fast_locals_probe, at the first start)
 _fast_locals = [None]
 _HERE = os.path.dirname(os.path.abspath(__file__))
+# Bound at import: a test under a fake file system (pyfakefs swaps every module's `os`) or one that
+# mocks these must not change which files are in scope or which thread is traced.
+_abspath, _basename = os.path.abspath, os.path.basename
+_get_ident = threading.get_ident
 HAS_MONITORING = hasattr(sys, "monitoring")
 
 DEFAULT_MAX_EVENTS = 100000
@@ -80,7 +84,7 @@ def make_scope(root=None, include_tests=True, exclude=()):
             return hit
         ok = False
         if filename and filename[0] != "<":
-            path = os.path.abspath(filename)
+            path = _abspath(filename)
             ok = path.startswith(root_prefix)
             if ok and (os.sep + "site-packages" + os.sep in path or os.sep + "dist-packages" + os.sep in path):
                 ok = False
@@ -94,7 +98,7 @@ def make_scope(root=None, include_tests=True, exclude=()):
                         break
             if ok and not include_tests:
                 rel = path[len(root_prefix):]
-                base = os.path.basename(rel)
+                base = _basename(rel)
                 parts = rel.split(os.sep)[:-1]
                 if (base.startswith("test_") or base.endswith("_test.py") or base == "conftest.py"
                         or "tests" in parts or "test" in parts):
@@ -295,7 +299,7 @@ class Tracer(object):
     def start(self):
         if self._running:
             raise RuntimeError("tracer already started")
-        self._thread = threading.get_ident()
+        self._thread = _get_ident()
         self._running = True
         self._set_off(False)
         if native.mod is not None:
@@ -640,7 +644,7 @@ class Tracer(object):
                 info = self._m_scope(code)
                 if not info:
                     return DISABLE
-                if threading.get_ident() == self._thread:
+                if _get_ident() == self._thread:
                     self._on_call(getframe(1), info)
             except Exception:
                 self._fault()
