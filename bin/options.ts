@@ -239,6 +239,12 @@ const runOptions = <T>(y: Argv<T>) =>
     .option('base-image', { type: 'string', describe: 'Use this local image as the base instead of the debootstrap ones' })
     .option('build-timeout', { type: 'number', default: DEFAULTS.buildTimeoutS, describe: 'Image build timeout, seconds' })
     .option('validate-runs', { type: 'number', default: DEFAULTS.validateRuns, describe: 'Suite runs per unit; outcomes that differ are flaky' })
+    .option('plain-parity', {
+      type: 'boolean',
+      default: DEFAULTS.plainParity,
+      describe:
+        'Validate also runs each suite as plain `python3 -m pytest` (no Worldline code) and records the tests whose outcome differs (--no-plain-parity: skip it)',
+    })
     .option('test-timeout', { type: 'number', default: DEFAULTS.testTimeoutS, describe: 'Per-test timeout, seconds (0: off)' })
     .option('suite-timeout', { type: 'number', default: DEFAULTS.suiteTimeoutS, describe: 'Wall timeout of one suite run, seconds' })
     .option('memory', { type: 'number', default: DEFAULTS.memoryMb, describe: 'Container memory limit, MB' })
@@ -447,6 +453,7 @@ export function toPipelineOptions(a: PipelineArgs): PipelineOptions {
     baseImage: a['base-image'],
     buildTimeoutS: a['build-timeout'],
     validateRuns: a['validate-runs'],
+    plainParity: a['plain-parity'],
     testTimeoutS: a['test-timeout'],
     suiteTimeoutS: a['suite-timeout'],
     memoryMb: a.memory,

@@ -3,7 +3,7 @@ import { bool, defineSchema, float64, type Infer, int32, int64, list, nullable, 
 /** One row per unit (repository at a commit): provenance, environment, and how far it got. */
 export const reposSchema = defineSchema({
   name: 'repos',
-  version: 4,
+  version: 5,
   doc: 'One row per repository at a commit: provenance, license, environment image, and suite outcome counts.',
   fields: {
     unit_id: string('Stable unit id: <slug>-<hash of location, commit, python>'),
@@ -26,6 +26,7 @@ export const reposSchema = defineSchema({
     status: string('ok (every stage passed), failed, incomplete (later stages not run yet), or excluded (license or benchmark repository; see reason)'),
     failed_stage: nullable(string('The stage that failed: clone, build, validate or trace')),
     reason: nullable(string('Why it failed or was excluded, precisely')),
+    log: nullable(string("The failed stage's log, relative to the output folder (null: none)")),
     validate_runs: int32('How many times the suite ran (0 when it never ran)'),
     exit_codes: list(int32(), "pytest's exit status per run"),
     collected: int64('Tests collected in the first run'),
@@ -36,6 +37,7 @@ export const reposSchema = defineSchema({
     xfailed: int64('Expected failures in the first run'),
     xpassed: int64('Unexpected passes in the first run'),
     flaky: int64('Tests whose outcome differed between runs'),
+    unstable_ids: int64('Test ids not there in every run (an id that embeds the time, say): neither flaky nor traced'),
     stable_passed: int64('Tests that passed in every run'),
     traceable: bool('At least one test passed in every run'),
     traced_tests: int64('Tests the trace stage traced (0 when it did not run)'),
@@ -46,6 +48,8 @@ export const reposSchema = defineSchema({
     trace_sampled_tests: int64('Traced tests whose episodes are a seeded sample past an output cap'),
     trace_determinism_diff: nullable(float64('With --determinism-sample: share of episodes that differ when the suite is traced again (null: not sampled)')),
     trace_caps: list(int64(), 'Output caps in force: test episodes, test bytes, unit episodes, unit bytes (0: none)'),
+    plain_compared: int64('Tests compared with a run of plain `python3 -m pytest` in the same image, no Worldline code (0: not compared)'),
+    plain_mismatches: int64('Of those, tests whose outcome under Worldline differed from plain pytest, flaky ones aside (should be 0)'),
     parity_mismatches: int64('Tests whose outcome under the tracer differed from validate (should be 0)'),
     tracer_version: nullable(string('Tracer version')),
     build_seconds: nullable(float64('Wall time of the image build (timing: never part of a content hash)')),

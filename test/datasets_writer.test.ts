@@ -276,6 +276,7 @@ describe('dataset layout, read by DuckDB and polars', () => {
       outcome: i % 9 ? 'passed' : 'failed',
       run_outcomes: i % 9 ? ['passed', 'passed'] : ['failed', 'failed'],
       flaky: false,
+      unstable_id: false,
       message: i % 9 ? null : 'AssertionError: boom',
       duration_seconds: i / 1000,
       image_id: 'sha256:abc',

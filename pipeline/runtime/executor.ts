@@ -5,7 +5,7 @@
  * `rank`/`worldSize` pick this process's share of the units, for Slurm arrays and the like.
  */
 import { existsSync, readdirSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 import { hashOf } from '../../core/hashing.js';
 import { mapLimit } from '../../core/map_limit.js';
 import { removeTree } from '../../core/mounts.js';
@@ -100,6 +100,7 @@ export async function runUnit(
     // A job abandoned at its timeout (its containers removed under it) records nothing: its retry does.
     if (jobCancelled()) return { ...summary, status: 'failed', reason: 'job cancelled' };
     summary.ran.push(stage.name);
+    const logFile = outLayout.log(options.out, stage.name, unit.id);
     ledger.put({
       stage: stage.name,
       unit_id: unit.id,
@@ -107,6 +108,7 @@ export async function runUnit(
       key,
       status: result.status,
       reason: result.reason,
+      ...(result.status === 'failed' && existsSync(logFile) ? { log: relative(options.out, logFile) } : {}),
       ...(budgetCut ? { budget_cut: true } : {}),
       record: result.record,
       seconds: Math.round((Date.now() - started) / 10) / 100,

@@ -27,6 +27,8 @@ export interface LedgerEntry<R = unknown> {
   key: string;
   status: 'ok' | 'failed';
   reason: string | null;
+  /** A failed stage's log, relative to the output folder (where the whole story is), when it wrote one. */
+  log?: string;
   /** The unit's --unit-budget ran out in or before this stage: a rerun continues it, --retry-failed or not. */
   budget_cut?: boolean;
   /** The stage's result for this unit (small; bulky outputs live in part files). */

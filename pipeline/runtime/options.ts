@@ -26,6 +26,8 @@ export interface PipelineOptions {
   baseImage?: string;
   buildTimeoutS: number;
   validateRuns: number;
+  /** Validate also runs each suite as plain `python3 -m pytest` (no code of ours) and records where outcomes differ. */
+  plainParity: boolean;
   /** Per-test timeout (pytest-timeout); 0 turns it off. */
   testTimeoutS: number;
   /** Wall timeout of one whole suite run. */
@@ -97,6 +99,7 @@ export const DEFAULTS: Omit<PipelineOptions, 'out'> = {
   retryFailed: false,
   buildTimeoutS: 1800,
   validateRuns: 2,
+  plainParity: true,
   testTimeoutS: 300,
   suiteTimeoutS: 1800,
   memoryMb: 4096,

@@ -35,6 +35,8 @@ export interface SuiteCounts {
   xpassed: number;
   missing: number;
   flaky: number;
+  /** Test ids not there in every run (an id that embeds the time, say): not flaky, never traced. */
+  unstable_ids: number;
   /** Tests that passed in every run: what later stages may trace and grade with. */
   stable_passed: number;
 }
@@ -46,6 +48,30 @@ export interface ValidateRecord extends SuiteCounts {
   runs: number;
   exit_codes: number[];
   traceable: boolean;
+  /** The suite under plain `python3 -m pytest` in the same image, test by test against ours (null: --no-plain-parity). */
+  plain?: PlainParity | null;
+}
+
+/** Our per-test outcomes against plain pytest's (pipeline/sandbox/plain_parity.ts). */
+export interface PlainParity {
+  /** Plain runs made: one, and a second when the first disagreed with ours anywhere. */
+  plain_runs: number;
+  plain_exit_codes: number[];
+  /** Tests both sides ran (flaky ones aside), and how many of them had the same outcome. */
+  compared: number;
+  equal: number;
+  mismatches: number;
+  /** The first mismatches: the test, our outcome, plain pytest's. */
+  mismatched: { node_id: string; ours: string; plain: string }[];
+  /** Tests whose outcome differed between the two plain runs (or between ours): flaky, not mismatched. */
+  plain_flaky: number;
+  /** Ids only our runs had, and only plain pytest had (the first of each, and their counts). */
+  ours_only: string[];
+  ours_only_count: number;
+  plain_only: string[];
+  plain_only_count: number;
+  /** Why plain pytest could not be compared (it wrote no report), or null. */
+  problem: string | null;
 }
 
 export interface TraceStageRecord {

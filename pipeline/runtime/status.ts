@@ -1,6 +1,6 @@
 /** `worldline status`: what an output folder holds, per stage, with every failure's reason. */
 import { existsSync, readFileSync } from 'node:fs';
-import { basename, dirname } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { writeFileAtomic } from '../../core/atomic.js';
 import { dirBytes, gb } from '../../core/disk.js';
 import { table } from '../../core/table.js';
@@ -8,12 +8,14 @@ import type { CandidateSummary } from '../../datasets/audit.js';
 import { mirrorsDir, outLayout } from './layout.js';
 import { Ledger, STAGES, type StageName } from './ledger.js';
 import type { ManifestError } from './manifest.js';
-import type { CandidateFate, ForageRecord } from './records.js';
+import type { CandidateFate, ForageRecord, PlainParity, ValidateRecord } from './records.js';
 
 export interface StatusReport {
   out: string;
   stages: Record<StageName, { ok: number; failed: number }>;
-  failures: { stage: StageName; unit_id: string; repo: string; reason: string | null }[];
+  failures: { stage: StageName; unit_id: string; repo: string; reason: string | null; log: string | null }[];
+  /** Units whose tests had other outcomes under Worldline than under plain pytest, and the first of them. */
+  plain_parity: { unit_id: string; compared: number; mismatches: number; mismatched: PlainParity['mismatched']; problem: string | null }[];
   manifest_errors: ManifestError[];
   dataset: { configs: Record<string, { rows: number; shards: number }> } | null;
   /** The machine's mirrors cache (`status` only: measuring it walks the cache). */
@@ -61,8 +63,13 @@ export function readStatus(out: string, opts: { disk?: boolean } = {}): StatusRe
   for (const stage of STAGES) {
     const entries = ledger.all(stage);
     stages[stage] = { ok: entries.filter((e) => e.status === 'ok').length, failed: entries.filter((e) => e.status === 'failed').length };
-    for (const e of entries) if (e.status === 'failed') failures.push({ stage, unit_id: e.unit_id, repo: e.unit.repo, reason: e.reason });
+    for (const e of entries) if (e.status === 'failed') failures.push({ stage, unit_id: e.unit_id, repo: e.unit.repo, reason: e.reason, log: e.log ?? null });
   }
+  const plain_parity = ledger
+    .all<ValidateRecord>('validate')
+    .map((e) => ({ unit_id: e.unit_id, plain: e.record?.plain }))
+    .filter((p): p is { unit_id: string; plain: PlainParity } => !!p.plain && (p.plain.mismatches > 0 || p.plain.problem !== null))
+    .map(({ unit_id, plain }) => ({ unit_id, compared: plain.compared, mismatches: plain.mismatches, mismatched: plain.mismatched, problem: plain.problem }));
   const candidate_fates = ledger.all('forage').flatMap((e) => ((e.record as ForageRecord | null)?.candidates ?? []).map((f) => ({ unit_id: e.unit_id, ...f })));
   const manifest_errors = existsSync(errorsPath(out)) ? (JSON.parse(readFileSync(errorsPath(out), 'utf8')) as ManifestError[]) : [];
   const manifestFile = outLayout.datasetManifest(out);
@@ -74,7 +81,7 @@ export function readStatus(out: string, opts: { disk?: boolean } = {}): StatusRe
     forage_cost.tasks += e.record.task_seconds?.length ?? 0;
     for (const [phase, s] of Object.entries(e.record.seconds_by_phase)) forage_cost.seconds_by_phase[phase] = (forage_cost.seconds_by_phase[phase] ?? 0) + s;
   }
-  return { out, stages, failures, manifest_errors, dataset, mirrors, candidates: summarize(candidate_fates), candidate_fates, forage_cost };
+  return { out, stages, failures, plain_parity, manifest_errors, dataset, mirrors, candidates: summarize(candidate_fates), candidate_fates, forage_cost };
 }
 
 export function formatStatus(s: StatusReport): string {
@@ -97,7 +104,25 @@ export function formatStatus(s: StatusReport): string {
     parts.push('', 'manifest errors:', ...s.manifest_errors.map((e) => `  ${e.file}:${e.line}: ${e.message}`));
   }
   if (s.failures.length) {
-    parts.push('', 'failures:', ...s.failures.map((f) => `  ${f.stage}  ${f.unit_id}  ${f.reason}`));
+    parts.push(
+      '',
+      'failures:',
+      ...s.failures.flatMap((f) => [`  ${f.stage}  ${f.unit_id}  ${f.reason}`, ...(f.log ? [`      log: ${join(s.out, f.log)}`] : [])]),
+    );
+  }
+  if (s.plain_parity.length) {
+    parts.push(
+      '',
+      'outcomes that differ from plain pytest (validate; the parity log of each unit is under logs/parity/):',
+      ...s.plain_parity.flatMap((p) =>
+        p.problem
+          ? [`  ${p.unit_id}  not compared: ${p.problem}`]
+          : [
+              `  ${p.unit_id}  ${p.mismatches} of ${p.compared} tests`,
+              ...p.mismatched.slice(0, 5).map((m) => `      ${m.node_id}: worldline ${m.ours}, plain ${m.plain}`),
+            ],
+      ),
+    );
   }
   const c = s.candidates;
   if (c.tried || c.skipped) {

@@ -45,6 +45,11 @@ type ReportLine =
   | { event: 'collect_error'; nodeid: string; message: string | null }
   | PhaseReport
   | { event: 'finish'; exitstatus: number }
+  /**
+   * A phase a rerun plugin (pytest-rerunfailures) reported as `rerun`: the test runs again from its
+   * setup, so the phases reported for it so far are dropped and may come again.
+   */
+  | { event: 'rerun'; nodeid: string; when: string }
   /** The runner's (worldline_runs.py): the plugin sent a record no honest plugin sends; the report ends here. */
   | { event: 'tampered'; reason: string };
 
@@ -124,14 +129,17 @@ export function foldReport(reportText: string, exitCode: number | null, timedOut
     if (line.event === 'collected') collected.push(...line.nodeids);
     else if (line.event === 'collect_error') collectErrors.push({ nodeid: line.nodeid, message: line.message });
     else if (line.event === 'finish') finished = true;
+    else if (line.event === 'rerun') phases.delete(line.nodeid);
     else if (line.event === 'test') {
       const list = phases.get(line.nodeid) ?? [];
       list.push(line);
       phases.set(line.nodeid, list);
     }
   }
-  // Tests reported but not collected can happen with plugins that generate items late.
-  const unique = [...new Set([...collected, ...phases.keys()])];
+  // Tests reported but not collected can happen with plugins that generate items late. A session
+  // stopped at collection (exit 2 before any test ran) ran none of what it had collected: no tests.
+  const stoppedAtCollection = exitCode === 2 && phases.size === 0;
+  const unique = stoppedAtCollection ? [] : [...new Set([...collected, ...phases.keys()])];
   const tests: TestResult[] = unique.map((nodeid) => {
     const ph = phases.get(nodeid) ?? [];
     const { outcome, message } = ph.length ? phaseOutcome(ph) : { outcome: 'missing' as Outcome, message: 'no result was reported' };
@@ -152,6 +160,7 @@ export function foldReport(reportText: string, exitCode: number | null, timedOut
 function signedCheck(lines: ReportLine[], exitCode: number | null): string | null {
   const seen = new Set<string>();
   for (const line of lines) {
+    if (line.event === 'rerun') for (const when of ['setup', 'call', 'teardown']) seen.delete(`${when} ${line.nodeid}`);
     if (line.event !== 'test') continue;
     const k = `${line.when} ${line.nodeid}`;
     if (seen.has(k)) return `the report was tampered with: ${line.nodeid} reported its ${line.when} phase twice`;
@@ -169,8 +178,7 @@ function crossCheck(run: SuiteRun, anyReport: boolean): string | null {
     const reported = run.tests.filter((t) => t.outcome !== 'missing').length;
     return `the suite exceeded its wall timeout and was killed; ${reported} of ${run.tests.length} collected tests had reported`;
   }
-  if (!anyReport)
-    return `pytest exited ${run.exitCode} and the reporting plugin wrote nothing (the plugin did not load, or pytest failed before configuring it)`;
+  if (!anyReport) return `pytest exited ${run.exitCode} before its session started`;
   switch (run.exitCode) {
     case 0:
       if (failing) return `pytest exited 0 but the report has ${failing} failing test(s): the report cannot be trusted`;
@@ -200,12 +208,21 @@ export interface TestVerdict {
   /** Outcome of the first run (the reference run). */
   outcome: Outcome;
   runOutcomes: Outcome[];
+  /** The same test id had different outcomes in different runs. */
   flaky: boolean;
+  /**
+   * The id was not there in every run (one that embeds the time, a random number or a memory
+   * address): not a flaky test, but no test later stages can name again either.
+   */
+  unstableId: boolean;
   duration: number;
   message: string | null;
 }
 
-/** Merges N runs: a test whose outcome differs between runs is flaky. */
+/**
+ * Merges N runs: a test whose outcome differs between runs is flaky; an id that some run did not
+ * have at all is an unstable id (its outcome there is `missing`), never counted as flaky.
+ */
 export function mergeRuns(runs: SuiteRun[]): TestVerdict[] {
   const byRun = runs.map((r) => new Map(r.tests.map((t) => [t.nodeid, t])));
   const ids = [...new Set(runs.flatMap((r) => r.tests.map((t) => t.nodeid)))];
@@ -213,11 +230,13 @@ export function mergeRuns(runs: SuiteRun[]): TestVerdict[] {
     const per = byRun.map((m) => m.get(nodeid));
     const runOutcomes = per.map((t) => t?.outcome ?? 'missing');
     const first = per.find((t) => t) as TestResult;
+    const unstableId = per.some((t) => !t);
     return {
       nodeid,
       outcome: runOutcomes[0],
       runOutcomes,
-      flaky: new Set(runOutcomes).size > 1,
+      flaky: !unstableId && new Set(runOutcomes).size > 1,
+      unstableId,
       duration: first.duration,
       message: per.find((t) => t && t.outcome !== 'passed')?.message ?? null,
     };
@@ -235,11 +254,13 @@ export function countVerdicts(verdicts: TestVerdict[]): SuiteCounts {
     xpassed: 0,
     missing: 0,
     flaky: 0,
+    unstable_ids: 0,
     stable_passed: 0,
   };
   for (const v of verdicts) {
     c[v.outcome] += 1;
     if (v.flaky) c.flaky += 1;
+    if (v.unstableId) c.unstable_ids += 1;
     if (v.runOutcomes.every((o) => o === 'passed')) c.stable_passed += 1;
   }
   return c;

@@ -2,21 +2,24 @@
  * Stage `validate`: runs the unit's suite N times, one run after another in one sandboxed
  * container (no network; memory, pids and CPU limits; a wall timeout per run), so state a run
  * leaves behind can change the next run and show up as flakiness. Outcomes come from our
- * reporting plugin, written outside /repo, cross-checked with pytest's exit code.
+ * reporting plugin, written outside /repo, cross-checked with pytest's exit code. Then (unless
+ * --no-plain-parity) the suite runs as plain `python3 -m pytest` with no code of ours in the
+ * container, and the record says test by test where the two differ (plain_parity.ts).
  */
 import { rmSync } from 'node:fs';
 import { writeFileAtomic } from '../../core/atomic.js';
 import type { TestRecord } from '../../schemas/tests.js';
 import { outLayout } from '../runtime/layout.js';
 import { redactRows, unitRedactor } from '../runtime/part_redaction.js';
-import type { BuildRecord, CloneRecord, ValidateRecord } from '../runtime/records.js';
+import type { BuildRecord, CloneRecord, PlainParity, ValidateRecord } from '../runtime/records.js';
 import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
+import { plainParity } from '../sandbox/plain_parity.js';
 import { countVerdicts, mergeRuns, type TestVerdict } from '../sandbox/pytest_report.js';
 import { firstProblem, pytestCommand, runSuite, TIMEOUT_EXIT } from '../sandbox/suite_run.js';
 import { TRACER_CODE, tracerCodeHash } from '../sandbox/tracers.js';
 
 /** Bump when how the suite is run changes in a way the key's other fields do not show. */
-const VALIDATE_REVISION = 1;
+const VALIDATE_REVISION = 2;
 
 export function testFile(nodeid: string): string {
   return nodeid.split('::')[0];
@@ -35,6 +38,7 @@ export const validateStage: Stage<'validate'> = {
       limits: [o.memoryMb, o.cpus, o.pids],
       pytest_args: ctx.unit.env.pytest_args,
       vars: ctx.unit.env.vars,
+      plain: o.plainParity,
       code: tracerCodeHash(TRACER_CODE.report),
       revision: VALIDATE_REVISION,
     };
@@ -56,9 +60,26 @@ export const validateStage: Stage<'validate'> = {
       pytest: pytestCommand(unit.env.pytest_args, options.testTimeoutS, build.pytest_timeout),
     });
     rmSync(work, { recursive: true, force: true });
-    if (!runs.length) return failed(`the suite did not start (container exit ${containerExit}): ${containerOutput.trim().slice(-300)}`);
-    const problem = firstProblem(runs);
     const verdicts = mergeRuns(runs);
+    // A suite that ran past its timeout under us would only do so again: not run twice.
+    const plain =
+      options.plainParity && !runs[0]?.timedOut
+        ? await plainParity(
+            {
+              unit,
+              imageId: build.image_id,
+              srcLayout: clone.src_layout,
+              options,
+              pytestArgs: unit.env.pytest_args,
+              testTimeoutS: options.testTimeoutS,
+              hasTimeoutPlugin: build.pytest_timeout,
+            },
+            verdicts,
+          )
+        : null;
+    if (!runs.length)
+      return failed(`the suite did not start (container exit ${containerExit}): ${containerOutput.trim().slice(-300)}${plainSaid(plain, null)}`);
+    const problem = firstProblem(runs);
     const counts = countVerdicts(verdicts);
     const record: ValidateRecord = {
       image_id: build.image_id,
@@ -68,11 +89,13 @@ export const validateStage: Stage<'validate'> = {
       exit_codes: runs.map((r) => r.exitCode ?? TIMEOUT_EXIT),
       ...counts,
       traceable: counts.stable_passed > 0,
+      plain,
     };
+    const parity = plain && !plain.problem ? `; plain pytest: ${plain.mismatches} of ${plain.compared} differ` : '';
     ctx.log(
-      `validate ${unit.id}: ${counts.collected} collected, ${counts.passed} passed, ${counts.failed} failed, ${counts.flaky} flaky (${seconds.toFixed(1)} s)`,
+      `validate ${unit.id}: ${counts.collected} collected, ${counts.passed} passed, ${counts.failed} failed, ${counts.error} errors, ${counts.flaky} flaky${parity} (${seconds.toFixed(1)} s)`,
     );
-    if (problem) return failed(problem, record);
+    if (problem) return failed(`${problem}${plainSaid(plain, record.exit_codes[0])}`, record);
     const rows = redactRows(
       unitRedactor(options, unit),
       'tests',
@@ -86,6 +109,13 @@ export const validateStage: Stage<'validate'> = {
   },
 };
 
+/** For a failed unit, when plain pytest ended otherwise in the same image: how (where to look next). */
+function plainSaid(plain: PlainParity | null, ourExit: number | null): string {
+  if (!plain || plain.plain_exit_codes[0] === ourExit) return '';
+  const said = plain.problem ?? `exit ${plain.plain_exit_codes[0]}, ${plain.compared + plain.plain_only_count} tests`;
+  return ` (plain python3 -m pytest in the same image: ${said})`;
+}
+
 function testRow(v: TestVerdict, clone: CloneRecord, build: BuildRecord, ctx: StageContext): TestRecord {
   return {
     unit_id: ctx.unit.id,
@@ -96,6 +126,7 @@ function testRow(v: TestVerdict, clone: CloneRecord, build: BuildRecord, ctx: St
     outcome: v.outcome,
     run_outcomes: v.runOutcomes,
     flaky: v.flaky,
+    unstable_id: v.unstableId,
     message: v.message,
     duration_seconds: v.duration,
     image_id: build.image_id,
