@@ -14,7 +14,7 @@ import { cli, tempDir } from './helpers.js';
 
 /** Writes, in the container, what the prefix holds and what runs read from it. */
 const PROBE = `
-import glob, importlib.util, json, subprocess, sys
+import glob, importlib.util, json, os, subprocess, sys
 out = {"prefix": sys.pycache_prefix}
 core = "/repo/textstats/core.py"
 pyc = importlib.util.cache_from_source(core)
@@ -25,7 +25,8 @@ out["lib_pyc"] = importlib.util.cache_from_source(lib)
 out["lib_flags"] = int.from_bytes(open(out["lib_pyc"], "rb").read()[4:8], "little")
 out["stdlib_pyc"] = bool(glob.glob(sys.pycache_prefix + "/usr/lib/python3*/json/__init__.*.pyc"))
 out["rewritten"] = [p.rsplit("/", 1)[1] for p in glob.glob(sys.pycache_prefix + "/repo/tests/test_core.*-pytest-*.pyc")]
-verbose = subprocess.run([sys.executable, "-v", "-c", "import json, textstats, worldline_tracer.plugin"], capture_output=True, text=True, cwd="/repo").stderr
+# Our Python is on no run's PYTHONPATH (our programs find it beside them): named here to import it.
+verbose = subprocess.run([sys.executable, "-v", "-c", "import json, textstats, worldline_tracer.plugin"], capture_output=True, text=True, cwd="/repo", env=dict(os.environ, PYTHONPATH="/worldline/lib")).stderr
 out["read"] = sorted(l.split("'")[1] for l in verbose.splitlines() if l.startswith("# code object from '"))
 json.dump(out, open("/worldline/out/probe.json", "w"))
 `;

@@ -8,6 +8,7 @@ import hashlib
 import hmac
 import itertools
 import re
+import time
 
 KEY_BYTES = re.compile(rb"[0-9a-f]{64}")
 KEY_STR = re.compile(r"[0-9a-f]{64}")
@@ -23,12 +24,20 @@ def keylike():
 
 
 def signed_lines():
-    """(mac, body) of each report's first line: the runner's, signed with the key."""
-    firsts = []
-    for path in glob.glob("/worldline/out/report-*.jsonl"):
-        with open(path, "rb") as f:
-            firsts.append(f.readline().rstrip(b"\n").split(b" ", 1))
-    return firsts
+    """(mac, body) of each report's first line: the runner's, signed with the key. The runner
+    writes it from another process as the records come, so on a busy machine it may still be on
+    its way when this test runs: waited for, up to ten seconds."""
+    deadline = time.monotonic() + 10
+    while True:
+        firsts = []
+        for path in glob.glob("/worldline/out/report-*.jsonl"):
+            with open(path, "rb") as f:
+                first = f.readline()
+            if first.endswith(b"\n"):
+                firsts.append(first.rstrip(b"\n").split(b" ", 1))
+        if firsts or time.monotonic() > deadline:
+            return firsts
+        time.sleep(0.05)
 
 
 def test_pth_ran():
