@@ -22,6 +22,7 @@ E       assert 1 == 2</failure></testcase>
 <testcase classname="tests.test_a" name="test_setup_error" time="0.000"><error message="failed on setup with &quot;RuntimeError: no&quot;">boom</error></testcase>
 <testcase classname="tests.test_a" name="test_fail_and_teardown" time="0.000"><failure message="x">x</failure><error message="failed on teardown with &quot;E&quot;">y</error></testcase>
 <testcase classname="" name="tests.test_broken" time="0.000"><error message="collection failure">ImportError</error></testcase>
+<testcase classname="" name="tests.test_pandas" time="0.000"><skipped message="could not import 'numpy': No module named 'numpy'" type="pytest.skip">tests/test_pandas.py:7: could not import 'numpy'</skipped></testcase>
 </testsuite></testsuites>`;
 
 const verdict = (nodeid: string, outcome: Outcome, extra: Partial<TestVerdict> = {}): TestVerdict => ({
@@ -47,9 +48,11 @@ describe("pytest's JUnit XML", () => {
       ['tests.test_a::test_setup_error', 'error'],
       ['tests.test_a::test_fail_and_teardown', 'failed'],
       ['::tests.test_broken', 'error'],
+      ['::tests.test_pandas', 'skipped'],
     ]);
     expect(cases[5].message).toBe('failed on setup with "RuntimeError: no"');
     expect(cases.filter((c) => c.collectError).map((c) => c.key)).toEqual(['::tests.test_broken']);
+    expect(cases.filter((c) => c.moduleSkip).map((c) => c.key)).toEqual(['::tests.test_pandas']);
     // Parameters keep their slashes and colons; the path becomes dotted, without .py.
     expect(junitKey('tests/test_a.py::TestK::test_param[a/b::c-1]')).toBe('tests.test_a.TestK::test_param[a/b::c-1]');
     expect(junitKey('pkg/mod.py::pkg.mod.func')).toBe('pkg.mod::pkg.mod.func');
@@ -70,7 +73,7 @@ describe('the comparison with plain pytest', () => {
     verdict('tests/test_a.py::test_now[12:00]', 'passed', { unstableId: true }),
   ];
 
-  it('counts equal outcomes (a non-strict xpass is a pass in JUnit), names mismatches, leaves flaky tests and unstable ids out', () => {
+  it('counts equal outcomes (a non-strict xpass is a pass in JUnit), names mismatches, leaves flaky tests, unstable ids and module skips out', () => {
     const p = compare(ours, [{ exitCode: 1, cases, output: '' }]);
     expect(p).toMatchObject({ plain_runs: 1, compared: 7, equal: 5, mismatches: 1, plain_flaky: 0, problem: null });
     expect(p.mismatched).toEqual([{ node_id: 'tests/test_a.py::test_fail', ours: 'passed', plain: 'failed' }]);

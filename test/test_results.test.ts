@@ -56,6 +56,13 @@ describe('folding the reporting plugin output', () => {
     expect(foldReport(line({ event: 'collected', nodeids: [] }), 5, false).problem).toBe('no tests collected (pytest exit 5)');
   });
 
+  it('collects nothing from a session that stopped before its first test, whatever it had collected', () => {
+    const collected = line({ event: 'collected', nodeids: ['t.py::a', 't.py::b'] });
+    for (const exit of [2, 3, 4]) expect(foldReport(collected, exit, false).tests, `exit ${exit}`).toEqual([]);
+    // A suite killed at its timeout keeps its collected tests, as missing: the reason counts them.
+    expect(foldReport(collected, null, true).tests.map((t) => t.outcome)).toEqual(['missing', 'missing']);
+  });
+
   it('keeps what a killed run reported and marks the rest missing, tolerating a torn last line', () => {
     const torn = [line({ event: 'collected', nodeids: ['t.py::a', 't.py::b'] }), phase('t.py::a', 'call', 'passed'), '{"event": "te'].join('\n');
     const run = foldReport(torn, null, true);

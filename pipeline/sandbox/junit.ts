@@ -12,8 +12,13 @@ export interface JunitCase {
   /** pytest's key for a test in JUnit: classname and name joined by `::` (see junitKey). */
   key: string;
   outcome: JunitOutcome;
-  /** A collection error (pytest writes it as a test case of the module that failed to collect). */
+  /**
+   * Not a test: a module that failed to collect (`error`) or skipped itself whole at import
+   * (`skipped`, `pytest.importorskip` at module level); pytest writes each as a test case of that
+   * module, with an empty classname.
+   */
   collectError: boolean;
+  moduleSkip: boolean;
   message: string | null;
 }
 
@@ -65,7 +70,9 @@ export function readJunit(xml: string): JunitCase[] {
   const cases: JunitCase[] = [];
   for (const m of xml.matchAll(/<testcase\b([^>]*?)(?:\/>|>([\s\S]*?)<\/testcase>)/g)) {
     const attrs = attributes(m[1]);
-    cases.push({ key: `${attrs.classname ?? ''}::${attrs.name ?? ''}`, ...outcomeOf(m[2] ?? '') });
+    const outcome = outcomeOf(m[2] ?? '');
+    const moduleSkip = !attrs.classname && outcome.outcome === 'skipped';
+    cases.push({ key: `${attrs.classname ?? ''}::${attrs.name ?? ''}`, ...outcome, moduleSkip });
   }
   return cases;
 }

@@ -137,8 +137,9 @@ export function foldReport(reportText: string, exitCode: number | null, timedOut
     }
   }
   // Tests reported but not collected can happen with plugins that generate items late. A session
-  // stopped at collection (exit 2 before any test ran) ran none of what it had collected: no tests.
-  const stoppedAtCollection = exitCode === 2 && phases.size === 0;
+  // stopped before its first test (interrupted at collection, an internal error, a usage error)
+  // ran none of what it had collected: no tests.
+  const stoppedAtCollection = (exitCode === 2 || exitCode === 3 || exitCode === 4) && phases.size === 0;
   const unique = stoppedAtCollection ? [] : [...new Set([...collected, ...phases.keys()])];
   const tests: TestResult[] = unique.map((nodeid) => {
     const ph = phases.get(nodeid) ?? [];
