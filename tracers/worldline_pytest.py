@@ -23,7 +23,10 @@ the same `run`.
 - `__main__` looks like `python -m pytest`'s (its spec is pytest.__main__'s), so a test that
   starts a `spawn` or `forkserver` multiprocessing child does not re-run this file there
   (multiprocessing re-imports a main *script* by path in the child, but never a `-m` main);
-- sys.argv is pytest's `__main__.py` and ARGS, as under `-m`.
+- sys.argv is pytest's `__main__.py` and ARGS, as under `-m`;
+- sys.flags says site was imported (as it now has been): multiprocessing starts its spawn and
+  forkserver children with the flags it reads there, and a `-S` child would run no `.pth` file
+  (an editable install's import hook among them).
 """
 import os
 import sys
@@ -55,6 +58,16 @@ def _as_python_m_pytest(args):
         sys.orig_argv = [sys.orig_argv[0], "-m", "pytest"] + list(args)
 
 
+def _site_flag_cleared():
+    """sys.flags as a start without -S has them (a named tuple of the same fields, in order)."""
+    import collections
+    import re
+
+    fields = re.findall(r"(\w+)=([^,)]*)", repr(sys.flags))
+    flags = collections.namedtuple("flags", [name for name, _ in fields])(*(getattr(sys.flags, name) for name, _ in fields))
+    return flags._replace(no_site=0)
+
+
 def run(argv):
     """pytest's exit status for `argv` (see split_argv), as `python3 -m pytest` would run it; the
     working directory goes first on sys.path, as `-m` puts it."""
@@ -65,6 +78,8 @@ def run(argv):
     _hide_ourselves()
     sys.path.insert(0, os.getcwd())
     _as_python_m_pytest(args)
+    if sys.flags.no_site:
+        sys.flags = _site_flag_cleared()
     import pytest
 
     code = pytest.main(args, plugins=plugins)

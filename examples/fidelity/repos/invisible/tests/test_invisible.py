@@ -24,3 +24,7 @@ def test_subprocess_sees_nothing_of_ours():
     code = "import importlib.util as u; print(u.find_spec('worldline_report'), u.find_spec('worldline_tracer'))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["None", "None"]
+
+
+def test_site_was_imported():
+    assert sys.flags.no_site == 0

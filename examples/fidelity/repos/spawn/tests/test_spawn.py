@@ -21,3 +21,9 @@ def test_process_exit_code():
     p.start()
     p.join(60)
     assert p.exitcode == 0
+
+
+def test_spawn_child_runs_pth_files():
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(1) as pool:
+        assert pool.map(work.hooked_value, [0]) == [42]
