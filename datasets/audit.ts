@@ -158,6 +158,10 @@ export interface AuditReport {
     outcomes: { outcome: string; count: number }[];
     /** The flaky tests themselves (at most FLAKY_LISTED). */
     flaky_tests: { repo: string; node_id: string; run_outcomes: string[] }[];
+    /** Test ids not there in every validate run (they embed the time, say): neither flaky nor traced. */
+    unstable_ids: number;
+    /** Our outcomes against plain `python3 -m pytest` in the same image (validate): tests compared, how many differed, and where. */
+    plain: { compared: number; mismatches: number; by_repo: { repo: string; compared: number; mismatches: number }[] };
   };
   dominance: {
     top_k: number;
@@ -430,6 +434,15 @@ export async function auditDataset(datasetDirArg: string, opts: AuditOptions = {
       ).map((r) => ({ ...r, flaky_rate: ratio(r.flaky, r.tests) })),
       outcomes: await rows(`select outcome, count(*)::bigint as count from tests group by outcome order by count desc, outcome`),
       flaky_tests: await rows(`select repo, node_id, run_outcomes from tests where flaky order by repo, node_id limit ${FLAKY_LISTED}`),
+      unstable_ids: (await rows<{ n: number }>(`select count(*)::bigint as n from tests where unstable_id`))[0].n,
+      plain: {
+        ...(await rows<{ compared: number; mismatches: number }>(
+          `select coalesce(sum(plain_compared), 0)::bigint as compared, coalesce(sum(plain_mismatches), 0)::bigint as mismatches from repos`,
+        ))[0],
+        by_repo: await rows(
+          `select repo, sum(plain_compared)::bigint as compared, sum(plain_mismatches)::bigint as mismatches from repos group by repo having sum(plain_mismatches) > 0 order by mismatches desc, repo`,
+        ),
+      },
     };
 
     // ---- dominance: every repository of the dataset counts, with 0 rows where it has none ----

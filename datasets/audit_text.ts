@@ -196,7 +196,9 @@ export function formatAudit(r: AuditReport): string {
     '',
     section(
       'tests',
-      `${r.tests.tests} tests, ${r.tests.flaky} flaky (${pct(r.tests.flaky_rate)})`,
+      `${r.tests.tests} tests, ${r.tests.flaky} flaky (${pct(r.tests.flaky_rate)}), ${r.tests.unstable_ids} unstable ids`,
+      `against plain python3 -m pytest in the same image: ${r.tests.plain.mismatches} of ${r.tests.plain.compared} compared tests differ`,
+      ...r.tests.plain.by_repo.map((x) => `  ${x.repo}  ${x.mismatches} of ${x.compared} differ (worldline status names them)`),
       '',
       rowsOr(
         ['repo', 'tests', 'flaky', 'flaky rate'],

@@ -100,4 +100,11 @@ describe('the traced run behaves as plain pytest', () => {
     expect(repos.find((r) => r.repo === 'mocks')).toMatchObject({ log: null, plain_compared: 4n, plain_mismatches: 0n });
     expect(existsSync(join(out, 'logs', 'parity', `${unit('mocks').unit_id}.log`))).toBe(true);
   });
+
+  it('audit shows the comparison with plain pytest and the unstable ids', async () => {
+    const total = Object.values(PASSING).reduce((a, b) => a + b, 0) + 1;
+    const audit = await cli(['audit', join(out, 'dataset')]);
+    expect(audit.stdout, audit.stderr).toContain(`against plain python3 -m pytest in the same image: 0 of ${total} compared tests differ`);
+    expect(audit.stdout).toMatch(/, 2 unstable ids/);
+  });
 });
