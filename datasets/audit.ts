@@ -436,9 +436,11 @@ export async function auditDataset(datasetDirArg: string, opts: AuditOptions = {
       flaky_tests: await rows(`select repo, node_id, run_outcomes from tests where flaky order by repo, node_id limit ${FLAKY_LISTED}`),
       unstable_ids: (await rows<{ n: number }>(`select count(*)::bigint as n from tests where unstable_id`))[0].n,
       plain: {
-        ...(await rows<{ compared: number; mismatches: number }>(
-          `select coalesce(sum(plain_compared), 0)::bigint as compared, coalesce(sum(plain_mismatches), 0)::bigint as mismatches from repos`,
-        ))[0],
+        ...(
+          await rows<{ compared: number; mismatches: number }>(
+            `select coalesce(sum(plain_compared), 0)::bigint as compared, coalesce(sum(plain_mismatches), 0)::bigint as mismatches from repos`,
+          )
+        )[0],
         by_repo: await rows(
           `select repo, sum(plain_compared)::bigint as compared, sum(plain_mismatches)::bigint as mismatches from repos group by repo having sum(plain_mismatches) > 0 order by mismatches desc, repo`,
         ),
