@@ -168,6 +168,8 @@ describe('requirements files', () => {
     ]);
     const requests = entries.find((e) => e.kind === 'requirement' && e.requirement.key === 'requests');
     expect(requests?.kind === 'requirement' && requests.requirement.specifiers).toEqual([{ op: '>=', version: '2.0' }]);
-    expect(readRequirementsFile('missing.txt', read)).toEqual([{ kind: 'error', message: 'missing.txt is missing', source: { file: 'missing.txt', line: 0 } }]);
+    expect(readRequirementsFile('missing.txt', read)).toEqual([
+      { kind: 'error', message: 'missing.txt: absent, or not a regular file inside the checkout', source: { file: 'missing.txt', line: 0 } },
+    ]);
   });
 });

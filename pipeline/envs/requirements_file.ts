@@ -5,6 +5,7 @@
  * the caller decides what may be read (a checkout, never a path outside it).
  */
 import { posix } from 'node:path';
+import { shellSplit } from '../../core/shell.js';
 import { normalizeName } from './names.js';
 import { parseRequirement, type Requirement } from './requirements.js';
 
@@ -93,36 +94,89 @@ export function installTarget(word: string, source: Source, editable = false): R
   }
 }
 
+/** Where install arguments are read: `-r` paths are relative to `base`; a constraints file's requirements are marked. */
+interface Within {
+  base: string;
+  constraint: boolean;
+  /** Files already being read: an include cycle stops. */
+  seen: Set<string>;
+}
+
+const TOP: () => Within = () => ({ base: '.', constraint: false, seen: new Set() });
+
 /**
  * The entries of `file` and of the files it includes, in order. A constraints file's requirements
  * are marked `constraint`: they bound versions and add nothing.
  */
-export function readRequirementsFile(file: string, read: ReadText, constraint = false, seen = new Set<string>()): RequirementsEntry[] {
+export function readRequirementsFile(file: string, read: ReadText, within: Within = TOP()): RequirementsEntry[] {
   const normalized = posix.normalize(file);
-  if (seen.has(normalized)) return [];
-  seen.add(normalized);
+  if (within.seen.has(normalized)) return [];
+  within.seen.add(normalized);
   const text = read(normalized);
-  if (text === undefined) return [{ kind: 'error', message: `${normalized} is missing`, source: { file: normalized, line: 0 } }];
+  if (text === undefined)
+    return [{ kind: 'error', message: `${normalized}: absent, or not a regular file inside the checkout`, source: { file: normalized, line: 0 } }];
+  const inner = { ...within, base: posix.dirname(normalized) };
+  return logicalLines(text).flatMap(({ text: line, line: n }) => requirementsLine(line, { file: normalized, line: n }, read, inner));
+}
+
+/**
+ * One line as pip reads a requirements file: an options line (`-r file`, `--index-url ...`), or
+ * a requirement whose own options (`--hash=...`) follow it. tox `deps` lines are the same.
+ */
+export function requirementsLine(line: string, source: Source, read: ReadText, within: Within = TOP()): RequirementsEntry[] {
+  if (line.startsWith('-')) return pipInstallArgs(shellSplit(line), source, read, within);
+  // pip's own split: the requirement runs to the first word that starts with "-".
+  const words = line.split(/\s+/);
+  const cut = words.findIndex((w) => w.startsWith('-'));
+  const entry = installTarget((cut < 0 ? words : words.slice(0, cut)).join(' '), source);
+  return [entry.kind === 'requirement' && within.constraint ? { ...entry, constraint: true } : entry];
+}
+
+/** pip install options that take the next word as their value. */
+const VALUED = new Set([
+  '-i',
+  '--index-url',
+  '--extra-index-url',
+  '-f',
+  '--find-links',
+  '-t',
+  '--target',
+  '--prefix',
+  '--root',
+  '--platform',
+  '--python-version',
+  '--only-binary',
+  '--no-binary',
+  '--trusted-host',
+  '--upgrade-strategy',
+  '--config-settings',
+  '-C',
+  '--group',
+  '--progress-bar',
+  '--log',
+  '--cache-dir',
+  '--src',
+]);
+
+/** The arguments after `pip install` (a workflow line, a nox `session.install(...)`): requirements, `-r`/`-c` files, `-e`, options. */
+export function pipInstallArgs(words: string[], source: Source, read: ReadText, within: Within = TOP()): RequirementsEntry[] {
   const entries: RequirementsEntry[] = [];
-  for (const { text: line, line: n } of logicalLines(text)) {
-    const source = { file: normalized, line: n };
-    const opt = /^(--?[A-Za-z-]+)(?:[=\s]\s*(.*))?$/.exec(line) ?? /^(-[rce])(\S.*)$/.exec(line);
-    if (!opt) {
-      // "name==1.0 --hash=sha256:..." : per-requirement options follow the requirement.
-      const [word] = line.split(/\s+--?[a-z]/i);
-      const entry = installTarget(word.trim(), source);
-      entries.push(entry.kind === 'requirement' ? { ...entry, constraint } : entry);
+  for (let i = 0; i < words.length; i++) {
+    const m = /^(--?[A-Za-z-]+)(?:=(.*))?$/.exec(words[i]) ?? /^(-[rce])(.+)$/.exec(words[i]);
+    if (!m) {
+      const entry = installTarget(words[i], source);
+      entries.push(entry.kind === 'requirement' && within.constraint ? { ...entry, constraint: true } : entry);
       continue;
     }
-    const [, name, value] = opt;
-    const includeIsConstraint = INCLUDE.get(name);
-    if (includeIsConstraint !== undefined && value) {
-      entries.push(...readRequirementsFile(posix.join(posix.dirname(normalized), value.trim()), read, constraint || includeIsConstraint, seen));
-    } else if (EDITABLE.has(name) && value) {
-      entries.push(installTarget(value.trim(), source, true));
-    } else {
-      entries.push({ kind: 'option', option: name, ...(value?.trim() ? { value: value.trim() } : {}), source });
-    }
+    const [, name, inline] = m;
+    const constraint = INCLUDE.get(name);
+    const takes = constraint !== undefined || EDITABLE.has(name) || VALUED.has(name);
+    const value = inline ?? (takes ? words[++i] : undefined);
+    if (value === undefined) entries.push({ kind: 'option', option: name, source });
+    else if (constraint !== undefined)
+      entries.push(...readRequirementsFile(posix.join(within.base, value), read, { ...within, constraint: within.constraint || constraint }));
+    else if (EDITABLE.has(name)) entries.push(installTarget(value, source, true));
+    else entries.push({ kind: 'option', option: name, value, source });
   }
   return entries;
 }
