@@ -77,13 +77,13 @@ describe('evidence: pyproject.toml', () => {
       'hatch-vcs build pyproject.toml:2',
       'attrs >=22.2 runtime pyproject.toml:10',
       "python-dateutil >=2.8 ; python_version >= '3.9' runtime pyproject.toml:11",
-      'pytest >=7 test/tests pyproject.toml:16',
-      'hypothesis test/tests pyproject.toml:16',
-      'sphinx docs/docs pyproject.toml:17',
-      'pytest-timeout test/test pyproject.toml:20',
-      'mypy >=1 test/test pyproject.toml:21',
-      'mypy >=1 lint/typing pyproject.toml:21',
-      'coverage test/default pyproject.toml:28',
+      'pytest >=7 test/extra:tests pyproject.toml:16',
+      'hypothesis test/extra:tests pyproject.toml:16',
+      'sphinx docs/extra:docs pyproject.toml:17',
+      'pytest-timeout test/group:test pyproject.toml:20',
+      'mypy >=1 test/group:test pyproject.toml:21',
+      'mypy >=1 lint/group:typing pyproject.toml:21',
+      'coverage test/hatch:default pyproject.toml:28',
     ]);
     expect(ev.project).toEqual({
       name: 'demo',
@@ -93,8 +93,8 @@ describe('evidence: pyproject.toml', () => {
     expect(ev.requiresPython).toEqual([{ specifier: '>=3.10', source: at('pyproject.toml', 8) }]);
     expect(ev.pythonVersions).toEqual([{ version: '3.11', from: 'classifier', source: at('pyproject.toml', 13) }]);
     expect(ev.selfExtras).toEqual([{ extras: ['tests'], group: 'test', source: at('pyproject.toml', 29) }]);
-    expect(ev.testCommands).toEqual([{ tool: 'hatch', scope: 'default:test', args: ['tests'], source: at('pyproject.toml', 31) }]);
-    expect(ev.vars).toEqual([{ name: 'DEMO_MODE', value: 'strict', scope: 'default', source: at('pyproject.toml', 33) }]);
+    expect(ev.testCommands).toEqual([{ tool: 'hatch', scope: 'hatch:default:test', args: ['tests'], source: at('pyproject.toml', 31) }]);
+    expect(ev.vars).toEqual([{ name: 'DEMO_MODE', value: 'strict', scope: 'hatch:default', source: at('pyproject.toml', 33) }]);
     expect(ev.files.map((f) => f.path)).toEqual(['pyproject.toml']);
   });
 
@@ -139,9 +139,9 @@ describe('evidence: pyproject.toml', () => {
       'rich >=13.3,<13.4.0 extra pyproject.toml:8',
       'legacy runtime pyproject.toml:9',
       'black dev pyproject.toml:13',
-      'pytest >=7.2,<8.0.0 test/test pyproject.toml:11',
-      'ruff lint/lint pyproject.toml:15',
-      'pytest-cov >=4 test/testing pyproject.toml:16',
+      'pytest >=7.2,<8.0.0 test/poetry:test pyproject.toml:11',
+      'ruff lint/pdm:lint pyproject.toml:15',
+      'pytest-cov >=4 test/pdm:testing pyproject.toml:16',
     ]);
     expect(ev.requirements[2].requirement.extras).toEqual(['jupyter']);
     expect(ev.requiresPython).toEqual([{ specifier: '>=3.9,<4.0.0', source: at('pyproject.toml', 5) }]);
@@ -175,11 +175,11 @@ describe('evidence: pyproject.toml', () => {
     );
     expect(requirements(ev)).toEqual([
       'packaging >=21 runtime requirements.in:1',
-      'pytest test/test test.txt:1',
-      'pretend test/testenv pyproject.toml:10',
-      'packaging >=21 runtime/requirements.in requirements.in:1',
+      'pytest test/extra:test test.txt:1',
+      'pretend test/tox:testenv pyproject.toml:10',
+      'packaging >=21 runtime/requirements:requirements.in requirements.in:1',
     ]);
-    expect(ev.testCommands).toEqual([{ tool: 'tox', scope: 'testenv', args: ['-q'], source: at('pyproject.toml', 11) }]);
+    expect(ev.testCommands).toEqual([{ tool: 'tox', scope: 'tox:testenv', args: ['-q'], source: at('pyproject.toml', 11) }]);
     const bad = readEvidence(layout({ 'pyproject.toml': '[project\nname = 1\n' }));
     expect(bad.notes).toHaveLength(1);
     expect(bad.notes[0].message).toMatch(/^not read: /);
@@ -213,7 +213,7 @@ describe('evidence: setuptools', () => {
       'six >=1.10 runtime setup.cfg:9',
       'importlib-metadata ; python_version < "3.8" runtime setup.cfg:10',
       'mock test setup.cfg:12',
-      'pytest-xdist test/test setup.cfg:15',
+      'pytest-xdist test/extra:test setup.cfg:15',
     ]);
     expect(ev.project).toEqual({ name: 'cfgproj', version: { files: [] } });
     expect(ev.requiresPython).toEqual([{ specifier: '>=3.8', source: at('setup.cfg', 7) }]);
@@ -252,7 +252,7 @@ describe('evidence: setuptools', () => {
         'requirements/test.txt': '-r base.txt\npytest-asyncio>=0.21\n',
       }),
     );
-    const fromSetup = requirements(ev).filter((r) => !r.includes('/requirements/'));
+    const fromSetup = requirements(ev).filter((r) => !r.includes('/requirements:'));
     expect(fromSetup).toEqual([
       'click >=8 runtime setup.py:4',
       'jinja2 runtime setup.py:4',
@@ -261,12 +261,12 @@ describe('evidence: setuptools', () => {
       'idna >=2.5 test requirements/base.txt:1',
       'pytest-asyncio >=0.21 test requirements/test.txt:2',
       'setuptools-scm build setup.py:20',
-      'pytest test/test setup.py:6',
-      'freezegun test/test setup.py:6',
-      'pyyaml >=5.1 extra/yaml setup.py:7',
+      'pytest test/extra:test setup.py:6',
+      'freezegun test/extra:test setup.py:6',
+      'pyyaml >=5.1 extra/extra:yaml setup.py:7',
       'typing-extensions ; python_version < "3.8" runtime setup.py:7',
-      'pyyaml >=5.1 extra/all setup.py:7',
-      'toml extra/all setup.py:8',
+      'pyyaml >=5.1 extra/extra:all setup.py:7',
+      'toml extra/extra:all setup.py:8',
     ]);
     expect(ev.project).toEqual({ name: 'pyproj', version: { scm: 'setuptools-scm', files: [{ path: 'pyproj/version.py', source: at('setup.py', 19) }] } });
     expect(ev.requiresPython).toEqual([{ specifier: '>=3.7', source: at('setup.py', 18) }]);
@@ -299,12 +299,12 @@ describe('evidence: requirement files, tox, nox, workflows, Pipfile', () => {
       }),
     );
     expect(requirements(ev)).toEqual([
-      'black dev/dev-requirements.txt dev-requirements.txt:1',
-      'requests >=2 test/requirements-test.txt requirements.txt:2',
-      'urllib3 <2 test/requirements-test.txt constraints.txt:1 constraint',
-      'pytest test/requirements-test.txt requirements-test.txt:3',
-      'requests >=2 runtime/requirements.txt requirements.txt:2',
-      'sphinx docs/requirements/docs.in requirements/docs.in:1',
+      'black dev/requirements:dev-requirements.txt dev-requirements.txt:1',
+      'requests >=2 test/requirements:requirements-test.txt requirements.txt:2',
+      'urllib3 <2 test/requirements:requirements-test.txt constraints.txt:1 constraint',
+      'pytest test/requirements:requirements-test.txt requirements-test.txt:3',
+      'requests >=2 runtime/requirements:requirements.txt requirements.txt:2',
+      'sphinx docs/requirements:requirements/docs.in requirements/docs.in:1',
     ]);
     expect(ev.selfExtras).toEqual([{ extras: ['tests'], group: 'test', source: at('requirements-test.txt', 4) }]);
     expect(ev.options).toEqual([
@@ -342,15 +342,15 @@ describe('evidence: requirement files, tox, nox, workflows, Pipfile', () => {
       }),
     );
     expect(requirements(ev)).toEqual([
-      'pytest-mock test/requirements-ci.txt requirements-ci.txt:1',
-      'sortedcontainers test/testenv tox.ini:4',
-      'pytest-mock test/testenv requirements-ci.txt:1',
-      'backports-zoneinfo test/testenv (py38) tox.ini:9',
-      'flake8 lint/lint tox.ini:15',
+      'pytest-mock test/requirements:requirements-ci.txt requirements-ci.txt:1',
+      'sortedcontainers test/tox:testenv tox.ini:4',
+      'pytest-mock test/tox:testenv requirements-ci.txt:1',
+      'backports-zoneinfo test/tox:testenv (py38) tox.ini:9',
+      'flake8 lint/tox:lint tox.ini:15',
     ]);
     expect(ev.selfExtras).toEqual([{ extras: ['tests'], group: 'test', source: at('tox.ini', 10) }]);
-    expect(ev.vars).toEqual([{ name: 'PYTHONPATH', value: 'src', scope: 'testenv', source: at('tox.ini', 12) }]);
-    expect(ev.testCommands).toEqual([{ tool: 'tox', scope: 'testenv', args: ['tests', '-W', 'error'], source: at('tox.ini', 13) }]);
+    expect(ev.vars).toEqual([{ name: 'PYTHONPATH', value: 'src', scope: 'tox:testenv', source: at('tox.ini', 12) }]);
+    expect(ev.testCommands).toEqual([{ tool: 'tox', scope: 'tox:testenv', args: ['tests', '-W', 'error'], source: at('tox.ini', 13) }]);
     expect(ev.pythonVersions.map((p) => `${p.version} ${p.from} ${p.source.line}`)).toEqual(['3.8 tox 2', '3.9 tox 2', '3.10 tox 2', '3.11 tox 18']);
     expect(ev.pytest.map((p) => [p.source, p.testpaths])).toEqual([[at('tox.ini', 19), ['tests']]]);
   });
@@ -374,13 +374,13 @@ describe('evidence: requirement files, tox, nox, workflows, Pipfile', () => {
       }),
     );
     expect(requirements(ev)).toEqual([
-      'anyio >=3 test/tests noxfile.py:6',
-      'pytest test/tests noxfile.py:6',
-      'trustme test/tests noxfile.py:6',
-      'furo docs/docs noxfile.py:10',
+      'anyio >=3 test/nox:tests noxfile.py:6',
+      'pytest test/nox:tests noxfile.py:6',
+      'trustme test/nox:tests noxfile.py:6',
+      'furo docs/nox:docs noxfile.py:10',
     ]);
     expect(ev.selfExtras).toEqual([{ extras: ['tests'], group: 'test', source: at('noxfile.py', 5) }]);
-    expect(ev.testCommands).toEqual([{ tool: 'nox', scope: 'tests', args: ['-x'], source: at('noxfile.py', 7) }]);
+    expect(ev.testCommands).toEqual([{ tool: 'nox', scope: 'nox:tests', args: ['-x'], source: at('noxfile.py', 7) }]);
     expect(ev.pythonVersions.map((p) => p.version)).toEqual(['3.11', '3.12']);
   });
 
@@ -420,16 +420,19 @@ describe('evidence: requirement files, tox, nox, workflows, Pipfile', () => {
       }),
     );
     expect(requirements(ev)).toEqual([
-      'pip test/ci.yml:test .github/workflows/ci.yml:20',
-      'pytest-randomly test/ci.yml:test .github/workflows/ci.yml:21',
-      'zope-interface >=5 test/ci.yml:test .github/workflows/ci.yml:21',
-      'pre-commit lint/ci.yml:lint .github/workflows/ci.yml:27',
+      'pip test/workflow:ci.yml:test .github/workflows/ci.yml:20',
+      'pytest-randomly test/workflow:ci.yml:test .github/workflows/ci.yml:21',
+      'zope-interface >=5 test/workflow:ci.yml:test .github/workflows/ci.yml:21',
+      'pre-commit lint/workflow:ci.yml:lint .github/workflows/ci.yml:27',
     ]);
     expect(ev.selfExtras).toEqual([{ extras: ['tests'], group: 'test', source: at('.github/workflows/ci.yml', 21) }]);
     expect(ev.testCommands).toEqual([
-      { tool: 'workflow', scope: 'ci.yml:test', args: ['-q', 'tests', '--deselect', 'tests/test_net.py'], source: at('.github/workflows/ci.yml', 23) },
+      { tool: 'workflow', scope: 'workflow:ci.yml:test', args: ['-q', 'tests', '--deselect', 'tests/test_net.py'], source: at('.github/workflows/ci.yml', 23) },
     ]);
-    expect(ev.vars.map((v) => `${v.name}=${v.value} ${v.scope} ${v.source.line}`)).toEqual(['FORCE_COLOR=1 ci.yml 4', 'PYTHONDEVMODE=1 ci.yml:test 14']);
+    expect(ev.vars.map((v) => `${v.name}=${v.value} ${v.scope} ${v.source.line}`)).toEqual([
+      'FORCE_COLOR=1 workflow:ci.yml 4',
+      'PYTHONDEVMODE=1 workflow:ci.yml:test 14',
+    ]);
     expect(ev.pythonVersions.map((p) => `${p.version}:${p.source.line}`)).toEqual(['3.9:10', '3.10:10', '3.11:10', '3.13:12']);
   });
 
@@ -526,7 +529,7 @@ describe('evidence: only text inside the checkout', () => {
     symlinkSync(join(outside, 'secret.txt'), join(dir, 'requirements.txt'));
     execFileSync('mkfifo', [join(dir, 'pipe.txt')]);
     const ev = readEvidence(dir);
-    expect(requirements(ev)).toEqual(['pytest test/requirements-test.txt requirements-test.txt:3']);
+    expect(requirements(ev)).toEqual(['pytest test/requirements:requirements-test.txt requirements-test.txt:3']);
     expect(ev.files.map((f) => f.path)).toEqual(['requirements-test.txt']);
     expect(ev.notes.map((n) => n.message.split(':')[0])).toEqual(['../escape.txt', 'pipe.txt', 'requirements.txt', 'requirements/big.txt']);
     expect(ev.notes[0].message).toBe('../escape.txt: absent, or not a regular file inside the checkout');

@@ -40,7 +40,7 @@ export function readNoxfile(ctx: EvidenceContext): void {
     const args = pytestArgs(argv);
     if (!args) continue;
     testSessions.add(call.inDef ?? '');
-    ev.testCommands.push({ tool: 'nox', ...(call.inDef ? { scope: call.inDef } : {}), args, source: { file: FILE, line } });
+    ev.testCommands.push({ tool: 'nox', scope: `nox:${call.inDef ?? ''}`, args, source: { file: FILE, line } });
   }
   for (const call of src.calls((c) => c.endsWith('.install'))) {
     const session = call.inDef ?? '';
@@ -49,7 +49,7 @@ export function readNoxfile(ctx: EvidenceContext): void {
     ctx.addEntries(
       pipInstallArgs(argv, { file: FILE, line }, (f) => ctx.checkout.read(f)),
       group,
-      session || undefined,
+      `nox:${session}`,
     );
   }
 }

@@ -48,7 +48,7 @@ class Pyproject {
     if (typeof project.version === 'string') ev.project.version.static = project.version;
     this.list(['project', 'dependencies'], project.dependencies, 'runtime');
     for (const [extra, list] of Object.entries(tableAt(project, 'optional-dependencies') ?? {})) {
-      this.list(['project', 'optional-dependencies', extra], list, groupOfName(extra), normalizeName(extra));
+      this.list(['project', 'optional-dependencies', extra], list, groupOfName(extra), `extra:${normalizeName(extra)}`);
     }
     if (typeof project['requires-python'] === 'string') {
       ev.requiresPython.push({ specifier: project['requires-python'], source: this.source(['project', 'requires-python']) });
@@ -76,7 +76,8 @@ class Pyproject {
       });
     };
     for (const name of Object.keys(groups)) {
-      for (const [text, source] of expand(name, new Set([normalizeName(name)]))) this.ctx.addRequirement(text, source, groupOfName(name), normalizeName(name));
+      for (const [text, source] of expand(name, new Set([normalizeName(name)])))
+        this.ctx.addRequirement(text, source, groupOfName(name), `group:${normalizeName(name)}`);
     }
   }
 
@@ -113,7 +114,7 @@ class Pyproject {
         if (name === 'python' && typeof spec === 'string') {
           const specifier = poetryToPep440(spec);
           if (specifier) ev.requiresPython.push({ specifier, source: this.source([...path, name]) });
-        } else this.poetryDependency(path, name, spec, group, sub[0] === 'group' ? sub[1] : undefined);
+        } else this.poetryDependency(path, name, spec, group, sub[0] === 'group' ? `poetry:${sub[1]}` : undefined);
       }
     }
   }
@@ -137,16 +138,16 @@ class Pyproject {
           const args = pytestArgs(words);
           if (!args) continue;
           runsPytest = true;
-          ev.testCommands.push({ tool: 'hatch', scope: `${env}:${script}`, args, source: this.source([...path, 'scripts', script]) });
+          ev.testCommands.push({ tool: 'hatch', scope: `hatch:${env}:${script}`, args, source: this.source([...path, 'scripts', script]) });
         }
       }
       const group: Group = runsPytest || env === 'hatch-test' ? 'test' : env === 'default' ? 'dev' : groupOfName(env, 'dev');
-      this.list([...path, 'dependencies'], table.dependencies, group, env);
-      this.list([...path, 'extra-dependencies'], table['extra-dependencies'], group, env);
+      this.list([...path, 'dependencies'], table.dependencies, group, `hatch:${env}`);
+      this.list([...path, 'extra-dependencies'], table['extra-dependencies'], group, `hatch:${env}`);
       const features = strings(table.features).map(normalizeName);
       if (features.length) ev.selfExtras.push({ extras: features, group, source: this.source([...path, 'features']) });
       for (const [name, value] of Object.entries(tableAt(table, 'env-vars') ?? {})) {
-        if (typeof value === 'string') ev.vars.push({ name, value, scope: env, source: this.source([...path, 'env-vars', name]) });
+        if (typeof value === 'string') ev.vars.push({ name, value, scope: `hatch:${env}`, source: this.source([...path, 'env-vars', name]) });
       }
     }
     if (tableAt(hatch, 'version')?.source === 'vcs') ev.project.version.scm = 'hatch-vcs';
@@ -159,7 +160,7 @@ class Pyproject {
     const pdm = tableAt(this.table, 'tool', 'pdm');
     if (!pdm) return;
     for (const [name, list] of Object.entries(tableAt(pdm, 'dev-dependencies') ?? {})) {
-      this.list(['tool', 'pdm', 'dev-dependencies', name], list, groupOfName(name, 'dev'), normalizeName(name));
+      this.list(['tool', 'pdm', 'dev-dependencies', name], list, groupOfName(name, 'dev'), `pdm:${normalizeName(name)}`);
     }
     const version = tableAt(pdm, 'version');
     if (version?.source === 'scm') {
@@ -181,7 +182,7 @@ class Pyproject {
     for (const file of strings(tableAt(dynamic ?? {}, 'dependencies')?.file)) this.ctx.addRequirementsFile(file, 'runtime');
     for (const [extra, spec] of Object.entries(tableAt(dynamic ?? {}, 'optional-dependencies') ?? {})) {
       const files = spec && typeof spec === 'object' ? strings((spec as TomlTable).file) : [];
-      for (const file of files) this.ctx.addRequirementsFile(file, groupOfName(extra), normalizeName(extra));
+      for (const file of files) this.ctx.addRequirementsFile(file, groupOfName(extra), `extra:${normalizeName(extra)}`);
     }
   }
 
@@ -192,7 +193,7 @@ class Pyproject {
     const path = ['tool', 'flit', 'metadata'];
     this.list([...path, 'requires'], meta.requires, 'runtime');
     for (const [extra, list] of Object.entries(tableAt(meta, 'requires-extra') ?? {}))
-      this.list([...path, 'requires-extra', extra], list, groupOfName(extra), normalizeName(extra));
+      this.list([...path, 'requires-extra', extra], list, groupOfName(extra), `extra:${normalizeName(extra)}`);
     if (typeof meta['requires-python'] === 'string')
       this.ctx.evidence.requiresPython.push({ specifier: meta['requires-python'], source: this.source([...path, 'requires-python']) });
   }

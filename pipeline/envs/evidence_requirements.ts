@@ -21,6 +21,6 @@ export function readRequirementFiles(ctx: EvidenceContext): void {
   const names = new Set(found);
   for (const path of found) {
     if (path.endsWith('.txt') && names.has(path.replace(/\.txt$/, '.in'))) continue;
-    ctx.addRequirementsFile(path, groupOfName(path.replace(/\.(txt|in)$/, ''), 'runtime'), path);
+    ctx.addRequirementsFile(path, groupOfName(path.replace(/\.(txt|in)$/, ''), 'runtime'), `requirements:${path}`);
   }
 }

@@ -61,7 +61,7 @@ export function readSetupCfg(ctx: EvidenceContext): void {
   if (requiresPython?.value) ev.requiresPython.push({ specifier: requiresPython.value.trim(), source: { file, line: requiresPython.line } });
   for (const [key, value] of sections.get('options.extras_require')?.keys ?? []) {
     const { extra, group, marker } = extraKey(key);
-    addLines(ctx, value.lines, file, group, extra || undefined, marker);
+    addLines(ctx, value.lines, file, group, extra ? `extra:${extra}` : undefined, marker);
   }
   if (sections.has('tox:tox')) readToxIni(ctx, file, text);
 }
@@ -120,7 +120,7 @@ class SetupPy {
     if (extras?.t === 'dict') {
       for (const [key, value] of extras.entries) {
         const { extra, group, marker } = extraKey(key);
-        this.requirements(value, `extras_require[${JSON.stringify(key)}]`, group, extra || undefined, marker);
+        this.requirements(value, `extras_require[${JSON.stringify(key)}]`, group, extra ? `extra:${extra}` : undefined, marker);
       }
     } else if (extras) this.requirements(extras, 'extras_require', 'extra');
     const classifiers = kwargs.get('classifiers');

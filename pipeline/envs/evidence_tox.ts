@@ -85,7 +85,7 @@ class ToxIni {
     }
   }
 
-  private env(section: string, name: string): void {
+  private env(section: string, name: string, scope: string): void {
     const ev = this.ctx.evidence;
     // An env without its own commands runs [testenv]'s (tox's inheritance); they are recorded once, there.
     const own = this.sections.get(section)?.keys.has('commands') ?? false;
@@ -97,9 +97,9 @@ class ToxIni {
       const args = pytestArgs(words);
       return args ? [{ args, line: l.line }] : [];
     });
-    if (own) for (const c of commands) ev.testCommands.push({ tool: 'tox', scope: name, args: c.args, source: { file: this.file, line: c.line } });
+    if (own) for (const c of commands) ev.testCommands.push({ tool: 'tox', scope, args: c.args, source: { file: this.file, line: c.line } });
     const group: Group = commands.length || (!own && section === 'testenv') ? 'test' : groupOfName(name, 'dev');
-    this.deps(section, group, name);
+    this.deps(section, group, scope);
     const extras = this.lines(section, 'extras').flatMap((l) =>
       l.text
         .split(/[,\s]+/)
@@ -109,7 +109,7 @@ class ToxIni {
     if (extras.length) ev.selfExtras.push({ extras: extras.map((e) => e.extra), group, source: { file: this.file, line: extras[0].line } });
     for (const l of this.lines(section, 'setenv')) {
       const kv = /^([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)$/.exec(l.text);
-      if (kv) ev.vars.push({ name: kv[1], value: kv[2], scope: name, source: { file: this.file, line: l.line } });
+      if (kv) ev.vars.push({ name: kv[1], value: kv[2], scope, source: { file: this.file, line: l.line } });
     }
     for (const l of this.lines(section, 'basepython')) {
       const version = /^python(3\.\d+)$/.exec(l.text)?.[1];
@@ -125,7 +125,9 @@ class ToxIni {
       }
     }
     for (const section of this.sections.keys()) {
-      if (section === 'testenv' || section.startsWith('testenv:')) this.env(section, section === 'testenv' ? 'testenv' : section.slice('testenv:'.length));
+      if (section !== 'testenv' && !section.startsWith('testenv:')) continue;
+      const name = section === 'testenv' ? 'testenv' : section.slice('testenv:'.length);
+      this.env(section, name, `tox:${name}`);
     }
   }
 }

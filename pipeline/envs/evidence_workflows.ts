@@ -75,7 +75,7 @@ class Workflow {
 
   private job(name: string, job: YAMLMap): void {
     const ev = this.ctx.evidence;
-    const scope = `${this.file.slice(DIR.length + 1)}:${name}`;
+    const scope = `workflow:${this.file.slice(DIR.length + 1)}:${name}`;
     const matrix = job.getIn(['strategy', 'matrix'], true);
     if (isMap(matrix)) {
       for (const pair of matrix.items) if (isScalar(pair.key) && PYTHON_KEYS.has(String(pair.key.value))) this.pythons(pair.value);
@@ -115,7 +115,7 @@ class Workflow {
       this.ctx.note({ file: this.file, line: doc.errors[0].linePos?.[0].line ?? 1 }, `not read: ${doc.errors[0].message.split('\n')[0]}`);
       return;
     }
-    this.env(doc.get('env', true), this.file.slice(DIR.length + 1));
+    this.env(doc.get('env', true), `workflow:${this.file.slice(DIR.length + 1)}`);
     const jobs = doc.get('jobs', true);
     for (const pair of isMap(jobs) ? jobs.items : []) {
       if (isScalar(pair.key) && isMap(pair.value)) this.job(String(pair.key.value), pair.value);
