@@ -1,21 +1,14 @@
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { symlinkSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readEvidence } from '../pipeline/envs/evidence.js';
 import type { Evidence } from '../pipeline/envs/evidence_context.js';
 import { poetryToPep440 } from '../pipeline/envs/poetry.js';
+import { tempDir, writeTree } from './helpers.js';
 
 /** A scripted repository layout: files written by the test, nothing else. */
-function layout(files: Record<string, string>): string {
-  const dir = mkdtempSync(join(tmpdir(), 'wl-evidence-'));
-  for (const [name, text] of Object.entries(files)) {
-    mkdirSync(dirname(join(dir, name)), { recursive: true });
-    writeFileSync(join(dir, name), text);
-  }
-  return dir;
-}
+const layout = (files: Record<string, string>) => writeTree(tempDir('evidence'), files);
 
 /** "key specifiers [; marker] group[/scope] file:line" per requirement, in the order found. */
 function requirements(ev: Evidence): string[] {
