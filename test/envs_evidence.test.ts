@@ -318,18 +318,20 @@ describe('evidence: requirement files, tox, nox, workflows, Pipfile', () => {
           'deps =',
           '    {[base]deps}',
           '    -rrequirements-ci.txt',
-          '    py38: backports.zoneinfo  # only 3.8',
-          'extras = tests', // 10
+          '    py38,py39: backports.zoneinfo  # only before 3.9',
+          '    tf: tensorflow', // 10
+          'extras = tests',
           'setenv =',
           '    PYTHONPATH = {toxinidir}/src',
           'commands = pytest {posargs:tests} -W error',
-          '[testenv:lint]',
-          'deps = flake8', // 15
+          '[testenv:lint]', // 15
+          'deps = flake8',
           'commands = flake8 src',
           '[testenv:py311]',
           'basepython = python3.11',
+          'deps = exceptiongroup', // 20
           '[pytest]',
-          'testpaths = tests', // 20
+          'testpaths = tests',
         ].join('\n'),
         'requirements-ci.txt': 'pytest-mock\n',
       }),
@@ -338,14 +340,18 @@ describe('evidence: requirement files, tox, nox, workflows, Pipfile', () => {
       'pytest-mock test/requirements:requirements-ci.txt requirements-ci.txt:1',
       'sortedcontainers test/tox:testenv tox.ini:4',
       'pytest-mock test/tox:testenv requirements-ci.txt:1',
-      'backports-zoneinfo test/tox:testenv (py38) tox.ini:9',
-      'flake8 lint/tox:lint tox.ini:15',
+      // A condition on Python factors is a marker; on another factor, an env variant (an extra).
+      'backports-zoneinfo ; python_version == "3.8" or python_version == "3.9" test/tox:testenv (py38,py39) tox.ini:9',
+      'tensorflow extra/tox:testenv (tf) tox.ini:10',
+      'flake8 lint/tox:lint tox.ini:16',
+      // An env named for a Python installs its deps on that Python only.
+      'exceptiongroup ; python_version == "3.11" test/tox:py311 tox.ini:20',
     ]);
-    expect(ev.selfExtras).toEqual([{ extras: ['tests'], group: 'test', source: at('tox.ini', 10) }]);
-    expect(ev.vars).toEqual([{ name: 'PYTHONPATH', value: 'src', scope: 'tox:testenv', source: at('tox.ini', 12) }]);
-    expect(ev.testCommands).toEqual([{ tool: 'tox', scope: 'tox:testenv', args: ['tests', '-W', 'error'], source: at('tox.ini', 13) }]);
-    expect(ev.pythonVersions.map((p) => `${p.version} ${p.from} ${p.source.line}`)).toEqual(['3.8 tox 2', '3.9 tox 2', '3.10 tox 2', '3.11 tox 18']);
-    expect(ev.pytest.map((p) => [p.source, p.testpaths])).toEqual([[at('tox.ini', 19), ['tests']]]);
+    expect(ev.selfExtras).toEqual([{ extras: ['tests'], group: 'test', source: at('tox.ini', 11) }]);
+    expect(ev.vars).toEqual([{ name: 'PYTHONPATH', value: 'src', scope: 'tox:testenv', source: at('tox.ini', 13) }]);
+    expect(ev.testCommands).toEqual([{ tool: 'tox', scope: 'tox:testenv', args: ['tests', '-W', 'error'], source: at('tox.ini', 14) }]);
+    expect(ev.pythonVersions.map((p) => `${p.version} ${p.from} ${p.source.line}`)).toEqual(['3.8 tox 2', '3.9 tox 2', '3.10 tox 2', '3.11 tox 19']);
+    expect(ev.pytest.map((p) => [p.source, p.testpaths])).toEqual([[at('tox.ini', 21), ['tests']]]);
   });
 
   it('reads noxfile sessions: installs (literals and names), the pytest run, the Python versions', () => {

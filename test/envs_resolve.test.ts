@@ -206,11 +206,35 @@ describe('resolving a bare repository', () => {
     expect(resolutionKey(readEvidence(dir), [bookworm, trixie])).not.toBe(a.key);
   });
 
-  it('takes dev requirements only where nothing says test', () => {
-    const ev = readEvidence(layout({ 'requirements-dev.txt': 'pytest-mock\nblack\n', 'requirements.txt': 'six\n' }));
+  it('takes dev requirements only where nothing says test; skips installers; other requirement files are extras', () => {
+    const ev = readEvidence(
+      layout({ 'requirements-dev.txt': 'pytest-mock\nblack\ntox\n', 'requirements.txt': 'six\n', 'requirements/benchmarks.txt': 'pyperf\n' }),
+    );
     const r = resolveDebian(ev, [bookworm]);
     expect(r.groups).toEqual(['runtime', 'test', 'dev']);
     expect(r.env.apt).toEqual(['black', 'python3-pytest-mock', 'python3-six']);
+    expect(r.skipped).toEqual([
+      { requirement: 'tox', source: { file: 'requirements-dev.txt', line: 3 }, reason: 'an installer or test runner, not needed in the image' },
+    ]);
+  });
+
+  it("bounds a requirement by the constraints installed beside it, not by another env's", () => {
+    const ev = readEvidence(
+      layout({
+        'setup.cfg': '[options]\ninstall_requires =\n    six>=1.10\n',
+        'tox.ini':
+          '[testenv]\ndeps = -rrequirements-test.txt\ncommands = pytest\n[testenv:old]\ndeps =\n    six\n    -cold-constraints.txt\ncommands = pytest\n',
+        'requirements-test.txt': 'idna\n-c constraints.txt\n',
+        'constraints.txt': 'idna<2\n',
+        'old-constraints.txt': 'six==1.0\n',
+      }),
+    );
+    const r = resolveDebian(ev, [bookworm]);
+    expect(r.unresolved.map((u) => `${u.requirement} ${u.scope} ${u.detail.replace(/ \d\S+ \([^)]*\)/, '')}`)).toEqual([
+      'idna requirements:requirements-test.txt Debian bookworm has python3-idna, outside <2',
+      'idna tox:testenv Debian bookworm has python3-idna, outside <2',
+      'six tox:old Debian bookworm has python3-six, outside ==1.0',
+    ]);
   });
 });
 

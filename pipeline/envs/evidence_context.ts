@@ -190,9 +190,9 @@ export class EvidenceContext {
   }
 }
 
-/** `requirements/test.txt`'s or an extra's or a tox env's name read as a group. First match wins: "test-docs" is test. */
+/** An extra's, a dependency group's, a tox env's, a nox session's or a CI job's name read as a group. First match wins: "test-docs" is test. */
 const GROUP_WORDS: [Group, Set<string>][] = [
-  ['test', new Set(['test', 'tests', 'testing', 'pytest', 'unittest', 'unit', 'check', 'checks', 'ci', 'coverage', 'cov'])],
+  ['test', new Set(['test', 'tests', 'testing', 'pytest', 'unittest', 'unit', 'ci', 'coverage', 'cov'])],
   ['docs', new Set(['doc', 'docs', 'documentation', 'sphinx', 'mkdocs'])],
   [
     'lint',
@@ -220,12 +220,11 @@ const GROUP_WORDS: [Group, Set<string>][] = [
       'pep8',
     ]),
   ],
-  ['dev', new Set(['dev', 'develop', 'development', 'devel', 'contributing', 'tox', 'nox', 'release', 'publish'])],
-  ['runtime', new Set(['base', 'main', 'prod', 'production', 'install', 'runtime', 'common', 'core', 'requirements', 'default'])],
+  ['dev', new Set(['dev', 'develop', 'development', 'devel', 'contributing', 'tox', 'nox', 'release', 'publish', 'packaging'])],
 ];
 
 export function groupOfName(name: string, otherwise: Group = 'extra'): Group {
   const words = name.toLowerCase().split(/[^a-z0-9]+/);
-  for (const [group, set] of GROUP_WORDS) if (words.some((w) => set.has(w)) || set.has(name.toLowerCase())) return group;
+  for (const [group, set] of GROUP_WORDS) if (words.some((w) => set.has(w))) return group;
   return otherwise;
 }

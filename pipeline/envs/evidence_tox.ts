@@ -9,6 +9,7 @@ import { type EvidenceContext, type Group, groupOfName, type Source } from './ev
 import { type IniSection, parseIni } from './ini.js';
 import { normalizeName } from './names.js';
 import { pytestArgs } from './pytest_invocation.js';
+import { withMarker } from './requirements.js';
 import { requirementsLine } from './requirements_file.js';
 
 type Line = { text: string; line: number };
@@ -24,6 +25,16 @@ function expandBraces(text: string): string[] {
 function envPython(name: string): string | undefined {
   const m = /(?:^|-)py(3)\.?(\d{1,2})(?:-|$)/.exec(name);
   return m ? `${m[1]}.${m[2]}` : undefined;
+}
+
+/** `py38,{py39,py310}` -> python_version == "3.8" or ...; undefined when any factor is not a Python or is negated. */
+function pythonMarker(factors: string): string | undefined {
+  const versions = expandBraces(factors)
+    .flatMap((f) => f.split(','))
+    .map((f) => f.trim())
+    .map((f) => (/^py\d/.test(f) ? envPython(f) : undefined));
+  if (!versions.length || versions.some((v) => v === undefined)) return undefined;
+  return [...new Set(versions)].map((v) => `python_version == "${v}"`).join(' or ');
 }
 
 /** Splits `envlist` values on commas and newlines, outside braces. */
@@ -66,22 +77,28 @@ class ToxIni {
     });
   }
 
-  /** `py38,py39: pkg` -> pkg (the factor condition noted in the scope), or the line itself. */
+  /** `py38,py39: pkg` -> pkg, with the factor condition as written. */
   private withoutFactors(text: string): { text: string; factors?: string } {
     const m = /^([!\w{},.-]+(?:\s*,\s*[!\w{},.-]+)*):\s+(.*)$/.exec(text);
-    return m && !/^[a-z]+\+|:\/\//.test(text) ? { text: m[2], factors: m[1] } : { text };
+    return m ? { text: m[2], factors: m[1] } : { text };
   }
 
-  private deps(section: string, group: Group, scope: string): void {
+  /**
+   * A deps line's requirements. An env named for a Python (py38) or a condition on Python
+   * factors (`py38,py39:`) becomes a marker: those deps hold on those Pythons only. A condition
+   * on other factors (`django32:`, `!py38:`) is an env variant: kept, as an extra.
+   */
+  private deps(section: string, group: Group, scope: string, envMarker?: string): void {
     for (const l of this.lines(section, 'deps')) {
       const { text, factors } = this.withoutFactors(l.text);
       const source: Source = { file: this.file, line: l.line };
-      const where = factors ? `${scope} (${factors})` : scope;
-      this.ctx.addEntries(
-        requirementsLine(text, source, (f) => this.ctx.checkout.read(f)),
-        group,
-        where,
+      const factorMarker = factors ? pythonMarker(factors) : undefined;
+      const variant = factors !== undefined && factorMarker === undefined;
+      const markers = [envMarker, factorMarker].filter((m): m is string => m !== undefined);
+      const entries = requirementsLine(text, source, (f) => this.ctx.checkout.read(f)).map((e) =>
+        e.kind === 'requirement' && markers.length ? { ...e, requirement: withMarker(e.requirement, markers.join(' and ')) } : e,
       );
+      this.ctx.addEntries(entries, variant ? 'extra' : group, factors ? `${scope} (${factors})` : scope);
     }
   }
 
@@ -99,7 +116,8 @@ class ToxIni {
     });
     if (own) for (const c of commands) ev.testCommands.push({ tool: 'tox', scope, args: c.args, source: { file: this.file, line: c.line } });
     const group: Group = commands.length || (!own && section === 'testenv') ? 'test' : groupOfName(name, 'dev');
-    this.deps(section, group, scope);
+    const python = envPython(name);
+    this.deps(section, group, scope, python ? `python_version == "${python}"` : undefined);
     const extras = this.lines(section, 'extras').flatMap((l) =>
       l.text
         .split(/[,\s]+/)

@@ -78,7 +78,7 @@ const TAKES_VALUE = new Set(
   ),
 );
 /** What of a project's own pytest command line we take: where the tests are and which are selected. */
-const KEPT = new Set(['-m', '-p', '--ignore', '--ignore-glob', '--deselect', '--import-mode', '--doctest-modules', '--doctest-glob']);
+const KEPT = new Set(['-m', '-k', '-p', '--ignore', '--ignore-glob', '--deselect', '--import-mode', '--doctest-modules', '--doctest-glob']);
 
 /** Test paths and selection options of one invocation's arguments. */
 function pathsAndSelection(args: string[]): string[] {
@@ -123,7 +123,8 @@ export function pytestArgs(ev: Evidence, outcome: (r: Requirement) => Outcome, p
         ['filterwarnings', config.filterwarnings],
         ['required_plugins', plugins],
         ['minversion', minversion ?? config.minversion ?? ''],
-        ...Object.entries(config.other),
+        // pytest 9's strict mode: pytest 8 only warns about a key it does not know.
+        ...Object.entries(config.other).filter(([k]) => !k.startsWith('strict')),
       ];
       const args = values.filter(([, v]) => v.length).flatMap(([k, v]) => ['-o', `${k}=${iniValue(k, v)}`]);
       if (args.length)

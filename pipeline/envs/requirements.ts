@@ -69,3 +69,9 @@ export function parseRequirement(text: string): Requirement {
 export function markerHolds(req: Requirement, env: MarkerEnv): boolean {
   return !req.marker || evaluateMarker(req.marker, env);
 }
+
+/** The requirement restricted further by `marker` (and-ed with its own). */
+export function withMarker(req: Requirement, marker: string): Requirement {
+  const markerText = req.markerText ? `(${req.markerText}) and (${marker})` : marker;
+  return { ...req, markerText, marker: parseMarker(markerText) };
+}

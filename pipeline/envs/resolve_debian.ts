@@ -232,10 +232,12 @@ function select(ev: Evidence): Selection {
   const skipped: Skipped[] = [];
   const taken = all.filter((r) => {
     if (r.constraint || r.group === 'build' || !wanted(r)) return false;
+    // Tooling is kept only where the project's own metadata needs it at run time (tox's own dependency on virtualenv).
+    const metadata = r.group === 'runtime' && r.scope === undefined;
     const why =
       r.requirement.key === self
         ? 'the project itself'
-        : TOOLING.has(r.requirement.key) && r.group !== 'runtime'
+        : TOOLING.has(r.requirement.key) && !metadata
           ? 'an installer or test runner, not needed in the image'
           : undefined;
     if (why) skipped.push({ requirement: text(r.requirement), source: r.source, reason: why });
@@ -265,8 +267,11 @@ function resolveIn(index: DebianIndex, requirements: DeclaredRequirement[], cons
   const unresolved: Unresolved[] = [];
   const skipped: Skipped[] = [];
   const outcomes = new Map<string, Outcome>();
-  const bounds = (key: string) =>
-    constraints.filter((c) => c.requirement.key === key && markerHolds(c.requirement, env)).flatMap((c) => c.requirement.specifiers);
+  // A constraints file bounds what was installed beside it: the same requirements file chain, tox env or CI job.
+  const bounds = (r: DeclaredRequirement) =>
+    constraints
+      .filter((c) => c.requirement.key === r.requirement.key && c.scope === r.scope && markerHolds(c.requirement, env))
+      .flatMap((c) => c.requirement.specifiers);
   for (const r of requirements) {
     const req = r.requirement;
     if (!markerHolds(req, env)) {
@@ -280,7 +285,7 @@ function resolveIn(index: DebianIndex, requirements: DeclaredRequirement[], cons
       outcomes.set(req.key, 'missing');
       continue;
     }
-    const specs = [...req.specifiers, ...bounds(req.key)];
+    const specs = [...req.specifiers, ...bounds(r)];
     const satisfied = !candidate.upstream || satisfiesAll(candidate.upstream, specs);
     if (!satisfied) {
       unresolved.push({
