@@ -2,3 +2,31 @@
 export function shQuote(s: string): string {
   return /^[A-Za-z0-9_@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
 }
+
+/** Words of a command line as a POSIX shell (or Python's shlex) splits them: quotes and backslashes honoured, nothing expanded. */
+export function shellSplit(text: string): string[] {
+  const words: string[] = [];
+  let word: string | undefined;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (/\s/.test(c)) {
+      if (word !== undefined) words.push(word);
+      word = undefined;
+    } else if (c === "'") {
+      const end = text.indexOf("'", i + 1);
+      word = (word ?? '') + text.slice(i + 1, end < 0 ? text.length : end);
+      i = end < 0 ? text.length : end;
+    } else if (c === '"') {
+      word ??= '';
+      for (i++; i < text.length && text[i] !== '"'; i++) {
+        if (text[i] === '\\' && i + 1 < text.length && '"\\$`'.includes(text[i + 1])) i++;
+        word += text[i];
+      }
+    } else if (c === '\\') {
+      word = (word ?? '') + (text[i + 1] ?? '');
+      i++;
+    } else word = (word ?? '') + c;
+  }
+  if (word !== undefined) words.push(word);
+  return words;
+}

@@ -357,7 +357,7 @@ async function newestCachedDeb(dir: string, pkg: string): Promise<string | undef
 const downloads = new Map<string, Promise<string>>();
 
 /** The cached .deb of `pkg` for `suite`, downloading it with `apt-get download` if absent. */
-function fetchDeb(pkg: string, suite: Suite, root: string): Promise<string> {
+export function fetchDeb(pkg: string, suite: Suite, root: string): Promise<string> {
   const dir = path.join(root, 'debs', suite);
   return memo(downloads, `${dir}\0${pkg}`, async () => {
     const cached = await newestCachedDeb(dir, pkg);

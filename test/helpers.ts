@@ -36,11 +36,17 @@ export function tempDir(prefix: string): string {
 }
 
 /** A git repository at `path` holding `files` in one commit on main (hand-written examples); its path. */
-export function gitRepo(path: string, files: Record<string, string>, message = 'example'): string {
+/** Writes `files` (relative path -> text) under `path`; returns `path`. */
+export function writeTree(path: string, files: Record<string, string>): string {
   for (const [file, text] of Object.entries(files)) {
     mkdirSync(dirname(join(path, file)), { recursive: true });
     writeFileSync(join(path, file), text);
   }
+  return path;
+}
+
+export function gitRepo(path: string, files: Record<string, string>, message = 'example'): string {
+  writeTree(path, files);
   execFileSync('git', ['init', '-q', '-b', 'main', path]);
   execFileSync('git', ['-C', path, 'add', '.']);
   execFileSync('git', ['-C', path, '-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-qm', message]);

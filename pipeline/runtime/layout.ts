@@ -13,6 +13,11 @@ export function cacheDir(): string {
   return process.env.WORLDLINE_CACHE ?? '/var/cache/worldline';
 }
 
+/** The Debian mirror base images, env images and the Debian resolver's indexes come from. */
+export function debianMirror(): string {
+  return process.env.WORLDLINE_DEBIAN_MIRROR ?? 'http://deb.debian.org/debian';
+}
+
 /** Bare mirrors, one per repository location; WORLDLINE_MIRRORS moves them (tests use a scratch folder). */
 export function mirrorsDir(): string {
   return process.env.WORLDLINE_MIRRORS ?? join(cacheDir(), 'mirrors');

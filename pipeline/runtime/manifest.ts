@@ -11,6 +11,10 @@ export const PYTHON_VERSIONS = ['3.9', '3.11', '3.13'] as const;
 export type PythonVersion = (typeof PYTHON_VERSIONS)[number];
 export const DEFAULT_PYTHON: PythonVersion = '3.11';
 
+/** The Debian suite each Python comes from: base images are built from it and the Debian resolver reads its indexes. */
+export const DEBIAN_SUITES = { '3.9': 'bullseye', '3.11': 'bookworm', '3.13': 'trixie' } as const satisfies Record<PythonVersion, string>;
+export type DebianSuite = (typeof DEBIAN_SUITES)[PythonVersion];
+
 export interface UnitEnv {
   apt: string[];
   pip: string[];

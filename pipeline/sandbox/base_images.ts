@@ -10,8 +10,8 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { hashOf } from '../../core/hashing.js';
 import { withLock } from '../../core/lock.js';
-import { cacheDir } from '../runtime/layout.js';
-import type { PythonVersion } from '../runtime/manifest.js';
+import { cacheDir, debianMirror } from '../runtime/layout.js';
+import { DEBIAN_SUITES, type DebianSuite, type PythonVersion } from '../runtime/manifest.js';
 import { importImage, inspectImage, tarStream } from './engine.js';
 import { runContainer } from './sandbox.js';
 import { tracersDir } from './tracers.js';
@@ -19,7 +19,7 @@ import { tracersDir } from './tracers.js';
 const execFile = promisify(execFileCb);
 
 export interface BaseRecipe {
-  suite: 'bullseye' | 'bookworm' | 'trixie';
+  suite: DebianSuite;
   python: PythonVersion;
   packages: string[];
   /** Hash of the tracer's C accelerator sources (NATIVE_SOURCES): a changed source rebuilds. */
@@ -40,9 +40,9 @@ const NATIVE_TARGET = 'usr/lib/python3/dist-packages';
 const NATIVE = hashOf(NATIVE_SOURCES.map((f) => [f, readFileSync(join(NATIVE_DIR, f), 'utf8')]));
 
 export const BASE_RECIPES: Record<PythonVersion, BaseRecipe> = {
-  '3.9': { suite: 'bullseye', python: '3.9', packages: PACKAGES, native: NATIVE, revision: 1 },
-  '3.11': { suite: 'bookworm', python: '3.11', packages: PACKAGES, native: NATIVE, revision: 1 },
-  '3.13': { suite: 'trixie', python: '3.13', packages: PACKAGES, native: NATIVE, revision: 1 },
+  '3.9': { suite: DEBIAN_SUITES['3.9'], python: '3.9', packages: PACKAGES, native: NATIVE, revision: 1 },
+  '3.11': { suite: DEBIAN_SUITES['3.11'], python: '3.11', packages: PACKAGES, native: NATIVE, revision: 1 },
+  '3.13': { suite: DEBIAN_SUITES['3.13'], python: '3.13', packages: PACKAGES, native: NATIVE, revision: 1 },
 };
 
 export interface BaseImage {
@@ -61,10 +61,6 @@ export interface BaseImage {
 
 export function baseTag(recipe: BaseRecipe): string {
   return `worldline/base:py${recipe.python}-${hashOf(recipe)}`;
-}
-
-function mirror(): string {
-  return process.env.WORLDLINE_DEBIAN_MIRROR ?? 'http://deb.debian.org/debian';
 }
 
 const PROBE = [
@@ -120,7 +116,7 @@ async function debootstrap(suite: BaseRecipe['suite'], packages: string[], root:
   rmSync(root, { recursive: true, force: true });
   mkdirSync(root, { recursive: true });
   try {
-    await execFile('debootstrap', ['--variant=minbase', `--include=${packages.join(',')}`, suite, root, mirror()], {
+    await execFile('debootstrap', ['--variant=minbase', `--include=${packages.join(',')}`, suite, root, debianMirror()], {
       maxBuffer: 64 << 20,
     });
   } catch (e) {
@@ -158,7 +154,7 @@ async function buildBase(recipe: BaseRecipe, tag: string): Promise<void> {
   try {
     await debootstrap(recipe.suite, recipe.packages, root);
     // Keep the mirror list so env builds can apt-get install; drop what only bloats the image.
-    writeFileSync(join(root, 'etc/apt/sources.list'), `deb ${mirror()} ${recipe.suite} main\n`);
+    writeFileSync(join(root, 'etc/apt/sources.list'), `deb ${debianMirror()} ${recipe.suite} main\n`);
     for (const dir of ['var/cache/apt/archives', 'var/lib/apt/lists']) {
       for (const entry of readdirSync(join(root, dir))) {
         if (entry.endsWith('.deb') || entry.includes('_dists_')) rmSync(join(root, dir, entry), { force: true });
