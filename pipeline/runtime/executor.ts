@@ -13,7 +13,7 @@ import { BudgetSpent, checkBudget } from './budgets.js';
 import { jobCancelled } from './job_scope.js';
 import { outLayout, WORK_KINDS } from './layout.js';
 import { Ledger, type StageName } from './ledger.js';
-import type { Unit } from './manifest.js';
+import type { PythonVersion, Unit, UnitEnv } from './manifest.js';
 import type { PipelineOptions } from './options.js';
 import type { ProgressEvent, StepsEvent } from './progress.js';
 import { PrerequisiteMissing, type Stage, type StageContext, type StageResult, UnitFailure } from './stage.js';
@@ -26,6 +26,20 @@ export interface UnitSummary {
   reason: string | null;
   /** Stages that did work now (not answered from the ledger). */
   ran: StageName[];
+}
+
+/**
+ * The unit as its stages see it: with the environment its ledger says it has. A bare manifest line
+ * has none of its own; `resolve` works one out and `build` may repair it, and each records the
+ * result, which from then on is the unit's env and Python (for every stage, in this run or a later
+ * one). A manifest's own env passes through both unchanged.
+ */
+export function withLedgerEnv(unit: Unit, ledger: Ledger): Unit {
+  for (const stage of ['build', 'resolve'] as const) {
+    const entry = ledger.get<{ env?: UnitEnv; python?: PythonVersion }>(stage, unit.id);
+    if (entry?.status === 'ok' && entry.record?.env && entry.record.python) return { ...unit, env: entry.record.env, python: entry.record.python };
+  }
+  return unit;
 }
 
 /** Units of this rank: a static, order-preserving split that every rank computes alike. */
@@ -54,7 +68,7 @@ export async function runUnit(
   const steps = (done: number, total: number, of: 'tests' | 'tasks') => {
     if (summary.stage) onSteps({ stage: summary.stage, done, total, of });
   };
-  const ctx: StageContext = { unit, options, ledger, log, deadline, steps };
+  const ctx: StageContext = { unit: withLedgerEnv(unit, ledger), options, ledger, log, deadline, steps };
   const ref = { repo: unit.repo, url: unit.location, ref: unit.commit ?? null, python: unit.python, history_of: unit.historyOf ?? null };
   for (const stage of stages) {
     summary.stage = stage.name;
@@ -82,7 +96,10 @@ export async function runUnit(
     const done = ledger.get(stage.name, unit.id);
     if (done && done.key === key && (done.status === 'ok' || (!options.retryFailed && !done.budget_cut))) {
       if (done.status === 'failed') return { ...summary, status: 'failed', reason: done.reason };
-      if (!stage.present || (await stage.present(ctx, done.record as never))) continue;
+      if (!stage.present || (await stage.present(ctx, done.record as never))) {
+        ctx.unit = withLedgerEnv(unit, ledger);
+        continue;
+      }
       log(`${stage.name} ${unit.id}: its result is gone from this host; running it again`);
     }
     const started = Date.now();
@@ -118,6 +135,7 @@ export async function runUnit(
       log(`${stage.name} ${unit.id}: FAILED: ${result.reason}`);
       return { ...summary, status: 'failed', reason: result.reason };
     }
+    ctx.unit = withLedgerEnv(unit, ledger);
   }
   return summary;
 }

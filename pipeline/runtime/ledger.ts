@@ -7,7 +7,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { writeFileAtomic } from '../../core/atomic.js';
 import { outLayout } from './layout.js';
 
-export const STAGES = ['clone', 'build', 'validate', 'trace', 'describe', 'forage'] as const;
+export const STAGES = ['clone', 'resolve', 'build', 'validate', 'trace', 'describe', 'forage'] as const;
 export type StageName = (typeof STAGES)[number];
 
 /** Enough of the manifest line to describe a unit without the manifest. */

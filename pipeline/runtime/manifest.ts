@@ -40,7 +40,11 @@ export interface Unit {
   /** Requested commit or ref; undefined means the default branch's head. */
   commit?: string;
   python: PythonVersion;
+  /** The line names its Python: a resolver keeps it rather than choosing the base. */
+  pythonGiven: boolean;
   env: UnitEnv;
+  /** The line has its own `env`: it is used as written (no inference, no install, no repairs). A bare line's is inferred. */
+  envGiven: boolean;
   /** For an older commit traced with --commits: the id of the unit at the manifest's commit. */
   historyOf?: string;
 }
@@ -152,7 +156,9 @@ function parseLine(text: string, line: number, baseDir: string): Unit {
     sourceKind,
     commit,
     python,
+    pythonGiven: obj.python !== undefined,
     env: parseEnv(obj.env),
+    envGiven: obj.env !== undefined,
   };
 }
 

@@ -3,6 +3,7 @@
  * BuildRecord, and a stage reads an earlier stage's result through this map, never by importing
  * that stage. Bulky outputs (per-test rows, traces, tasks) live in part files (layout.ts), not here.
  */
+import type { PythonVersion, UnitEnv } from './manifest.js';
 
 export interface CloneRecord {
   commit: string;
@@ -16,6 +17,47 @@ export interface CloneRecord {
   src_layout: boolean;
 }
 
+/** The project's own install, worked out from its files (tracers/worldline_install.py carries it out). */
+export interface InstallPlan {
+  name: string;
+  version: string;
+  /** The folder on sys.path for its packages (`/repo/src` for a src layout). */
+  root: string;
+  version_files: { path: string; text: string }[];
+  entry_points: Record<string, Record<string, string>>;
+  /** Install through the project's build backend (pip and the backend are in the image); else write the metadata. */
+  backend: boolean;
+}
+
+/** Where a unit's environment came from, how it was found, and with what evidence. */
+export interface ResolveRecord {
+  /** `manifest`: the line's own env, used as written; `inferred`: worked out from the repository's files. */
+  source: 'manifest' | 'inferred';
+  env: UnitEnv;
+  python: PythonVersion;
+  /** The resolution's key: a hash of the evidence, the Debian indexes and the rules (null for a manifest env). */
+  key: string | null;
+  /** A resolution of the same evidence was taken from the machine's cache. */
+  cached: boolean;
+  /** The files read, and the notes on what was seen and not understood. */
+  evidence_files: string[];
+  notes: string[];
+  /** Each Debian package, which requirement asked for it (file:line) and how it was found. */
+  packages: { package: string; version: string; via: string; asked: string[] }[];
+  /** Requirements no package of the chosen suite satisfies, with why. */
+  unresolved: string[];
+  install: InstallPlan | null;
+}
+
+/** One try at an image that collects: what stopped pytest's collection in it, and what was changed for the next try. */
+export interface BuildAttempt {
+  /** The problems a collect-only run showed (none on the last, successful try). */
+  problems: string[];
+  /** What the next try changed (packages added, a base, pytest arguments). */
+  changes: string[];
+  seconds: number;
+}
+
 export interface BuildRecord {
   image: string;
   image_id: string;
@@ -23,6 +65,14 @@ export interface BuildRecord {
   python_version: string;
   pytest_version: string;
   pytest_timeout: boolean;
+  /** The environment the image holds, from here on the unit's (a repair may have changed the resolved one). */
+  env?: UnitEnv;
+  python?: PythonVersion;
+  env_source?: 'manifest' | 'inferred' | 'repaired';
+  /** Each build of an inferred environment and its collect-only check, in order (empty for a manifest env). */
+  attempts?: BuildAttempt[];
+  /** How the project itself went in (null: a manifest env, or nothing to install). */
+  install?: { method: 'backend' | 'metadata'; why: string | null } | null;
 }
 
 export interface SuiteCounts {
@@ -189,6 +239,7 @@ export interface TaskCost {
 
 export interface StageRecords {
   clone: CloneRecord;
+  resolve: ResolveRecord;
   build: BuildRecord;
   validate: ValidateRecord;
   trace: TraceStageRecord;
