@@ -11,7 +11,7 @@ import { auditHtml } from '../datasets/audit_html.js';
 import { formatAudit } from '../datasets/audit_text.js';
 import { DEFAULT_ISSUE_FIX_SHARE, DEFAULT_MIX_SEED, MIX_TOLERANCE, MixUnreachable } from '../datasets/mix.js';
 import { DEFAULT_OVERLAP_THRESHOLD } from '../datasets/ngram_overlap.js';
-import { readRows } from '../datasets/reader.js';
+import { readManifestJson, readRows } from '../datasets/reader.js';
 import { formatRebalance, RebalanceRefused, rebalanceDataset } from '../datasets/rebalance.js';
 import {
   isTraceFormat,
@@ -68,6 +68,12 @@ import {
 } from './options.js';
 
 const log = (m: string) => process.stderr.write(`${m}\n`);
+
+/** --config names one of the dataset's configs (a usage error that lists them, not a failure). */
+function knownConfig(dir: string, config: string): void {
+  const configs = Object.keys(readManifestJson(resolve(dir)).configs);
+  if (!configs.includes(config)) throw new UsageError(`--config ${config}: ${dir} has ${configs.join(', ')}`);
+}
 
 /** The documented exit codes: 0 done, 1 some units (or a check) failed, 2 usage error, 3 Docker or Redis unreachable. */
 const exitCodeOf = (e: unknown) => (e instanceof UsageError ? 2 : e instanceof EnvironmentUnavailable ? 3 : 1);
@@ -331,6 +337,7 @@ await yargs(hideBin(process.argv))
         .option('rank', { type: 'number', default: 0, describe: 'Read only the shards of this rank' })
         .option('world-size', { type: 'number', default: 1, describe: 'Ranks sharing the shards' })
         .check((a) => {
+          knownConfig(a.dir as string, a.config);
           wholeAtLeast('--limit', a.limit);
           positiveInt('--world-size', a['world-size']);
           if (!(Number.isInteger(a.rank) && a.rank >= 0 && a.rank < a['world-size']))
@@ -386,6 +393,7 @@ await yargs(hideBin(process.argv))
         })
         .option('limit', { type: 'number', describe: 'At most this many episodes' })
         .check((a) => {
+          knownConfig(a.dir as string, a.config);
           wholeAtLeast('--limit', a.limit);
           if (a.config === 'trajectories' && !isTrajectoryFormat(a.format))
             throw new UsageError('trajectories render as --format messages or --format transitions');

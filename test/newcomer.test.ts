@@ -112,6 +112,9 @@ describe('errors that say what to do', () => {
       expect(res.code, args.join(' ')).toBe(2);
       expect(res.stderr, args.join(' ')).toMatch(/worldline: --[a-z-]+ (takes|must)/);
     }
+    const noConfig = await cli(['cat', dataset, '--config', 'test']);
+    expect(noConfig.code).toBe(2);
+    expect(noConfig.stderr).toMatch(/--config test: \S+ has repos, tests, /);
     const limited = await cli(['cat', dataset, '--config', 'repos', '--limit', '2']);
     expect(limited.code, limited.stderr).toBe(0);
     expect(limited.stdout.trim().split('\n')).toHaveLength(2);
