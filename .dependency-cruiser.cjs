@@ -1,5 +1,5 @@
 /**
- * The tree's rules (ARCHITECTURE.md says why). `npm run lint` runs them; a violation fails CI.
+ * The tree's rules (docs/architecture.md says why). `npm run lint` runs them; a violation fails CI.
  * Type-only imports count: the 15-file cycle this tree replaced was closed by one type import.
  */
 const layer = (name) => `^pipeline/${name}/`;

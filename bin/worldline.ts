@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /** The `worldline` command line: command definitions only; options live in options.ts, the work in pipeline/ and datasets/. */
-import { writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import yargs from 'yargs';
 import { hideBin } from 'yargs/helpers';
@@ -11,7 +11,7 @@ import { auditHtml } from '../datasets/audit_html.js';
 import { formatAudit } from '../datasets/audit_text.js';
 import { DEFAULT_ISSUE_FIX_SHARE, DEFAULT_MIX_SEED, MIX_TOLERANCE, MixUnreachable } from '../datasets/mix.js';
 import { DEFAULT_OVERLAP_THRESHOLD } from '../datasets/ngram_overlap.js';
-import { readRows } from '../datasets/reader.js';
+import { readManifestJson, readRows } from '../datasets/reader.js';
 import { formatRebalance, RebalanceRefused, rebalanceDataset } from '../datasets/rebalance.js';
 import {
   isTraceFormat,
@@ -26,8 +26,20 @@ import {
 import { exportSwebench, readDatasetTasks } from '../datasets/swebench.js';
 import { formatVerify, verifyDataset } from '../datasets/verify.js';
 import { collectGarbage } from '../pipeline/gc.js';
+import { requireRedis } from '../pipeline/queue/connection.js';
 import { DEFAULT_RETRY } from '../pipeline/queue/unit_job.js';
-import { ALL_STAGES, formatRun, formatShard, runJson, runPipeline, UsageError } from '../pipeline/run.js';
+import {
+  ALL_STAGES,
+  EnvironmentUnavailable,
+  formatRun,
+  formatShard,
+  policyExclusions,
+  requireDocker,
+  runJson,
+  runPipeline,
+  UsageError,
+} from '../pipeline/run.js';
+import { outLayout } from '../pipeline/runtime/layout.js';
 import { DEFAULT_PYTHON, PYTHON_VERSIONS, type PythonVersion } from '../pipeline/runtime/manifest.js';
 import { DEFAULTS } from '../pipeline/runtime/options.js';
 import { Progress, progressMode } from '../pipeline/runtime/progress.js';
@@ -37,8 +49,11 @@ import { allTraced, formatScriptTraces, scriptContamination, traceScript } from 
 import {
   commaList,
   datasetDir,
+  existingOut,
+  imageBudgetGb,
   imageBudgetOption,
   layoutOptions,
+  numbersAreNumbers,
   outputOptions,
   type PipelineArgs,
   pipelineOptions,
@@ -49,9 +64,19 @@ import {
   toContentPolicy,
   toLayout,
   toPipelineOptions,
+  wholeAtLeast,
 } from './options.js';
 
 const log = (m: string) => process.stderr.write(`${m}\n`);
+
+/** --config names one of the dataset's configs (a usage error that lists them, not a failure). */
+function knownConfig(dir: string, config: string): void {
+  const configs = Object.keys(readManifestJson(resolve(dir)).configs);
+  if (!configs.includes(config)) throw new UsageError(`--config ${config}: ${dir} has ${configs.join(', ')}`);
+}
+
+/** The documented exit codes: 0 done, 1 some units (or a check) failed, 2 usage error, 3 Docker or Redis unreachable. */
+const exitCodeOf = (e: unknown) => (e instanceof UsageError ? 2 : e instanceof EnvironmentUnavailable ? 3 : 1);
 
 // The queue's modules load BullMQ and ioredis (about a second on a busy machine): only enqueue,
 // worker and status --redis import them, when they run.
@@ -80,24 +105,39 @@ await yargs(hideBin(process.argv))
   .scriptName('worldline')
   .command({
     command: 'run',
-    describe: 'Run the stages in order (clone, build, validate, trace, forage, shard) for every unit of the manifest',
+    describe: `Run the stages in order (${ALL_STAGES.join(', ')}) for every unit of the manifest`,
     builder: (y) =>
-      pipelineOptions(y).option('stages', { type: 'string', default: ALL_STAGES.join(','), describe: 'Comma-separated stages to run', coerce: commaList }),
+      pipelineOptions(y)
+        .option('stages', { type: 'string', default: ALL_STAGES.join(','), describe: 'Comma-separated stages to run', coerce: commaList })
+        .group(['stages'], 'Units:'),
     handler: (a) => pipelineCommand(a, a.stages),
   })
   .command(stageCommand('clone', 'Mirror each repository, check out its commit, record provenance and license'))
   .command(stageCommand('build', 'Build one environment image per unit from its base image'))
   .command(stageCommand('validate', 'Run each suite in a sandbox, N times, and record per-test outcomes'))
   .command(stageCommand('trace', 'Trace each validated suite line by line and cut CWM function-level episodes'))
+  .command(
+    stageCommand(
+      'describe',
+      "Describe a seeded share of each unit's trace episodes in plain language (a template, or a model server) and check the outcome each states",
+    ),
+  )
   .command(stageCommand('forage', 'Create mutation-fix and issue-fix tasks, roll a policy out on each in the repository container, verify, and trace each fix'))
   .command({
     command: 'shard',
     describe: 'Write the dataset (Parquet shards, manifest.json, card) from what the output folder holds',
-    builder: (y) => layoutOptions(outputOptions(y)),
+    builder: (y) =>
+      layoutOptions(existingOut(outputOptions(y))).check((a) => {
+        if (!existsSync(outLayout.ledger(a.out))) throw new UsageError(`--out ${a.out} holds no run (no ledger/): nothing to shard; worldline run writes one`);
+        return true;
+      }),
     handler: async (a) => {
-      const { mix, ...manifest } = await shardOutput(resolve(a.out), {}, toLayout(a), a['issue-fix-share'], toContentPolicy(a));
+      const policy = toContentPolicy(a);
+      const { mix, ...manifest } = await shardOutput(resolve(a.out), {}, toLayout(a), a['issue-fix-share'], policy);
       if (mix.warning) log(`warning: ${mix.warning}`);
-      process.stdout.write((a.json ? JSON.stringify(manifest, null, 2) : formatShard(manifest.configs, mix)) + '\n');
+      const { excluded, warning } = policyExclusions(manifest, policy);
+      if (warning) log(`warning: ${warning}`);
+      process.stdout.write((a.json ? JSON.stringify(manifest, null, 2) : formatShard(manifest.configs, mix, excluded)) + '\n');
     },
   })
   .command({
@@ -114,6 +154,7 @@ await yargs(hideBin(process.argv))
         .option('attempts', { type: 'number', default: DEFAULT_RETRY.attempts, describe: 'Attempts per unit before it is a dead letter' })
         .option('backoff', { type: 'number', default: DEFAULT_RETRY.backoffMs / 1000, describe: 'Seconds before the first retry; doubled each retry' })
         .option('job-timeout', { type: 'number', default: 0, describe: 'Seconds one attempt of a unit may take (0: no limit)' })
+        .group(['stages', 'attempts', 'backoff', 'job-timeout'], 'Queue:')
         .check((a) => {
           if (!a.redis) throw new UsageError('enqueue needs --redis URL (or WORLDLINE_REDIS)');
           if (a.stages.includes('shard')) throw new UsageError('shard is not a queued stage: run worldline shard once after the workers are done');
@@ -122,6 +163,7 @@ await yargs(hideBin(process.argv))
           return true;
         }),
     handler: async (a) => {
+      await requireRedis(a.redis!);
       const { enqueueManifest } = await import('../pipeline/queue/enqueue.js');
       const report = await enqueueManifest(
         a.manifest,
@@ -143,13 +185,17 @@ await yargs(hideBin(process.argv))
         .option('lock-duration', { type: 'number', default: 30, describe: "Seconds after a dead worker's last lock renewal before its job is taken over" })
         .option('exit-when-drained', { type: 'boolean', default: false, describe: 'Exit once nothing is waiting, retrying or running (batch jobs)' })
         .option('image-budget', imageBudgetOption)
+        .group(['concurrency', 'lock-duration', 'exit-when-drained', 'image-budget'], 'Worker:')
         .check((a) => {
           if (!a.redis) throw new UsageError('worker needs --redis URL (or WORLDLINE_REDIS)');
           positiveInt('--concurrency', a.concurrency);
           positiveInt('--lock-duration', a['lock-duration']);
+          imageBudgetGb(a['image-budget']);
           return true;
         }),
     handler: async (a) => {
+      await requireRedis(a.redis!);
+      await requireDocker();
       const progress = new Progress(progressMode(a.progress));
       const { runWorker } = await import('../pipeline/queue/unit_worker.js');
       const totals = await runWorker(
@@ -160,7 +206,7 @@ await yargs(hideBin(process.argv))
           concurrency: a.concurrency,
           lockDurationMs: a['lock-duration'] * 1000,
           exitWhenDrained: a['exit-when-drained'],
-          imageBudgetGb: a['image-budget'],
+          imageBudgetGb: imageBudgetGb(a['image-budget']),
         },
         progress.log,
         progress,
@@ -171,8 +217,9 @@ await yargs(hideBin(process.argv))
   .command({
     command: 'status',
     describe: 'Per-stage counts and every failure with its reason; with --redis, the queue: waiting/active/done/failed/dead per stage, throughput, ETA',
-    builder: (y) => queueOptions(outputOptions(y)),
+    builder: (y) => queueOptions(existingOut(outputOptions(y))),
     handler: async (a) => {
+      if (a.redis) await requireRedis(a.redis);
       const s = readStatus(resolve(a.out), { disk: true });
       const queue = a.redis ? await import('../pipeline/queue/queue_status.js') : null;
       const q = queue && a.redis ? await queue.readQueueStatus(a.redis, a.queue, s) : null;
@@ -184,12 +231,13 @@ await yargs(hideBin(process.argv))
     command: 'gc',
     describe: "Free disk an output folder left on this host: work folders, unpublished dataset versions, dead runs' containers; --images: its env images",
     builder: (y) =>
-      outputOptions(y).option('images', {
+      existingOut(outputOptions(y)).option('images', {
         type: 'boolean',
         default: false,
         describe: "Also remove the env images of the output folder's units (rebuilt when needed)",
       }),
     handler: async (a) => {
+      await requireDocker();
       const r = await collectGarbage(resolve(a.out), { images: a.images });
       process.stdout.write(
         (a.json
@@ -214,44 +262,66 @@ await yargs(hideBin(process.argv))
     describe: 'Is the dataset fit for training? Task mix against its target, outcomes, traces, repository dominance, run health (DuckDB over the shards)',
     builder: (y) =>
       datasetDir(y)
-        .option('target', { type: 'number', default: DEFAULT_ISSUE_FIX_SHARE, describe: 'Issue-fix share the task mix is judged against' })
+        .option('issue-fix-share', {
+          alias: 'target',
+          type: 'number',
+          default: DEFAULT_ISSUE_FIX_SHARE,
+          describe: 'Issue-fix share the task mix is judged against (as run and shard take it)',
+        })
         .option('tolerance', { type: 'number', default: MIX_TOLERANCE, describe: 'Distance from the target (a share: 0.005 is half a point) still judged OK' })
         .option('top', { type: 'number', default: DEFAULT_TOP_K, describe: 'How many of the largest repositories the dominance figures count' })
         .option('json', { type: 'boolean', default: false, describe: 'Print every figure as one JSON object' })
         .option('html', { type: 'string', describe: 'Also write a self-contained HTML report with charts to this file' })
-        .option('fail-on-drift', { type: 'boolean', default: false, describe: 'Exit 1 when the task mix is off its target (for CI gates)' })
+        .option('fail-on-drift', {
+          type: 'boolean',
+          default: false,
+          describe: 'Exit 1 when the task mix is off its target, DRIFT or CLOSEST (for CI gates)',
+        })
         .check((a) => {
-          share('--target', a.target);
+          share('--issue-fix-share', a['issue-fix-share']);
           share('--tolerance', a.tolerance);
           positiveInt('--top', a.top);
           return true;
         }),
     handler: async (a) => {
-      const report = await auditDataset(resolve(a.dir), { target: a.target, tolerance: a.tolerance, topK: a.top, runStatus: statusBeside(resolve(a.dir)) });
+      const report = await auditDataset(resolve(a.dir), {
+        target: a['issue-fix-share'],
+        tolerance: a.tolerance,
+        topK: a.top,
+        runStatus: statusBeside(resolve(a.dir)),
+      });
       if (a.html) writeFileSync(resolve(a.html), auditHtml(report));
       process.stdout.write((a.json ? JSON.stringify(report, null, 2) : formatAudit(report)) + '\n');
       if (a.html && !a.json) process.stdout.write(`report: ${resolve(a.html)}\n`);
-      if (a['fail-on-drift'] && report.mix.status === 'DRIFT') process.exitCode = 1;
+      if (a['fail-on-drift'] && (report.mix.status === 'DRIFT' || report.mix.status === 'CLOSEST')) process.exitCode = 1;
     },
   })
   .command({
     command: 'rebalance <dir>',
     describe:
-      'Write a new, verified dataset whose task issue-fix share is within half a point of --target; dropped tasks take their trajectories and before/after traces',
+      'Write a new, verified dataset whose task issue-fix share is within --tolerance (half a point) of --issue-fix-share; dropped tasks take their trajectories and before/after traces',
     builder: (y) =>
       datasetDir(y)
-        .option('target', { type: 'number', default: DEFAULT_ISSUE_FIX_SHARE, describe: 'Issue-fix share of the tasks to reach' })
+        .option('issue-fix-share', { alias: 'target', type: 'number', default: DEFAULT_ISSUE_FIX_SHARE, describe: 'Issue-fix share of the tasks to reach' })
+        .option('tolerance', {
+          type: 'number',
+          default: MIX_TOLERANCE,
+          describe: 'How near the share must come (a share: 0.005 is half a point); farther is an error (exit 2)',
+        })
         .option('out', { type: 'string', demandOption: true, describe: 'The new dataset folder (a symlink to its version, like OUT/dataset)' })
         .option('seed', { type: 'string', default: DEFAULT_MIX_SEED, describe: 'Seed of which tasks of a kind are dropped' })
         .option('json', { type: 'boolean', default: false, describe: 'Print the report as JSON' })
         .check((a) => {
-          share('--target', a.target);
+          share('--issue-fix-share', a['issue-fix-share']);
+          share('--tolerance', a.tolerance);
           return true;
         }),
     handler: async (a) => {
-      const report = await rebalanceDataset(resolve(a.dir), resolve(a.out), a.target, { seed: a.seed }).catch((e: unknown) => {
-        throw e instanceof MixUnreachable || e instanceof RebalanceRefused ? new UsageError(e.message) : e;
-      });
+      const report = await rebalanceDataset(resolve(a.dir), resolve(a.out), a['issue-fix-share'], { seed: a.seed, tolerance: a.tolerance }).catch(
+        (e: unknown) => {
+          throw e instanceof MixUnreachable || e instanceof RebalanceRefused ? new UsageError(e.message) : e;
+        },
+      );
       process.stdout.write((a.json ? JSON.stringify(report, null, 2) : formatRebalance(report)) + '\n');
       process.exitCode = report.verify.ok ? 0 : 1;
     },
@@ -265,7 +335,15 @@ await yargs(hideBin(process.argv))
         .option('limit', { type: 'number', describe: 'At most this many rows' })
         .option('columns', { type: 'string', describe: 'Comma-separated columns (default: all)', coerce: commaList })
         .option('rank', { type: 'number', default: 0, describe: 'Read only the shards of this rank' })
-        .option('world-size', { type: 'number', default: 1, describe: 'Ranks sharing the shards' }),
+        .option('world-size', { type: 'number', default: 1, describe: 'Ranks sharing the shards' })
+        .check((a) => {
+          knownConfig(a.dir as string, a.config);
+          wholeAtLeast('--limit', a.limit);
+          positiveInt('--world-size', a['world-size']);
+          if (!(Number.isInteger(a.rank) && a.rank >= 0 && a.rank < a['world-size']))
+            throw new UsageError(`--rank must be in 0..${a['world-size'] - 1} (got ${a.rank})`);
+          return true;
+        }),
     handler: async (a) => {
       const rows = readRows(resolve(a.dir), {
         config: a.config,
@@ -274,7 +352,13 @@ await yargs(hideBin(process.argv))
         rank: a.rank,
         worldSize: a['world-size'],
       });
-      for await (const row of rows) await writeStdout(JSON.stringify(row) + '\n');
+      try {
+        for await (const row of rows) await writeStdout(JSON.stringify(row) + '\n');
+      } catch (e) {
+        // A column the config does not have is the caller's to fix, as DuckDB's binder says.
+        if ((e as Error).message.startsWith('Binder Error')) throw new UsageError(`--columns: ${(e as Error).message.split('\n')[0]}`);
+        throw e;
+      }
     },
   })
   .command({
@@ -305,10 +389,12 @@ await yargs(hideBin(process.argv))
           choices: [...TRACE_FORMATS, ...TRAJECTORY_FORMATS],
           default: 'jsonl' as const,
           describe:
-            'traces: jsonl ({"node_id", "function", "text"} per line) or text (the raw texts); trajectories: messages (chat messages for SFT) or transitions (state, action, next state, reward)',
+            'traces: jsonl ({"node_id", "function", "text"} per line) or text (each raw text under a "==> node id function <==" line); trajectories: messages (chat messages for SFT) or transitions (state, action, next state, reward)',
         })
         .option('limit', { type: 'number', describe: 'At most this many episodes' })
         .check((a) => {
+          knownConfig(a.dir as string, a.config);
+          wholeAtLeast('--limit', a.limit);
           if (a.config === 'trajectories' && !isTrajectoryFormat(a.format))
             throw new UsageError('trajectories render as --format messages or --format transitions');
           if (a.config !== 'trajectories' && !isTraceFormat(a.format))
@@ -350,10 +436,16 @@ await yargs(hideBin(process.argv))
           type: 'number',
           default: DEFAULT_OVERLAP_THRESHOLD,
           describe: 'Share of 13-grams in the benchmark that refuses a program',
+        })
+        .check((a) => {
+          share('--step-in', a['step-in']);
+          positiveInt('--max-events', a['max-events']);
+          if (!(a.timeout > 0)) throw new UsageError(`--timeout must be seconds > 0 (got ${a.timeout})`);
+          share('--overlap-threshold', a['overlap-threshold']);
+          return true;
         }),
     handler: async (a) => {
       if (a['decontaminate-against']) {
-        share('--overlap-threshold', a['overlap-threshold']);
         const c = scriptContamination(resolve(a.file as string), resolve(a['decontaminate-against']), a['overlap-threshold']);
         if (c.contaminated) {
           process.stderr.write(`worldline: ${c.summary}: contaminated, not traced (--overlap-threshold ${a['overlap-threshold']})\n`);
@@ -380,12 +472,15 @@ await yargs(hideBin(process.argv))
     },
   })
   .demandCommand(1, 'name a command: worldline --help lists them')
+  .check(numbersAreNumbers)
   .strict()
   .help()
+  .wrap(Math.min(100, process.stdout.isTTY ? process.stdout.columns : 100))
+  .epilogue('Exit codes: 0 done; 1 some units failed (each with its reason) or a check failed; 2 usage error; 3 Docker Engine or Redis unreachable.')
   .fail((msg, err) => {
     if (err && !(err instanceof UsageError)) {
       process.stderr.write(`worldline: ${err.message}\n`);
-      process.exit(1);
+      process.exit(exitCodeOf(err));
     }
     process.stderr.write(`worldline: ${msg ?? err?.message}\nRun worldline --help for usage.\n`);
     process.exit(2);
@@ -393,5 +488,5 @@ await yargs(hideBin(process.argv))
   .parseAsync()
   .catch((e: Error) => {
     process.stderr.write(`worldline: ${e.message}\n`);
-    process.exit(e instanceof UsageError ? 2 : 1);
+    process.exit(exitCodeOf(e));
   });

@@ -12,8 +12,8 @@ import type { Field } from '../schemas/schema.js';
 import { type TokenAudit, tokenAudit } from './audit_tokens.js';
 import type { ContentSummary } from './dataset_writer.js';
 import { sqlString, withDuckDB } from './duckdb.js';
-import { DEFAULT_ISSUE_FIX_SHARE, MIX_TOLERANCE } from './mix.js';
-import { plain, readManifestJson } from './reader.js';
+import { closestMix, DEFAULT_ISSUE_FIX_SHARE, MIX_TOLERANCE } from './mix.js';
+import { asDamaged, checkShards, plain, readManifestJson } from './reader.js';
 
 export const DEFAULT_TOP_K = 5;
 /** Histograms have at most this many bins. */
@@ -90,7 +90,8 @@ export interface AuditReport {
     run_target: number | null;
     tasks: KindSplit & { distance_points: number | null };
     trajectories: KindSplit;
-    status: 'OK' | 'DRIFT' | 'NO_TASKS';
+    /** OK: within the tolerance; CLOSEST: off it, but as near as dropping tasks can come; DRIFT: a rebalance would come nearer. */
+    status: 'OK' | 'CLOSEST' | 'DRIFT' | 'NO_TASKS';
     verdict: string;
     by_repo: (KindSplit & { repo: string; share_of_tasks: number })[];
     by_operator: { operator: string; tasks: number; share_of_mutations: number }[];
@@ -281,15 +282,39 @@ const KIND_COUNTS = `count(*) filter (where kind = 'issue_fix')::bigint as issue
 const RESOLVED = `count(*)::bigint as trajectories, count(*) filter (where resolved)::bigint as resolved`;
 const withRate = <T extends { trajectories: number; resolved: number }>(r: T) => ({ ...r, rate: ratio(r.resolved, r.trajectories) });
 
-function verdict(share: number | null, target: number, tolerance: number, runTarget: number | null): { status: AuditReport['mix']['status']; verdict: string } {
+/**
+ * OK within the tolerance; CLOSEST when off it but as near as the tasks allow (dropping tasks,
+ * which is all rebalance does, cannot come nearer); DRIFT when a rebalance would come nearer,
+ * with the command that does (a tolerance it can meet when the target itself is out of reach).
+ */
+function verdict(
+  tasks: KindSplit,
+  target: number,
+  tolerance: number,
+  runTarget: number | null,
+  datasetDir: string,
+): { status: AuditReport['mix']['status']; verdict: string } {
+  const share = tasks.share;
   const run = runTarget !== null && runTarget !== target ? `; the run aimed for ${pct(runTarget)}` : '';
   if (share === null) return { status: 'NO_TASKS', verdict: `NO TASKS: the dataset has no issue-fix or mutation-fix tasks (target ${pct(target)})${run}` };
   const points = (share - target) * 100;
-  const ok = Math.abs(share - target) <= tolerance + 1e-12;
   const signed = `${points >= 0 ? '+' : '-'}${Math.abs(points).toFixed(1)} points`;
+  if (Math.abs(share - target) <= tolerance + 1e-12) return { status: 'OK', verdict: `OK: ${pct(share)} issue-fix, target ${pct(target)} (${signed})${run}` };
+  const head = `${pct(share)} issue-fix, target ${pct(target)} (${signed}, tolerance ${(tolerance * 100).toFixed(1)})${run}`;
+  const closest = closestMix(tasks.issue_fix, tasks.mutation_fix, target, tolerance);
+  const distance = Math.abs((closest.share ?? share) - target);
+  if (distance >= Math.abs(share - target) - 1e-12) {
+    return {
+      status: 'CLOSEST',
+      verdict: `CLOSEST: ${head}; as near as ${tasks.issue_fix} issue-fix and ${tasks.mutation_fix} mutation-fix tasks allow (only more tasks would bring it nearer)`,
+    };
+  }
+  // Rounded up to a tenth of a point, so the tolerance named is one the closest mix meets.
+  const needed = closest.reached ? '' : ` --tolerance ${Math.ceil(distance * 1000 - 1e-9) / 1000}`;
+  const rebalance = `worldline rebalance ${datasetDir} --out ${datasetDir}-rebalanced --issue-fix-share ${target}${needed}`;
   return {
-    status: ok ? 'OK' : 'DRIFT',
-    verdict: `${ok ? 'OK' : 'DRIFT'}: ${pct(share)} issue-fix, target ${pct(target)} (${signed}${ok ? '' : `, tolerance ${(tolerance * 100).toFixed(1)}`})${run}${ok ? '' : `; worldline rebalance --target ${target} writes a dataset that meets it`}`,
+    status: 'DRIFT',
+    verdict: `DRIFT: ${head}; \`${rebalance}\` writes a dataset at ${pct(closest.share)} (${closest.issue_fix} + ${closest.mutation_fix} tasks)`,
   };
 }
 
@@ -320,6 +345,7 @@ export async function auditDataset(datasetDirArg: string, opts: AuditOptions = {
   const manifest = readManifestJson(datasetDir);
   const provenanceMix = manifest.provenance?.mix as { target?: unknown } | undefined;
   const runTarget = typeof provenanceMix?.target === 'number' ? provenanceMix.target : null;
+  checkShards(datasetDir, manifest.shards);
   return withDuckDB(async (conn) => {
     await registerConfigs(conn, datasetDir);
     const rows: Rows = async <T>(sql: string) => plain((await conn.runAndReadAll(sql)).getRowObjectsJS()) as T[];
@@ -516,7 +542,7 @@ export async function auditDataset(datasetDirArg: string, opts: AuditOptions = {
         run_target: runTarget,
         tasks: { ...tasks, distance_points: share === null ? null : (share - target) * 100 },
         trajectories: split(trajKinds.issue_fix, trajKinds.mutation_fix, trajKinds.total),
-        ...verdict(share, target, tolerance, runTarget),
+        ...verdict(tasks, target, tolerance, runTarget, datasetDir),
         by_repo: byRepo.map((r) => ({ repo: r.repo, ...split(r.issue_fix, r.mutation_fix, r.total), share_of_tasks: r.total / tasks.total })),
         by_operator: byOperator.map((o) => ({ ...o, share_of_mutations: o.tasks / tasks.mutation_fix })),
         by_policy: byPolicy.map((p) => ({ policy: p.policy, model: p.model, ...split(p.issue_fix, p.mutation_fix, p.total) })),
@@ -538,5 +564,7 @@ export async function auditDataset(datasetDirArg: string, opts: AuditOptions = {
       tokens: await tokenAudit(rows, manifest, topK),
       run: opts.runStatus ? runHealth(opts.runStatus) : null,
     };
+  }).catch((e: unknown) => {
+    throw asDamaged(datasetDir, e);
   });
 }

@@ -346,7 +346,7 @@ export function auditHtml(r: AuditReport): string {
 body{font:14px/1.4 system-ui,sans-serif;margin:24px auto;max-width:780px;color:#222}
 h1{font-size:22px;margin-bottom:0}h2{font-size:18px;margin-top:32px;border-bottom:1px solid #ddd}
 .path{color:#666;margin-top:2px}.verdict{font-weight:bold;padding:6px 10px;border-radius:4px}
-.verdict.ok{background:#e4f3e6}.verdict.drift{background:#fbe3e0}.verdict.no_tasks{background:#eee}
+.verdict.ok{background:#e4f3e6}.verdict.drift{background:#fbe3e0}.verdict.closest{background:#fff4d6}.verdict.no_tasks{background:#eee}
 figure{margin:16px 0}figcaption{font-weight:600;margin-bottom:4px}
 svg text{font:12px system-ui,sans-serif;fill:#222}svg .small{font-size:10px}
 table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ddd;padding:2px 8px;text-align:left}

@@ -51,6 +51,9 @@ export const DEFAULT_MIX_SEED = 'worldline-mix';
 /** Half a percentage point: what `rebalance` promises. */
 export const MIX_TOLERANCE = 0.005;
 
+/** Shares are floating point (0.5 - 0.55 is 0.050000000000000044): "within the tolerance" allows for that. */
+const within = (distance: number, tolerance: number) => distance <= tolerance + 1e-12;
+
 const shareOf = (i: number, m: number): number | null => (i + m ? i / (i + m) : null);
 const counts = (i: number, m: number): KindCounts => ({ issue_fix: i, mutation_fix: m, share: shareOf(i, m) });
 const pct = (s: number | null) => (s === null ? 'n/a' : `${(s * 100).toFixed(1)}%`);
@@ -73,18 +76,28 @@ function mutationCandidates(i: number, target: number, maxM: number): number[] {
 function chooseCounts(I: number, M: number, target: number, tolerance: number, strict: boolean): [number, number] {
   const err = (i: number, m: number) => Math.abs((shareOf(i, m) ?? target) - target);
   const best = (pairs: [number, number][]) => pairs.filter(([i, m]) => i + m > 0).sort((a, b) => err(...a) - err(...b) || b[0] + b[1] - (a[0] + a[1]))[0];
-  if (I === 0 || M === 0 || err(I, M) <= tolerance) return [I, M];
+  if (I === 0 || M === 0 || within(err(I, M), tolerance)) return [I, M];
   // Shrink only the over-represented kind: the fewest drops when it reaches the target.
   const over = (shareOf(I, M) ?? 0) > target;
   const oneKind = best(over ? issueCandidates(M, target, I).map((i) => [i, M]) : mutationCandidates(I, target, M).map((m) => [I, m]));
-  if (!strict || err(...oneKind) <= tolerance) return oneKind;
+  if (!strict || within(err(...oneKind), tolerance)) return oneKind;
   // Small counts can miss the target by more than the tolerance; shrink the other kind too,
   // one task at a time, and take the first (largest) combination that lands within it.
   for (let n = over ? M - 1 : I - 1; n >= 1; n--) {
     const pair = best(over ? issueCandidates(n, target, I).map((i) => [i, n]) : mutationCandidates(n, target, M).map((m) => [n, m]));
-    if (pair && err(...pair) <= tolerance) return pair;
+    if (pair && within(err(...pair), tolerance)) return pair;
   }
   return oneKind;
+}
+
+/**
+ * The share nearest `target` that dropping tasks from `i` issue-fix and `m` mutation-fix ones can
+ * give (what `rebalance` would keep), and whether it lies within `tolerance`: a dataset already
+ * there is as close as its tasks allow, and no rebalance improves it.
+ */
+export function closestMix(i: number, m: number, target: number, tolerance = MIX_TOLERANCE): KindCounts & { reached: boolean } {
+  const kept = counts(...chooseCounts(i, m, target, tolerance, true));
+  return { ...kept, reached: kept.share !== null && within(Math.abs(kept.share - target), tolerance) };
 }
 
 /** Drop counts per repository: in proportion to each repository's tasks, capped by what it has of `kind`. */
@@ -138,7 +151,7 @@ export function planMix(tasks: TaskRef[], target: number, opts: { tolerance?: nu
   }
   const [keepI, keepM] = chooseCounts(I, M, target, tolerance, opts.strict ?? false);
   const after = counts(keepI, keepM);
-  const reached = after.share !== null && Math.abs(after.share - target) <= tolerance;
+  const reached = after.share !== null && within(Math.abs(after.share - target), tolerance);
   if (opts.strict && !reached) {
     throw new MixUnreachable(
       `cannot reach an issue-fix share of ${pct(target)} within ${(tolerance * 100).toFixed(1)} points from ${I} issue-fix and ${M} mutation-fix tasks (closest: ${pct(after.share)} with ${keepI} + ${keepM})`,

@@ -12,7 +12,7 @@ import { SCHEMAS } from '../schemas/index.js';
 import { type ConfigSource, type ContentSummary, versionsDir, writeDataset } from './dataset_writer.js';
 import { query, sqlString } from './duckdb.js';
 import { DEFAULT_MIX_SEED, type KindCounts, type MixPlan, mixSummary, planMix, type TaskRef } from './mix.js';
-import { readManifestJson, readRows } from './reader.js';
+import { asDamaged, checkShards, readManifestJson, readRows } from './reader.js';
 import { type VerifyReport, verifyDataset } from './verify.js';
 
 /** An output folder rebalance will not write (the dataset it reads, or something that is not a dataset). */
@@ -105,15 +105,23 @@ function repoShares(refs: TaskRef[], plan: MixPlan): RebalanceReport['repos'] {
  * Plans the mix first: an unreachable target throws MixUnreachable before anything is written.
  * Then writes `out` with the source's layout and provenance (plus the new mix), and verifies it.
  */
-export async function rebalanceDataset(datasetArg: string, outArg: string, target: number, opts: { seed?: string } = {}): Promise<RebalanceReport> {
+export async function rebalanceDataset(
+  datasetArg: string,
+  outArg: string,
+  target: number,
+  opts: { seed?: string; tolerance?: number } = {},
+): Promise<RebalanceReport> {
   const dataset = resolve(datasetArg);
   const out = resolve(outArg);
   const seed = opts.seed ?? DEFAULT_MIX_SEED;
   const manifest = readManifestJson(dataset);
   checkOut(dataset, out);
+  checkShards(dataset, manifest.shards);
   const shardFiles = (config: string) => manifest.shards.filter((s) => s.config === config).map((s) => join(dataset, s.path));
-  const refs = await taskRefs(shardFiles('tasks'));
-  const plan = planMix(refs, target, { strict: true, seed });
+  const refs = await taskRefs(shardFiles('tasks')).catch((e: unknown) => {
+    throw asDamaged(dataset, e);
+  });
+  const plan = planMix(refs, target, { strict: true, seed, tolerance: opts.tolerance });
   const dropped = new Set(plan.dropped.map((t) => t.id));
   const keeps: Record<string, (row: Record<string, unknown>) => boolean> = {
     tasks: (r) => !dropped.has(r.instance_id as string),

@@ -8,7 +8,7 @@ import { type CwmFrame, renderEpisode } from './cwm_format.js';
 import { readRows } from './reader.js';
 import { messagesView, transitionsView } from './trajectory_views.js';
 
-/** traces: jsonl ({"node_id", "function", "text"} per line) or text (the raw texts). */
+/** traces: jsonl ({"node_id", "function", "text"} per line) or text (each raw text under a `==> node id function <==` line). */
 export const TRACE_FORMATS = ['jsonl', 'text'] as const;
 /** trajectories: messages (chat messages for SFT) or transitions (state, action, next state, reward). */
 export const TRAJECTORY_FORMATS = ['messages', 'transitions'] as const;
@@ -25,7 +25,8 @@ export type Write = (chunk: string) => Promise<void>;
  * Writes each episode of a traces config re-rendered from its context and frames. The Python
  * tracer rendered the stored text at trace time; re-rendering it here is how a disagreement
  * between the two renderers shows up. Each episode that differs is reported to `mismatch` (and
- * written as re-rendered); returns how many differed.
+ * written as re-rendered); returns how many differed. As text, each episode comes under a line
+ * naming it (`==> <node id> <function> <==`, as `head` heads files) and ends with a newline.
  */
 export async function renderTraces(
   datasetDir: string,
@@ -34,13 +35,15 @@ export async function renderTraces(
   mismatch: (m: string) => void,
 ): Promise<number> {
   let mismatches = 0;
+  let n = 0;
   for await (const row of readRows(datasetDir, { config: opts.config, limit: opts.limit, columns: ['node_id', 'function', 'context', 'frames', 'text'] })) {
     const text = renderEpisode(row.context as string, row.frames as CwmFrame[]);
     if (text !== row.text) {
       mismatches += 1;
       mismatch(`${row.node_id} ${row.function}: re-rendered text differs from the stored one`);
     }
-    await write(opts.format === 'text' ? text : JSON.stringify({ node_id: row.node_id, function: row.function, text }) + '\n');
+    const head = `${n++ ? '\n' : ''}==> ${row.node_id} ${row.function} <==\n`;
+    await write(opts.format === 'text' ? `${head}${text}\n` : JSON.stringify({ node_id: row.node_id, function: row.function, text }) + '\n');
   }
   return mismatches;
 }

@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { sha256 } from '../core/hashing.js';
 import { table } from '../core/table.js';
-import { DEFAULT_CONTENT_POLICY } from '../datasets/content_policy.js';
+import { type ContentPolicy, DEFAULT_CONTENT_POLICY, type ExcludedUnit, keepOptions } from '../datasets/content_policy.js';
 import type { DatasetManifest } from '../datasets/dataset_writer.js';
 import { type MixPlan, mixSummary } from '../datasets/mix.js';
 import { runStages, type UnitSummary, unitsForRank } from './runtime/executor.js';
@@ -44,6 +44,8 @@ export interface PipelineRun {
   dataset: string | null;
   configs: DatasetManifest['configs'] | null;
   mix: MixPlan | null;
+  /** Units the content policy left out of the dataset (their stages may all have succeeded), with the reason. */
+  excluded: ExcludedUnit[];
   /** Wall seconds per stage this run spent (units answered from the ledger not counted). */
   stageSeconds: Record<string, { units: number; seconds: number }>;
   exitCode: 0 | 1;
@@ -64,6 +66,34 @@ function stageSecondsOf(out: string, units: UnitSummary[]): PipelineRun['stageSe
 }
 
 export class UsageError extends Error {}
+
+/** Something a command needs outside Worldline (the Docker Engine, Redis) does not answer: exit 3, not a unit's failure. */
+export class EnvironmentUnavailable extends Error {}
+
+/** The Docker Engine answers, or EnvironmentUnavailable says where it was looked for and how to start it. */
+export async function requireDocker(): Promise<void> {
+  try {
+    await assertDockerUp();
+  } catch (e) {
+    throw new EnvironmentUnavailable((e as Error).message);
+  }
+}
+
+/**
+ * The units a dataset just written left out under its content policy, and, when that left the
+ * dataset without a row but the excluded units' own `repos` rows, a warning naming the options
+ * that would keep them (a run must never look fine and publish nothing).
+ */
+export function policyExclusions(written: Pick<DatasetManifest, 'configs' | 'content'>, policy: Pick<ContentPolicy, 'licenses'>) {
+  const excluded = written.content?.exclusions.units ?? [];
+  const empty = Object.entries(written.configs).every(([config, c]) => config === 'repos' || c.rows === 0);
+  if (!excluded.length || !empty) return { excluded, warning: null };
+  const why = [...new Set(excluded.map((u) => (u.by === 'license' ? `license ${u.license}` : 'a benchmark repository')))].join(', ');
+  return {
+    excluded,
+    warning: `the dataset is empty: the content policy left out ${excluded.length} unit(s) (${why}); ${keepOptions(excluded, policy).join(' and ')} would keep them`,
+  };
+}
 
 /** The manifest of a run or an enqueue, its errors recorded in the output folder and logged; the stage names checked. */
 export function openManifest(manifestFile: string, stageNames: string[], out: string, log: (m: string) => void): Manifest {
@@ -99,7 +129,7 @@ export async function runPipeline(
   })();
   const stages = unitStages(stageNames);
   if (stages.some((s) => s.name !== 'clone')) {
-    await assertDockerUp();
+    await requireDocker();
     const orphans = await removeOrphanContainers();
     if (orphans) log(`removed ${orphans} container(s) left by a killed run`);
   }
@@ -123,6 +153,7 @@ export async function runPipeline(
   let dataset: string | null = null;
   let configs: DatasetManifest['configs'] | null = null;
   let mix: MixPlan | null = null;
+  let excluded: ExcludedUnit[] = [];
   const stageSeconds = stageSecondsOf(options.out, [...units, ...history]);
   // Static ranks each see only their share: one of them writes the dataset only when told to
   // (`--shard`), or `worldline shard` runs once after them all.
@@ -131,32 +162,36 @@ export async function runPipeline(
     log(`rank ${options.rank}: not sharding (one of ${options.worldSize} ranks; run worldline shard after all, or pass --shard)`);
   if (shardHere) {
     const started = Date.now();
+    const policy = { ...(options.content ?? DEFAULT_CONTENT_POLICY), secretValues: envSecrets(manifest.units) };
     const sharded = await shardOutput(
       options.out,
       { manifest: resolve(manifestFile), manifest_sha256: sha256(readFileSync(manifestFile)) },
       options.layout,
       options.issueFixShare,
-      { ...(options.content ?? DEFAULT_CONTENT_POLICY), secretValues: envSecrets(manifest.units) },
+      policy,
     );
     configs = sharded.configs;
     mix = sharded.mix;
     if (mix.warning) log(`warning: ${mix.warning}`);
+    const left = policyExclusions(sharded, policy);
+    excluded = left.excluded;
+    if (left.warning) log(`warning: ${left.warning}`);
     dataset = outLayout.dataset(options.out);
     stageSeconds.shard = { units: 0, seconds: (Date.now() - started) / 1000 };
   }
   progress?.end();
   const failed = units.some((u) => u.status === 'failed') || manifest.errors.length > 0;
-  return { units, history, manifestErrors: manifest.errors.length, dataset, configs, mix, stageSeconds, exitCode: failed ? 1 : 0 };
+  return { units, history, manifestErrors: manifest.errors.length, dataset, configs, mix, excluded, stageSeconds, exitCode: failed ? 1 : 0 };
 }
 
 /** One line on the task mix a shard kept, for run and shard output. */
 export function mixLine(mix: MixPlan): string {
   const pct = (s: number | null) => (s === null ? 'n/a' : `${(s * 100).toFixed(1)}%`);
   const { after, before } = mix;
-  return `tasks: ${after.issue_fix} issue-fix + ${after.mutation_fix} mutation-fix = ${pct(after.share)} issue-fix (target ${pct(mix.target)}${mix.dropped.length ? `; dropped ${mix.dropped.length} of ${before.issue_fix + before.mutation_fix}` : ''})${mix.reached ? '' : ' [target not reached]'}`;
+  return `tasks: ${after.issue_fix} issue-fix + ${after.mutation_fix} mutation-fix = ${pct(after.share)} issue-fix (target ${pct(mix.target)}${mix.dropped.length ? `; dropped ${mix.dropped.length} of ${before.issue_fix + before.mutation_fix}` : ''})${mix.reached ? '' : ' [as near as these tasks allow]'}`;
 }
 
-const unitJson = (u: UnitSummary) => ({
+const unitJson = (u: UnitSummary, excluded?: ExcludedUnit) => ({
   unit_id: u.unit.id,
   repo: u.unit.repo,
   commit: u.unit.commit ?? null,
@@ -165,33 +200,47 @@ const unitJson = (u: UnitSummary) => ({
   stage: u.stage,
   reason: u.reason,
   ran: u.ran,
+  /** Why the content policy left it out of the dataset, when it did. */
+  excluded: excluded?.reason ?? null,
 });
+
+const excludedBy = (run: Pick<PipelineRun, 'excluded'>) => {
+  const byId = new Map(run.excluded.map((e) => [e.unit_id, e]));
+  return (unitId: string) => byId.get(unitId);
+};
 
 /** The run as `--json` prints it. */
 export function runJson(run: PipelineRun): Record<string, unknown> {
+  const excluded = excludedBy(run);
   return {
     exit_code: run.exitCode,
     manifest_errors: run.manifestErrors,
     dataset: run.dataset,
     mix: run.mix && mixSummary(run.mix),
-    units: run.units.map(unitJson),
-    history: run.history.map(unitJson),
+    units: run.units.map((u) => unitJson(u, excluded(u.unit.id))),
+    history: run.history.map((u) => unitJson(u, excluded(u.unit.id))),
     stage_seconds: run.stageSeconds,
   };
 }
 
-/** What `shard` wrote: rows and shards per config, then the task mix. */
-export function formatShard(configs: DatasetManifest['configs'], mix: MixPlan): string {
-  return [...Object.entries(configs).map(([c, v]) => `${c}: ${v.rows} rows in ${v.shards} shard(s)`), mixLine(mix)].join('\n');
+/** What `shard` wrote: rows and shards per config, the task mix, then the units the content policy left out. */
+export function formatShard(configs: DatasetManifest['configs'], mix: MixPlan, excluded: ExcludedUnit[] = []): string {
+  return [
+    ...Object.entries(configs).map(([c, v]) => `${c}: ${v.rows} rows in ${v.shards} shard(s)`),
+    mixLine(mix),
+    ...(excluded.length ? ['', table([['excluded unit', 'reason'], ...excluded.map((e) => [e.unit_id, e.reason])])] : []),
+  ].join('\n');
 }
 
 export function formatRun(run: PipelineRun): string {
+  const excluded = excludedBy(run);
+  // A unit whose stages succeeded but whose rows the content policy kept out says so, with why.
   const rows = run.units.map((u) => [
     u.unit.id,
-    u.status,
+    u.status === 'ok' && excluded(u.unit.id) ? 'excluded' : u.status,
     u.status === 'failed' ? (u.stage ?? '') : '',
     u.ran.length ? u.ran.join(',') : '(cached)',
-    (u.reason ?? '').slice(0, 160),
+    (u.reason ?? excluded(u.unit.id)?.reason ?? '').slice(0, 160),
   ]);
   const parts = [table([['unit', 'status', 'failed at', 'ran now', 'reason'], ...rows])];
   if (run.history.length) {
@@ -204,7 +253,11 @@ export function formatRun(run: PipelineRun): string {
     );
   }
   const ok = run.units.filter((u) => u.status === 'ok').length;
-  parts.push('', `${ok} of ${run.units.length} units ok${run.manifestErrors ? `; ${run.manifestErrors} manifest line(s) rejected` : ''}`);
+  const left = run.units.filter((u) => u.status === 'ok' && excluded(u.unit.id)).length;
+  parts.push(
+    '',
+    `${ok} of ${run.units.length} units ok${left ? `; ${left} of them excluded from the dataset by the content policy` : ''}${run.manifestErrors ? `; ${run.manifestErrors} manifest line(s) rejected` : ''}`,
+  );
   if (run.configs) {
     parts.push('', table([['config', 'rows', 'shards'], ...Object.entries(run.configs).map(([c, v]) => [c, v.rows, v.shards])]));
   }

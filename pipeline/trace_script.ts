@@ -7,10 +7,10 @@ import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'nod
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { BenchmarkNgrams, DEFAULT_NGRAM } from '../datasets/ngram_overlap.js';
+import { requireDocker } from './run.js';
 import type { PythonVersion } from './runtime/manifest.js';
 import { UnitFailure } from './runtime/stage.js';
 import { resolveBase } from './sandbox/base_images.js';
-import { assertDockerUp } from './sandbox/engine.js';
 import { readResult } from './sandbox/results.js';
 import { claimWork, runContainer, SANDBOX_UID } from './sandbox/sandbox.js';
 import { tracersDir } from './sandbox/tracers.js';
@@ -68,7 +68,7 @@ const SCRIPT_DISK_MB = 1024;
 
 export async function traceScript(script: string, inputs: string[], opts: TraceScriptOptions, log: (m: string) => void): Promise<ScriptTrace[]> {
   for (const f of [script, ...inputs]) if (!existsSync(f)) throw new Error(`${f}: no such file`);
-  await assertDockerUp();
+  await requireDocker();
   const base = await resolveBase(opts.python, opts.baseImage, log);
   const results: ScriptTrace[] = [];
   for (const input of inputs) {

@@ -63,7 +63,7 @@ describe('worldline audit on a generated dataset with known counts', () => {
     expect(ok.mix.verdict).toBe('OK: 40.0% issue-fix, target 41.0% (-1.0 points); the run aimed for 60.0%');
     const bad = await cli(['audit', join(out, 'dataset'), '--target', '1.5']);
     expect(bad.code).toBe(2);
-    expect(bad.stderr).toMatch(/--target must be a share between 0 and 1/);
+    expect(bad.stderr).toMatch(/--issue-fix-share must be a share between 0 and 1/);
     // A CI gate: drift fails the command only when asked to.
     expect((await cli(['audit', join(out, 'dataset'), '--fail-on-drift'])).code).toBe(1);
     expect((await cli(['audit', join(out, 'dataset')])).code).toBe(0);
@@ -286,9 +286,9 @@ describe('worldline audit on datasets without tasks', () => {
     }
   });
 
-  it('names a missing dataset as a failure', async () => {
+  it('names a missing dataset as a usage error', async () => {
     const res = await cli(['audit', join(tempDir('audit-none'), 'nope')]);
-    expect(res.code).toBe(1);
-    expect(res.stderr).toMatch(/manifest\.json: cannot read the dataset manifest \(ENOENT\)/);
+    expect(res.code).toBe(2);
+    expect(res.stderr).toMatch(/nope: no such folder \(name a dataset: OUT\/dataset of a run\)/);
   });
 });

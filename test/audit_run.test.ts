@@ -54,7 +54,10 @@ describe('audit and rebalance on a dataset from a real run', () => {
     expect(i).toBeGreaterThan(0);
     expect(m).toBeGreaterThan(0);
     expect(r.mix.tasks).toEqual({ issue_fix: i, mutation_fix: m, total: i + m, share: i / (i + m), distance_points: (i / (i + m) - 0.55) * 100 });
-    expect(r.mix.status).toBe(Math.abs(i / (i + m) - 0.55) <= 0.005 ? 'OK' : 'DRIFT');
+    // Off the target: DRIFT when dropping tasks could come nearer, else CLOSEST (as near as these tasks allow).
+    const off = (a: number, b: number) => Math.abs(a / (a + b) - 0.55);
+    const nearer = Array.from({ length: i + 1 }, (_, a) => Array.from({ length: m + 1 }, (_, b) => a + b > 0 && off(a, b) < off(i, m) - 1e-12)).flat();
+    expect(r.mix.status).toBe(off(i, m) <= 0.005 ? 'OK' : nearer.includes(true) ? 'DRIFT' : 'CLOSEST');
     const repos = await q(
       `select repo, count(*) filter (where kind = 'issue_fix') as issue_fix, count(*) filter (where kind = 'mutation_fix') as mutation_fix, count(*) as total from ${T('tasks')} group by repo`,
     );

@@ -12,6 +12,7 @@ describe('the worldline command line', () => {
       'build',
       'validate',
       'trace',
+      'describe',
       'shard',
       'forage',
       'status',
@@ -39,7 +40,8 @@ describe('the worldline command line', () => {
     expect(help.run).toContain('--issue-fix-share');
     expect(help.shard).toContain('--issue-fix-share');
     expect(help.audit).toContain('--html');
-    expect(help.rebalance).toContain('--target');
+    expect(help.rebalance).toContain('--issue-fix-share, --target');
+    expect(help.describe).toContain('--describe-share');
     expect(help.worker).toContain('--lock-duration');
     expect(help.worker).not.toContain('--step-in');
     expect(help.enqueue).toContain('--attempts');
@@ -57,6 +59,8 @@ describe('the worldline command line', () => {
     const badStage = await cli(['run', '--manifest', manifest, '--out', join(dir, 'out'), '--stages', 'clone,bake']);
     expect(badStage.code).toBe(2);
     expect(badStage.stderr).toMatch(/unknown stage "bake"/);
+    // An empty manifest is an error of its own (newcomer.test.ts); the rank check needs a unit.
+    writeFileSync(manifest, `${JSON.stringify({ repo: join(dir, 'a') })}\n`);
     const badRank = await cli(['clone', '--manifest', manifest, '--out', join(dir, 'out'), '--rank', '3', '--world-size', '2']);
     expect(badRank.code).toBe(2);
     expect(badRank.stderr).toMatch(/--rank must be in 0\.\.1/);

@@ -125,7 +125,7 @@ describe('worldline rebalance', () => {
     expect(existsSync(`${out}-versions`)).toBe(false);
     const bad = await cli(['rebalance', src, '--target', '55', '--out', out]);
     expect(bad.code).toBe(2);
-    expect(bad.stderr).toMatch(/--target must be a share between 0 and 1 \(got 55\)/);
+    expect(bad.stderr).toMatch(/--issue-fix-share must be a share between 0 and 1 \(got 55\)/);
     const self = await cli(['rebalance', src, '--out', src]);
     expect(self.code).toBe(2);
     expect(self.stderr).toMatch(/is the dataset being rebalanced/);

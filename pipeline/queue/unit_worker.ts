@@ -16,12 +16,12 @@
  */
 import { hostname } from 'node:os';
 import { Queue, Worker } from 'bullmq';
-import { unitStages } from '../run.js';
+import { requireDocker, unitStages } from '../run.js';
 import { removeWorkFolders, runUnit, type UnitSummary } from '../runtime/executor.js';
 import { cancelJob, inJob, type JobScope, jobCancelled } from '../runtime/job_scope.js';
 import { Ledger, type StageName } from '../runtime/ledger.js';
 import type { Progress, StepsEvent } from '../runtime/progress.js';
-import { assertDockerUp, removeJobContainers, removeOrphanContainers } from '../sandbox/engine.js';
+import { removeJobContainers, removeOrphanContainers } from '../sandbox/engine.js';
 import { ImageBudget } from '../sandbox/image_budget.js';
 import { redisConnection } from './connection.js';
 import { jobPipelineOptions, stageOfReason, type UnitJobData, type UnitJobProgress, type UnitJobResult } from './unit_job.js';
@@ -88,7 +88,7 @@ function withTimeout<T>(work: Promise<T>, seconds: number, reason: () => string,
 
 export async function runWorker(o: WorkerOptions, log: (m: string) => void, progress?: Progress): Promise<WorkerTotals> {
   if (!o.handler) {
-    await assertDockerUp();
+    await requireDocker();
     const orphans = await removeOrphanContainers();
     if (orphans) log(`removed ${orphans} container(s) left by a killed run`);
   }

@@ -196,5 +196,8 @@ export function readManifest(file: string): Manifest {
   } catch (e) {
     throw new ManifestUnreadable(`cannot read manifest ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
   }
-  return parseManifest(text, file);
+  const manifest = parseManifest(text, file);
+  if (!manifest.units.length && !manifest.errors.length)
+    throw new ManifestUnreadable(`manifest ${file} names no repository: write one JSON object a line, e.g. {"repo": "https://github.com/owner/name"}`);
+  return manifest;
 }

@@ -5,6 +5,7 @@ import { writeFileAtomic } from '../../core/atomic.js';
 import { dirBytes, gb } from '../../core/disk.js';
 import { table } from '../../core/table.js';
 import type { CandidateSummary } from '../../datasets/audit.js';
+import type { ExcludedUnit } from '../../datasets/content_policy.js';
 import { mirrorsDir, outLayout } from './layout.js';
 import { Ledger, STAGES, type StageName } from './ledger.js';
 import type { ManifestError } from './manifest.js';
@@ -17,7 +18,9 @@ export interface StatusReport {
   /** Units whose tests had other outcomes under Worldline than under plain pytest, and the first of them. */
   plain_parity: { unit_id: string; compared: number; mismatches: number; mismatched: PlainParity['mismatched']; problem: string | null }[];
   manifest_errors: ManifestError[];
-  dataset: { configs: Record<string, { rows: number; shards: number }> } | null;
+  dataset: { configs: Record<string, { rows: number; shards: number }>; content?: { exclusions: { units?: ExcludedUnit[] } } } | null;
+  /** Units the published dataset's content policy left out (license, benchmark repository), with the reason. */
+  excluded: ExcludedUnit[];
   /** The machine's mirrors cache (`status` only: measuring it walks the cache). */
   mirrors?: { path: string; bytes: number };
   /** Issue-fix candidates over every unit: counts, seconds, and the fates grouped by reason. */
@@ -81,7 +84,8 @@ export function readStatus(out: string, opts: { disk?: boolean } = {}): StatusRe
     forage_cost.tasks += e.record.task_seconds?.length ?? 0;
     for (const [phase, s] of Object.entries(e.record.seconds_by_phase)) forage_cost.seconds_by_phase[phase] = (forage_cost.seconds_by_phase[phase] ?? 0) + s;
   }
-  return { out, stages, failures, plain_parity, manifest_errors, dataset, mirrors, candidates: summarize(candidate_fates), candidate_fates, forage_cost };
+  const excluded = dataset?.content?.exclusions.units ?? [];
+  return { out, stages, failures, plain_parity, manifest_errors, dataset, excluded, mirrors, candidates: summarize(candidate_fates), candidate_fates, forage_cost };
 }
 
 export function formatStatus(s: StatusReport): string {
@@ -124,6 +128,7 @@ export function formatStatus(s: StatusReport): string {
       ),
     );
   }
+  if (s.excluded.length) parts.push('', 'excluded from the dataset (content policy):', ...s.excluded.map((e) => `  ${e.unit_id}  ${e.reason}`));
   const c = s.candidates;
   if (c.tried || c.skipped) {
     parts.push(

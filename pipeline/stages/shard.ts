@@ -40,7 +40,7 @@ function repoRow(clone: LedgerEntry<CloneRecord>, ledger: Ledger, filter: UnitFi
   const v = validate?.record ?? null;
   const failedEntry = [clone, build, validate, trace].find((e) => e && e.status === 'failed') ?? null;
   const complete = clone.status === 'ok' && build?.status === 'ok' && validate?.status === 'ok' && (!trace || trace.status === 'ok');
-  const excluded = c ? filter.reason({ repo: clone.unit.repo, url: clone.unit.url, license: c.license }) : null;
+  const excluded = c ? filter.reason({ unit_id: clone.unit_id, repo: clone.unit.repo, url: clone.unit.url, license: c.license }) : null;
   return {
     unit_id: clone.unit_id,
     repo: clone.unit.repo,
