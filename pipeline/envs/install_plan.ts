@@ -42,9 +42,12 @@ function moduleVersion(checkout: string, root: string, name: string): string | n
 /** Entry points as PEP 621, setup.cfg and poetry declare them, by group. */
 function entryPoints(pyproject: TomlTable | null, setupCfg: string | null): Record<string, Record<string, string>> {
   const groups: Record<string, Record<string, string>> = {};
+  const put = (group: string, name: string, value: string) => {
+    groups[group] = { ...groups[group], [name]: value };
+  };
   const add = (group: string, table: unknown) => {
     if (!table || typeof table !== 'object') return;
-    for (const [k, v] of Object.entries(table as Record<string, unknown>)) if (typeof v === 'string') (groups[group] ??= {})[k] = v;
+    for (const [k, v] of Object.entries(table as Record<string, unknown>)) if (typeof v === 'string') put(group, k, v);
   };
   const project = tableAt(pyproject ?? {}, 'project');
   add('console_scripts', project?.scripts);
@@ -56,7 +59,7 @@ function entryPoints(pyproject: TomlTable | null, setupCfg: string | null): Reco
   for (const [group, value] of cfg?.keys ?? []) {
     for (const line of value.value.split('\n')) {
       const m = /^\s*([^=\s]+)\s*=\s*(\S.*?)\s*$/.exec(line);
-      if (m) (groups[group] ??= {})[m[1]] = m[2];
+      if (m) put(group, m[1], m[2]);
     }
   }
   return groups;

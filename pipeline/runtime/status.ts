@@ -85,7 +85,19 @@ export function readStatus(out: string, opts: { disk?: boolean } = {}): StatusRe
     for (const [phase, s] of Object.entries(e.record.seconds_by_phase)) forage_cost.seconds_by_phase[phase] = (forage_cost.seconds_by_phase[phase] ?? 0) + s;
   }
   const excluded = dataset?.content?.exclusions.units ?? [];
-  return { out, stages, failures, plain_parity, manifest_errors, dataset, excluded, mirrors, candidates: summarize(candidate_fates), candidate_fates, forage_cost };
+  return {
+    out,
+    stages,
+    failures,
+    plain_parity,
+    manifest_errors,
+    dataset,
+    excluded,
+    mirrors,
+    candidates: summarize(candidate_fates),
+    candidate_fates,
+    forage_cost,
+  };
 }
 
 export function formatStatus(s: StatusReport): string {
