@@ -1,0 +1,98 @@
+/**
+ * Stage `resolve`: the unit's environment. A manifest line's own `env` is used as written. A bare
+ * line's is worked out from the repository's files, read as text on the host and never run
+ * (pipeline/envs/evidence.ts): its requirements become Debian packages of the base that satisfies
+ * the most (resolve_debian.ts), its pytest configuration and test tooling give pytest arguments and
+ * variables, and the project itself gets an install plan (install_plan.ts). The key is the hash of
+ * that evidence and of the Debian indexes it was resolved against, so equal evidence resolves once;
+ * an environment a build already had to repair for the same evidence is taken from the machine's
+ * cache (resolution_cache.ts) instead of being repaired again. `build` installs and checks it.
+ */
+import { outLayout, mirrorPath } from '../runtime/layout.js';
+import { DEBIAN_SUITES, PYTHON_VERSIONS, type Unit } from '../runtime/manifest.js';
+import type { ResolveRecord } from '../runtime/records.js';
+import { ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
+import { type DebianIndex, loadDebianIndex } from '../envs/debian_index.js';
+import { readEvidence } from '../envs/evidence.js';
+import { installPlan } from '../envs/install_plan.js';
+import { readRepairedEnv } from '../envs/resolution_cache.js';
+import { resolutionKey, resolveDebian } from '../envs/resolve_debian.js';
+import { versionAt } from '../envs/scm_version.js';
+
+/** Bump when what a resolve record holds changes in a way the key's other fields do not show. */
+const RESOLVE_REVISION = 1;
+
+/** The backend install needs pip beside the backend's own packages. */
+const PIP = 'python3-pip';
+
+/** The suites a unit may be resolved against: its own Python's when the line names one, else every base's. */
+function suiteIndexes(unit: Unit): Promise<DebianIndex[]> {
+  const pythons = unit.pythonGiven ? [unit.python] : [...PYTHON_VERSIONS];
+  return Promise.all(pythons.map((p) => loadDebianIndex(DEBIAN_SUITES[p])));
+}
+
+const source = (s: { file: string; line: number }) => `${s.file}:${s.line}`;
+
+export const resolveStage: Stage<'resolve'> = {
+  name: 'resolve',
+  async key(ctx) {
+    const { unit } = ctx;
+    if (unit.envGiven) return { source: 'manifest', env: unit.env, python: unit.python, revision: RESOLVE_REVISION };
+    const clone = requireRecord(ctx, 'clone');
+    const evidence = readEvidence(outLayout.checkout(ctx.options.out, unit.id));
+    return {
+      source: 'inferred',
+      resolution: resolutionKey(evidence, await suiteIndexes(unit)),
+      python: unit.pythonGiven ? unit.python : null,
+      commit: clone.commit,
+      src: clone.src_layout,
+      revision: RESOLVE_REVISION,
+    };
+  },
+  async run(ctx: StageContext) {
+    const { unit, options } = ctx;
+    if (unit.envGiven) {
+      return ok<ResolveRecord>({
+        source: 'manifest',
+        env: unit.env,
+        python: unit.python,
+        key: null,
+        cached: false,
+        evidence_files: [],
+        notes: [],
+        packages: [],
+        unresolved: [],
+        install: null,
+      });
+    }
+    const clone = requireRecord(ctx, 'clone');
+    const checkout = outLayout.checkout(options.out, unit.id);
+    const evidence = readEvidence(checkout);
+    const resolution = resolveDebian(evidence, await suiteIndexes(unit));
+    const repaired = readRepairedEnv(resolution.key);
+    // Through the project's own backend when Debian has it and the image gets packages anyway;
+    // else its metadata is written directly, and a unit with nothing to install needs no network.
+    const backendPackages = resolution.build.unresolved.length ? [] : resolution.build.packages.map((p) => p.package);
+    const backend = !!resolution.build.backend && backendPackages.length > 0 && resolution.env.apt.length > 0;
+    const env = repaired?.env ?? { ...resolution.env, apt: backend ? [...new Set([...resolution.env.apt, PIP, ...backendPackages])].sort() : resolution.env.apt };
+    const version = await versionAt(mirrorPath(unit), clone.commit);
+    ctx.log(`resolve ${unit.id}: python ${repaired?.python ?? resolution.python}, ${env.apt.length} package(s)${repaired ? ' (as repaired before)' : ''}`);
+    return ok<ResolveRecord>({
+      source: 'inferred',
+      env,
+      python: repaired?.python ?? resolution.python,
+      key: resolution.key,
+      cached: !!repaired,
+      evidence_files: evidence.files.map((f) => f.path),
+      notes: evidence.notes.map((n) => `${source(n.source)}: ${n.message}`),
+      packages: resolution.packages.map((p) => ({
+        package: p.package,
+        version: p.version,
+        via: p.via,
+        asked: p.asked.map((a) => `${a.requirement} (${a.group}, ${source(a.source)})`),
+      })),
+      unresolved: [...resolution.unresolved, ...resolution.build.unresolved].map((u) => `${u.requirement} (${u.group}, ${source(u.source)}): ${u.detail}`),
+      install: installPlan(checkout, clone.src_layout, evidence, version, backend),
+    });
+  },
+};
