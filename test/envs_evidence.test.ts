@@ -522,6 +522,19 @@ describe('evidence: the pytest configuration', () => {
 });
 
 describe('evidence: only text inside the checkout', () => {
+  it('survives hostile nesting: a reader that cannot parse leaves a note and the others go on', () => {
+    const ev = readEvidence(
+      layout({
+        'setup.py': `from setuptools import setup\nx = ${'f('.repeat(60000)}${')'.repeat(60000)}\nsetup(install_requires=["six"])\n`,
+        'noxfile.py': `import nox\n${'session.install('.repeat(30000)}\n`,
+        'pyproject.toml': `a = ${'['.repeat(100000)}${']'.repeat(100000)}\n`,
+        'requirements.txt': 'idna\n',
+      }),
+    );
+    expect(requirements(ev)).toEqual(['idna runtime/requirements:requirements.txt requirements.txt:1']);
+    expect(ev.notes.map((n) => `${n.source.file} ${n.message.split(':')[0]}`)).toEqual(['pyproject.toml not read', 'setup.py not read', 'noxfile.py not read']);
+  });
+
   it('does not follow a symlink out of the checkout, nor read FIFOs or huge files', () => {
     const outside = layout({ 'secret.txt': 'should-not-be-read==1\n' });
     const dir = layout({ 'requirements-test.txt': '-r ../escape.txt\n-r pipe.txt\npytest\n', 'requirements/big.txt': `${'x'.repeat(2 << 20)}\n` });
