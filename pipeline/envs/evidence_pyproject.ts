@@ -145,7 +145,7 @@ class Pyproject {
       this.list([...path, 'dependencies'], table.dependencies, group, `hatch:${env}`);
       this.list([...path, 'extra-dependencies'], table['extra-dependencies'], group, `hatch:${env}`);
       const features = strings(table.features).map(normalizeName);
-      if (features.length) ev.selfExtras.push({ extras: features, group, source: this.source([...path, 'features']) });
+      if (features.length) ev.selfInstalls.push({ extras: features, group, source: this.source([...path, 'features']) });
       for (const [name, value] of Object.entries(tableAt(table, 'env-vars') ?? {})) {
         if (typeof value === 'string') ev.vars.push({ name, value, scope: `hatch:${env}`, source: this.source([...path, 'env-vars', name]) });
       }

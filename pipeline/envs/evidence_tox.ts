@@ -124,7 +124,7 @@ class ToxIni {
         .filter(Boolean)
         .map((e) => ({ extra: normalizeName(e), line: l.line })),
     );
-    if (extras.length) ev.selfExtras.push({ extras: extras.map((e) => e.extra), group, source: { file: this.file, line: extras[0].line } });
+    if (extras.length) ev.selfInstalls.push({ extras: extras.map((e) => e.extra), group, source: { file: this.file, line: extras[0].line } });
     for (const l of this.lines(section, 'setenv')) {
       const kv = /^([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)$/.exec(l.text);
       if (kv) ev.vars.push({ name: kv[1], value: kv[2], scope, source: { file: this.file, line: l.line } });

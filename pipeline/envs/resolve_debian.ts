@@ -212,10 +212,10 @@ const text = (r: Requirement) =>
 function select(ev: Evidence): Selection {
   const all = [...ev.requirements, ...configRequirements(ev)];
   const hasTest =
-    all.some((r) => r.group === 'test' && !r.constraint && r.scope?.startsWith('pytest:') !== true) || ev.selfExtras.some((s) => s.group === 'test');
+    all.some((r) => r.group === 'test' && !r.constraint && r.scope?.startsWith('pytest:') !== true) || ev.selfInstalls.some((s) => s.group === 'test');
   const groups: Group[] = hasTest ? ['runtime', 'test'] : ['runtime', 'test', 'dev'];
   const self = ev.project.name ? normalizeName(ev.project.name) : undefined;
-  const extras = new Set(ev.selfExtras.filter((s) => groups.includes(s.group)).flatMap((s) => s.extras));
+  const extras = new Set(ev.selfInstalls.filter((s) => groups.includes(s.group)).flatMap((s) => s.extras));
   const wanted = (r: DeclaredRequirement) => groups.includes(r.group) || (r.scope?.startsWith('extra:') === true && extras.has(r.scope.slice('extra:'.length)));
   // The project naming itself with extras (attrs' "tests" extra lists "attrs[tests-no-zope]") asks for those extras: to a fixed point.
   for (let grew = true; grew; ) {
