@@ -8,7 +8,7 @@ import { shellSplit } from '../../core/shell.js';
 import { type EvidenceContext, type Group, groupOfName, type Source } from './evidence_context.js';
 import { type IniSection, parseIni } from './ini.js';
 import { normalizeName } from './names.js';
-import { pytestArgs } from './pytest_invocation.js';
+import { argsAfterPytest } from './pytest_invocation.js';
 import { withMarker } from './requirements.js';
 import { requirementsLine } from './requirements_file.js';
 
@@ -111,7 +111,7 @@ class ToxIni {
         const posargs = /^\{posargs(?::(.*))?\}$/.exec(w);
         return posargs ? shellSplit(posargs[1] ?? '') : [w];
       });
-      const args = pytestArgs(words);
+      const args = argsAfterPytest(words);
       return args ? [{ args, line: l.line }] : [];
     });
     if (own) for (const c of commands) ev.testCommands.push({ tool: 'tox', scope, args: c.args, source: { file: this.file, line: c.line } });
