@@ -85,7 +85,7 @@ describe('evidence: pyproject.toml', () => {
     });
     expect(ev.requiresPython).toEqual([{ specifier: '>=3.10', source: at('pyproject.toml', 8) }]);
     expect(ev.pythonVersions).toEqual([{ version: '3.11', from: 'classifier', source: at('pyproject.toml', 13) }]);
-    expect(ev.selfExtras).toEqual([{ extras: ['tests'], group: 'test', source: at('pyproject.toml', 29) }]);
+    expect(ev.selfInstalls).toEqual([{ extras: ['tests'], group: 'test', source: at('pyproject.toml', 29) }]);
     expect(ev.testCommands).toEqual([{ tool: 'hatch', scope: 'hatch:default:test', args: ['tests'], source: at('pyproject.toml', 31) }]);
     expect(ev.vars).toEqual([{ name: 'DEMO_MODE', value: 'strict', scope: 'hatch:default', source: at('pyproject.toml', 33) }]);
     expect(ev.files.map((f) => f.path)).toEqual(['pyproject.toml']);
@@ -283,7 +283,7 @@ describe('evidence: requirement files, tox, nox, workflows, Pipfile', () => {
   it('finds requirement files by name, follows -r and -c, prefers .in over its compiled .txt, records -e . and options', () => {
     const ev = readEvidence(
       layout({
-        'requirements.txt': '--index-url https://pypi.example/simple\nrequests>=2\n',
+        'requirements.txt': '--index-url https://pypi.example/simple\nrequests>=2\n-e .\n',
         'requirements-test.txt': '-r requirements.txt\n-c constraints.txt\npytest\n-e .[tests]\n',
         'constraints.txt': 'urllib3<2\n',
         'requirements/docs.in': 'sphinx\n',
@@ -299,7 +299,11 @@ describe('evidence: requirement files, tox, nox, workflows, Pipfile', () => {
       'requests >=2 runtime/requirements:requirements.txt requirements.txt:2',
       'sphinx docs/requirements:requirements/docs.in requirements/docs.in:1',
     ]);
-    expect(ev.selfExtras).toEqual([{ extras: ['tests'], group: 'test', source: at('requirements-test.txt', 4) }]);
+    expect(ev.selfInstalls).toEqual([
+      { extras: [], editable: true, group: 'test', source: at('requirements.txt', 3) },
+      { extras: ['tests'], editable: true, group: 'test', source: at('requirements-test.txt', 4) },
+      { extras: [], editable: true, group: 'runtime', source: at('requirements.txt', 3) },
+    ]);
     expect(ev.options).toEqual([
       { option: '--index-url', value: 'https://pypi.example/simple', source: at('requirements.txt', 1) },
       { option: '--index-url', value: 'https://pypi.example/simple', source: at('requirements.txt', 1) },
@@ -347,7 +351,7 @@ describe('evidence: requirement files, tox, nox, workflows, Pipfile', () => {
       // An env named for a Python installs its deps on that Python only.
       'exceptiongroup ; python_version == "3.11" test/tox:py311 tox.ini:20',
     ]);
-    expect(ev.selfExtras).toEqual([{ extras: ['tests'], group: 'test', source: at('tox.ini', 11) }]);
+    expect(ev.selfInstalls).toEqual([{ extras: ['tests'], group: 'test', source: at('tox.ini', 11) }]);
     expect(ev.vars).toEqual([{ name: 'PYTHONPATH', value: 'src', scope: 'tox:testenv', source: at('tox.ini', 13) }]);
     expect(ev.testCommands).toEqual([{ tool: 'tox', scope: 'tox:testenv', args: ['tests', '-W', 'error'], source: at('tox.ini', 14) }]);
     expect(ev.pythonVersions.map((p) => `${p.version} ${p.from} ${p.source.line}`)).toEqual(['3.8 tox 2', '3.9 tox 2', '3.10 tox 2', '3.11 tox 19']);
@@ -378,7 +382,7 @@ describe('evidence: requirement files, tox, nox, workflows, Pipfile', () => {
       'trustme test/nox:tests noxfile.py:6',
       'furo docs/nox:docs noxfile.py:10',
     ]);
-    expect(ev.selfExtras).toEqual([{ extras: ['tests'], group: 'test', source: at('noxfile.py', 5) }]);
+    expect(ev.selfInstalls).toEqual([{ extras: ['tests'], editable: true, group: 'test', source: at('noxfile.py', 5) }]);
     expect(ev.testCommands).toEqual([{ tool: 'nox', scope: 'nox:tests', args: ['-x'], source: at('noxfile.py', 7) }]);
     expect(ev.pythonVersions.map((p) => p.version)).toEqual(['3.11', '3.12']);
   });
@@ -424,7 +428,7 @@ describe('evidence: requirement files, tox, nox, workflows, Pipfile', () => {
       'zope-interface >=5 test/workflow:ci.yml:test .github/workflows/ci.yml:21',
       'pre-commit lint/workflow:ci.yml:lint .github/workflows/ci.yml:27',
     ]);
-    expect(ev.selfExtras).toEqual([{ extras: ['tests'], group: 'test', source: at('.github/workflows/ci.yml', 21) }]);
+    expect(ev.selfInstalls).toEqual([{ extras: ['tests'], editable: true, group: 'test', source: at('.github/workflows/ci.yml', 21) }]);
     expect(ev.testCommands).toEqual([
       { tool: 'workflow', scope: 'workflow:ci.yml:test', args: ['-q', 'tests', '--deselect', 'tests/test_net.py'], source: at('.github/workflows/ci.yml', 23) },
     ]);
@@ -522,6 +526,19 @@ describe('evidence: the pytest configuration', () => {
 });
 
 describe('evidence: only text inside the checkout', () => {
+  it('survives hostile nesting: a reader that cannot parse leaves a note and the others go on', () => {
+    const ev = readEvidence(
+      layout({
+        'setup.py': `from setuptools import setup\nx = ${'f('.repeat(60000)}${')'.repeat(60000)}\nsetup(install_requires=["six"])\n`,
+        'noxfile.py': `import nox\n${'session.install('.repeat(30000)}\n`,
+        'pyproject.toml': `a = ${'['.repeat(100000)}${']'.repeat(100000)}\n`,
+        'requirements.txt': 'idna\n',
+      }),
+    );
+    expect(requirements(ev)).toEqual(['idna runtime/requirements:requirements.txt requirements.txt:1']);
+    expect(ev.notes.map((n) => `${n.source.file} ${n.message.split(':')[0]}`)).toEqual(['pyproject.toml not read', 'setup.py not read', 'noxfile.py not read']);
+  });
+
   it('does not follow a symlink out of the checkout, nor read FIFOs or huge files', () => {
     const outside = layout({ 'secret.txt': 'should-not-be-read==1\n' });
     const dir = layout({ 'requirements-test.txt': '-r ../escape.txt\n-r pipe.txt\npytest\n', 'requirements/big.txt': `${'x'.repeat(2 << 20)}\n` });

@@ -12,6 +12,7 @@ import { type DebianIndex, loadDebianIndex } from '../pipeline/envs/debian_index
 import { readEvidence } from '../pipeline/envs/evidence.js';
 import { debianCandidate, packageForModule, resolutionKey, resolveDebian } from '../pipeline/envs/resolve_debian.js';
 import { cacheDir } from '../pipeline/runtime/layout.js';
+import { withoutTestPaths } from '../pipeline/sandbox/suite_run.js';
 import { fetchDeb } from './corpus.js';
 import { tempDir, writeTree } from './helpers.js';
 
@@ -134,6 +135,8 @@ describe('resolving a bare repository', () => {
       "tomli ; python_version < '3.11': its marker is false on Python 3.11.2",
     ]);
     expect(r.env.pytest_args).toEqual(['-o', 'addopts=-ra', 'tests', '-m', 'not network']);
+    // Runs that name their own tests drop the paths and keep every option's value.
+    expect(withoutTestPaths(r.env.pytest_args)).toEqual(['-o', 'addopts=-ra', '-m', 'not network']);
     expect(r.pytestArgs[0]).toMatchObject({
       source: { file: 'pyproject.toml', line: 9 },
       why: expect.stringContaining('--cov=demo (coverage traces the run itself)'),

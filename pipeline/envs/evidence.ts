@@ -13,18 +13,32 @@ import { readToxIni } from './evidence_tox.js';
 import { readWorkflows } from './evidence_workflows.js';
 import { readPytestConfigs } from './pytest_config.js';
 
+/**
+ * Each reader in turn; one that throws (a hostile file nesting deeper than the parsers' stack, a
+ * case no reader foresaw) leaves a note and the others go on.
+ */
 export function readEvidence(checkoutDir: string): Evidence {
   const ctx = new EvidenceContext(new Checkout(checkoutDir));
-  const pyproject = readPyproject(ctx);
-  readSetupCfg(ctx);
-  readSetupPy(ctx);
-  readRequirementFiles(ctx);
-  const tox = ctx.checkout.read('tox.ini');
-  if (tox !== undefined) readToxIni(ctx, 'tox.ini', tox);
-  readNoxfile(ctx);
-  readWorkflows(ctx);
-  readPipfile(ctx);
-  readPytestConfigs(ctx, pyproject);
+  const guarded = <T>(file: string, read: () => T): T | undefined => {
+    try {
+      return read();
+    } catch (e) {
+      ctx.note({ file, line: 0 }, `not read: ${(e as Error).message}`);
+      return undefined;
+    }
+  };
+  const pyproject = guarded('pyproject.toml', () => readPyproject(ctx));
+  guarded('setup.cfg', () => readSetupCfg(ctx));
+  guarded('setup.py', () => readSetupPy(ctx));
+  guarded('requirements', () => readRequirementFiles(ctx));
+  guarded('tox.ini', () => {
+    const tox = ctx.checkout.read('tox.ini');
+    if (tox !== undefined) readToxIni(ctx, 'tox.ini', tox);
+  });
+  guarded('noxfile.py', () => readNoxfile(ctx));
+  guarded('.github/workflows', () => readWorkflows(ctx));
+  guarded('Pipfile', () => readPipfile(ctx));
+  guarded('pytest configuration', () => readPytestConfigs(ctx, pyproject));
   ctx.evidence.files = [...ctx.checkout.files].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([path, sha256]) => ({ path, sha256 }));
   return ctx.evidence;
 }

@@ -25,9 +25,11 @@ export interface DeclaredRequirement {
   constraint?: true;
 }
 
-/** The project itself asked for with extras (`-e .[test]`, tox `extras = test`, hatch `features`). */
-export interface SelfExtras {
+/** The project itself installed, with the extras asked for (`-e .`, `.[test]`, tox `extras = test`, hatch `features`). */
+export interface SelfInstall {
   extras: string[];
+  /** `-e`: installed in place, as the pipeline installs it too. */
+  editable?: true;
   group: Group;
   source: Source;
 }
@@ -66,7 +68,7 @@ export interface Evidence {
     version: { static?: string; scm?: string; files: { path: string; source: Source }[] };
   };
   requirements: DeclaredRequirement[];
-  selfExtras: SelfExtras[];
+  selfInstalls: SelfInstall[];
   requiresPython: { specifier: string; source: Source }[];
   /** Python versions a project names: classifiers, CI matrices, tox envs, nox sessions, Pipfile. */
   pythonVersions: { version: string; from: 'classifier' | 'ci' | 'tox' | 'nox' | 'pipfile'; source: Source }[];
@@ -141,7 +143,7 @@ export class EvidenceContext {
     files: [],
     project: { version: { files: [] } },
     requirements: [],
-    selfExtras: [],
+    selfInstalls: [],
     requiresPython: [],
     pythonVersions: [],
     pytest: [],
@@ -169,7 +171,7 @@ export class EvidenceContext {
           ...(e.constraint ? { constraint: true } : {}),
         });
       else if (e.kind === 'self') {
-        if (e.extras.length) this.evidence.selfExtras.push({ extras: e.extras, group, source: e.source });
+        this.evidence.selfInstalls.push({ extras: e.extras, ...(e.editable ? { editable: true as const } : {}), group, source: e.source });
       } else if (e.kind === 'option') this.evidence.options.push({ option: e.option, ...(e.value ? { value: e.value } : {}), source: e.source });
       else this.note(e.source, e.message);
     }

@@ -4,7 +4,7 @@
  * versions `@nox.session(python=...)` names. A session that runs pytest installs test requirements.
  */
 import { type EvidenceContext, type Group, groupOfName } from './evidence_context.js';
-import { pytestArgs } from './pytest_invocation.js';
+import { argsAfterPytest } from './pytest_invocation.js';
 import { type CallSite, PythonSource, type Value } from './python_source.js';
 import { pipInstallArgs } from './requirements_file.js';
 
@@ -37,7 +37,7 @@ export function readNoxfile(ctx: EvidenceContext): void {
   const testSessions = new Set<string>();
   for (const call of src.calls((c) => /\.run(_always|_install)?$/.test(c))) {
     const { words: argv, line } = words(src, call);
-    const args = pytestArgs(argv);
+    const args = argsAfterPytest(argv);
     if (!args) continue;
     testSessions.add(call.inDef ?? '');
     ev.testCommands.push({ tool: 'nox', scope: `nox:${call.inDef ?? ''}`, args, source: { file: FILE, line } });

@@ -10,7 +10,7 @@ import { readToxIni } from './evidence_tox.js';
 import { normalizeName } from './names.js';
 import { parseSpecifiers } from './pep440.js';
 import { poetryToPep440 } from './poetry.js';
-import { pytestArgs } from './pytest_invocation.js';
+import { argsAfterPytest } from './pytest_invocation.js';
 import { parseToml, strings, TomlLines, type TomlTable, tableAt } from './toml_lines.js';
 
 const FILE = 'pyproject.toml';
@@ -135,7 +135,7 @@ class Pyproject {
             const args = /^\{args(?::(.*))?\}$/.exec(w);
             return args ? shellSplit(args[1] ?? '') : [w];
           });
-          const args = pytestArgs(words);
+          const args = argsAfterPytest(words);
           if (!args) continue;
           runsPytest = true;
           ev.testCommands.push({ tool: 'hatch', scope: `hatch:${env}:${script}`, args, source: this.source([...path, 'scripts', script]) });
@@ -145,7 +145,7 @@ class Pyproject {
       this.list([...path, 'dependencies'], table.dependencies, group, `hatch:${env}`);
       this.list([...path, 'extra-dependencies'], table['extra-dependencies'], group, `hatch:${env}`);
       const features = strings(table.features).map(normalizeName);
-      if (features.length) ev.selfExtras.push({ extras: features, group, source: this.source([...path, 'features']) });
+      if (features.length) ev.selfInstalls.push({ extras: features, group, source: this.source([...path, 'features']) });
       for (const [name, value] of Object.entries(tableAt(table, 'env-vars') ?? {})) {
         if (typeof value === 'string') ev.vars.push({ name, value, scope: `hatch:${env}`, source: this.source([...path, 'env-vars', name]) });
       }

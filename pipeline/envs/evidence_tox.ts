@@ -8,7 +8,7 @@ import { shellSplit } from '../../core/shell.js';
 import { type EvidenceContext, type Group, groupOfName, type Source } from './evidence_context.js';
 import { type IniSection, parseIni } from './ini.js';
 import { normalizeName } from './names.js';
-import { pytestArgs } from './pytest_invocation.js';
+import { argsAfterPytest } from './pytest_invocation.js';
 import { withMarker } from './requirements.js';
 import { requirementsLine } from './requirements_file.js';
 
@@ -111,7 +111,7 @@ class ToxIni {
         const posargs = /^\{posargs(?::(.*))?\}$/.exec(w);
         return posargs ? shellSplit(posargs[1] ?? '') : [w];
       });
-      const args = pytestArgs(words);
+      const args = argsAfterPytest(words);
       return args ? [{ args, line: l.line }] : [];
     });
     if (own) for (const c of commands) ev.testCommands.push({ tool: 'tox', scope, args: c.args, source: { file: this.file, line: c.line } });
@@ -124,7 +124,7 @@ class ToxIni {
         .filter(Boolean)
         .map((e) => ({ extra: normalizeName(e), line: l.line })),
     );
-    if (extras.length) ev.selfExtras.push({ extras: extras.map((e) => e.extra), group, source: { file: this.file, line: extras[0].line } });
+    if (extras.length) ev.selfInstalls.push({ extras: extras.map((e) => e.extra), group, source: { file: this.file, line: extras[0].line } });
     for (const l of this.lines(section, 'setenv')) {
       const kv = /^([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)$/.exec(l.text);
       if (kv) ev.vars.push({ name: kv[1], value: kv[2], scope, source: { file: this.file, line: l.line } });

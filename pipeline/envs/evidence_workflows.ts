@@ -8,7 +8,7 @@
 import { isMap, isScalar, isSeq, LineCounter, type Node, parseDocument, type YAMLMap } from 'yaml';
 import { shellSplit } from '../../core/shell.js';
 import { type EvidenceContext, type Group, groupOfName, type Source } from './evidence_context.js';
-import { pytestArgs } from './pytest_invocation.js';
+import { argsAfterPytest } from './pytest_invocation.js';
 import { pipInstallArgs, type RequirementsEntry } from './requirements_file.js';
 
 const DIR = '.github/workflows';
@@ -100,7 +100,7 @@ class Workflow {
         const source = { file: this.file, line: l.line };
         const pip = pipInstallWords(words);
         if (pip) installs.push(pipInstallArgs(pip, source, (f) => this.ctx.checkout.read(f)));
-        const args = pytestArgs(words);
+        const args = argsAfterPytest(words);
         if (args) ev.testCommands.push({ tool: 'workflow', scope, args, source });
         runsTests ||= args !== undefined || /^(tox|nox)$/.test(words[0] ?? '') || /-m (tox|nox)\b/.test(l.text);
       }

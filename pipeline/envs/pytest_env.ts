@@ -10,6 +10,7 @@
  * Each argument comes with why and from where, for the person who reviews the environment.
  */
 import { shQuote } from '../../core/shell.js';
+import { PYTEST_OPTIONS_WITH_VALUE } from '../runtime/pytest_words.js';
 import type { DeclaredRequirement, Evidence, PytestConfig, Source } from './evidence_context.js';
 import { compareVersions, formatVersion, parseVersion, type Version } from './pep440.js';
 import { type AddoptsItem, readAddopts } from './pytest_options.js';
@@ -71,12 +72,6 @@ function iniValue(key: string, value: string | string[]): string {
   return key === 'markers' || key === 'filterwarnings' ? value.join('\n') : value.map(shQuote).join(' ');
 }
 
-/** pytest options whose value is the next word: that word is no test path. */
-const TAKES_VALUE = new Set(
-  '-k -m -p -c -o -W -r -n --deselect --ignore --ignore-glob --rootdir --confcutdir --basetemp --timeout --durations --maxfail --tb --import-mode --log-level --log-cli-level --log-file --junitxml --junit-xml --override-ini --capture --color --doctest-glob --dist --numprocesses'.split(
-    ' ',
-  ),
-);
 /** What of a project's own pytest command line we take: where the tests are and which are selected. */
 const KEPT = new Set(['-m', '-k', '-p', '--ignore', '--ignore-glob', '--deselect', '--import-mode', '--doctest-modules', '--doctest-glob']);
 
@@ -90,7 +85,7 @@ function pathsAndSelection(args: string[]): string[] {
       continue;
     }
     const name = word.includes('=') ? word.slice(0, word.indexOf('=')) : word;
-    const value = !word.includes('=') && TAKES_VALUE.has(name) ? args[++i] : undefined;
+    const value = !word.includes('=') && PYTEST_OPTIONS_WITH_VALUE.has(name) ? args[++i] : undefined;
     if (KEPT.has(name) && !(name === '-p' && !value?.startsWith('no:'))) out.push(word, ...(value !== undefined ? [value] : []));
   }
   return out;

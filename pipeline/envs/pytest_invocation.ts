@@ -10,7 +10,7 @@ const RUNNER = /^(python[\d.]*|coverage|uv|poetry|pdm|hatch|pipenv|rye|xvfb-run|
 const SEPARATORS = new Set(['&&', '||', ';', '|']);
 
 /** The words after `pytest` up to the end of that command, or undefined when these words run no pytest. */
-export function pytestArgs(words: string[]): string[] | undefined {
+export function argsAfterPytest(words: string[]): string[] | undefined {
   const at = words.findIndex((w, i) => {
     if (!PYTEST.has(posix.basename(w))) return false;
     if (i === 0) return true;

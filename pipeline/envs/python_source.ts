@@ -135,7 +135,8 @@ function tokenize(text: string): { tokens: Token[]; indents: Map<number, number>
         }
         value += text[j++];
       }
-      i = j + quote.length;
+      // An unterminated one-line string ends at the line's end, which is still read as one.
+      i = text.startsWith(quote, j) ? j + quote.length : j;
       tokens.push({ type: 'str', value, line: start, ...(prefix.includes('f') && /\{[^{]/.test(value) ? { dynamic: true as const } : {}) });
       continue;
     }

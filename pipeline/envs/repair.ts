@@ -54,7 +54,14 @@ const unknownName = (name: string, line: string): [string, Problem] => {
 /** Each line pytest prints for a problem, and the problems it names (keyed, so each counts once). */
 const RULES: [RegExp, (m: RegExpExecArray, line: string) => [string, Problem][]][] = [
   [/ModuleNotFoundError: No module named '([\w.]+)'/, (m, line) => [[`module:${m[1]}`, { kind: 'module', module: m[1], line }]]],
-  [/unrecognized arguments: (.+)$/, (m, line) => m[1].split(/\s+/).filter((w) => w.startsWith('-')).map((w) => unknownName(w.split('=')[0], line))],
+  [
+    /unrecognized arguments: (.+)$/,
+    (m, line) =>
+      m[1]
+        .split(/\s+/)
+        .filter((w) => w.startsWith('-'))
+        .map((w) => unknownName(w.split('=')[0], line)),
+  ],
   [/'([\w-]+)' not found in `markers` configuration option/, (m, line) => [unknownName(m[1], line)]],
   [/Unknown pytest\.mark\.([\w-]+)/, (m, line) => [unknownName(m[1], line)]],
   [/Unknown config option: ([\w-]+)/, (m, line) => [unknownName(m[1], line)]],
@@ -62,7 +69,10 @@ const RULES: [RegExp, (m: RegExpExecArray, line: string) => [string, Problem][]]
     /Missing required plugins: (.+)$/,
     (m, line) => m[1].split(/,\s*/).map((p) => [`plugin:${p}`, { kind: 'plugin', plugin: p.split(/[<>=!~ ]/)[0], line }] as [string, Problem]),
   ],
-  [/requires pytest-[\d.]+, actual pytest-|^SyntaxError: |ImportError: cannot import name '\w+' from '(typing|collections|asyncio|enum|functools|itertools|os|sys)'/, (_m, line) => [['python', { kind: 'python', line }]]],
+  [
+    /requires pytest-[\d.]+, actual pytest-|^SyntaxError: |ImportError: cannot import name '\w+' from '(typing|collections|asyncio|enum|functools|itertools|os|sys)'/,
+    (_m, line) => [['python', { kind: 'python', line }]],
+  ],
 ];
 
 /** What stopped a collect-only run, from its output: every problem once, in order. */

@@ -71,6 +71,7 @@ export interface BaseScore {
   /** The suite's python3 ("3.11.2"). */
   pythonVersion: string;
   requiresPython: boolean;
+  /** Distinct requirement names whose bounds the suite meets, misses, or that it has no package for. */
   satisfied: number;
   unsatisfiable: number;
   missing: number;
@@ -212,10 +213,10 @@ const text = (r: Requirement) =>
 function select(ev: Evidence): Selection {
   const all = [...ev.requirements, ...configRequirements(ev)];
   const hasTest =
-    all.some((r) => r.group === 'test' && !r.constraint && r.scope?.startsWith('pytest:') !== true) || ev.selfExtras.some((s) => s.group === 'test');
+    all.some((r) => r.group === 'test' && !r.constraint && r.scope?.startsWith('pytest:') !== true) || ev.selfInstalls.some((s) => s.group === 'test');
   const groups: Group[] = hasTest ? ['runtime', 'test'] : ['runtime', 'test', 'dev'];
   const self = ev.project.name ? normalizeName(ev.project.name) : undefined;
-  const extras = new Set(ev.selfExtras.filter((s) => groups.includes(s.group)).flatMap((s) => s.extras));
+  const extras = new Set(ev.selfInstalls.filter((s) => groups.includes(s.group)).flatMap((s) => s.extras));
   const wanted = (r: DeclaredRequirement) => groups.includes(r.group) || (r.scope?.startsWith('extra:') === true && extras.has(r.scope.slice('extra:'.length)));
   // The project naming itself with extras (attrs' "tests" extra lists "attrs[tests-no-zope]") asks for those extras: to a fixed point.
   for (let grew = true; grew; ) {
@@ -257,7 +258,8 @@ interface Resolved {
   packages: ResolvedPackage[];
   unresolved: Unresolved[];
   skipped: Skipped[];
-  outcome: (r: Requirement) => Outcome;
+  /** Per distinct requirement name: its bounds met (every time it was asked), a package of another version, or none. */
+  outcomes: Map<string, Outcome>;
 }
 
 /** Each requirement that holds on this suite's Python, to its package; constraints bound the same packages. */
@@ -304,11 +306,12 @@ function resolveIn(index: DebianIndex, requirements: DeclaredRequirement[], cons
     packages: [...packages.values()].sort((a, b) => (a.package < b.package ? -1 : 1)),
     unresolved,
     skipped,
-    outcome: (r) => outcomes.get(r.key) ?? 'missing',
+    outcomes,
   };
 }
 
-const satisfiedIn = (resolved: Resolved) => resolved.packages.flatMap((p) => p.asked).filter((a) => a.satisfied).length;
+/** Distinct requirement names with this outcome: a name asked for in five places counts once. */
+const count = (resolved: Resolved, outcome: Outcome) => [...resolved.outcomes.values()].filter((o) => o === outcome).length;
 
 function score(index: DebianIndex, python: PythonVersion, ev: Evidence, resolved: Resolved, build: Resolved): BaseScore {
   let requiresPython = true;
@@ -330,10 +333,10 @@ function score(index: DebianIndex, python: PythonVersion, ev: Evidence, resolved
     suite: index.suite,
     pythonVersion: index.python,
     requiresPython,
-    satisfied: satisfiedIn(resolved),
-    unsatisfiable: resolved.unresolved.filter((u) => u.reason === 'unsatisfiable').length,
-    missing: resolved.unresolved.filter((u) => u.reason === 'missing').length,
-    buildSatisfied: satisfiedIn(build),
+    satisfied: count(resolved, 'satisfied'),
+    unsatisfiable: count(resolved, 'installed'),
+    missing: count(resolved, 'missing'),
+    buildSatisfied: count(build, 'satisfied'),
     named: ev.pythonVersions.some((p) => p.version === python),
   };
 }
@@ -365,7 +368,7 @@ export function resolveDebian(ev: Evidence, indexes: DebianIndex[]): Resolution 
   tried.sort((a, b) => better(a.score, b.score));
   const [{ index, resolved, build }] = tried;
   const pytestVersion = index.packages.has('python3-pytest') ? debianUpstreamVersion(index.packages.get('python3-pytest')!) : undefined;
-  const args = pytestArgs(ev, resolved.outcome, pytestVersion);
+  const args = pytestArgs(ev, (r) => resolved.outcomes.get(r.key) ?? 'missing', pytestVersion);
   const { vars, sources } = testVars(ev);
   return {
     key: resolutionKey(ev, indexes),

@@ -10,6 +10,7 @@ import { outLayout } from '../runtime/layout.js';
 import type { Unit } from '../runtime/manifest.js';
 import type { PipelineOptions } from '../runtime/options.js';
 import { redactText, unitRedactor } from '../runtime/part_redaction.js';
+import { PYTEST_OPTIONS_WITH_VALUE } from '../runtime/pytest_words.js';
 import { firstErrorLine } from './pytest_output.js';
 import { foldReport, type SuiteRun, signedLines } from './pytest_report.js';
 import { LineCounter, readLogTail, readResult } from './results.js';
@@ -32,20 +33,13 @@ export function pytestCommand(pytestArgs: string[], testTimeoutS: number, hasTim
   return [...cmd, ...pytestArgs];
 }
 
-/** pytest options that take their value as the next argument: that argument is no test path. */
-const TAKES_VALUE = new Set(
-  '-k -m -p -c -o -W -r -n --deselect --ignore --ignore-glob --rootdir --confcutdir --basetemp --timeout --durations --maxfail --tb --import-mode --log-level --log-cli-level --log-file --log-format --junitxml --junit-xml --override-ini --capture --cov --cov-report --cov-config --doctest-glob --color --dist --numprocesses'.split(
-    ' ',
-  ),
-);
-
 /**
  * The unit's pytest arguments without its positional test paths, for a run that names its own
  * test files or node ids: with `tests` left in, every named test would run twice (and the whole
  * suite beside it).
  */
 export function withoutTestPaths(pytestArgs: string[]): string[] {
-  return pytestArgs.filter((a, i) => a.startsWith('-') || (i > 0 && TAKES_VALUE.has(pytestArgs[i - 1])));
+  return pytestArgs.filter((a, i) => a.startsWith('-') || (i > 0 && PYTEST_OPTIONS_WITH_VALUE.has(pytestArgs[i - 1])));
 }
 
 /** A run's output kept on disk: the rest is counted, not written (`worldline_runs.py`). */

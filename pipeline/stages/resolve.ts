@@ -8,16 +8,17 @@
  * an environment a build already had to repair for the same evidence is taken from the machine's
  * cache (resolution_cache.ts) instead of being repaired again. `build` installs and checks it.
  */
-import { outLayout, mirrorPath } from '../runtime/layout.js';
-import { DEBIAN_SUITES, PYTHON_VERSIONS, type Unit } from '../runtime/manifest.js';
-import type { ResolveRecord } from '../runtime/records.js';
-import { ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
+
 import { type DebianIndex, loadDebianIndex } from '../envs/debian_index.js';
 import { readEvidence } from '../envs/evidence.js';
 import { installPlan } from '../envs/install_plan.js';
 import { readRepairedEnv } from '../envs/resolution_cache.js';
 import { resolutionKey, resolveDebian } from '../envs/resolve_debian.js';
 import { versionAt } from '../envs/scm_version.js';
+import { mirrorPath, outLayout } from '../runtime/layout.js';
+import { DEBIAN_SUITES, PYTHON_VERSIONS, type Unit } from '../runtime/manifest.js';
+import type { ResolveRecord } from '../runtime/records.js';
+import { ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
 
 /** Bump when what a resolve record holds changes in a way the key's other fields do not show. */
 const RESOLVE_REVISION = 1;
@@ -74,7 +75,10 @@ export const resolveStage: Stage<'resolve'> = {
     // else its metadata is written directly, and a unit with nothing to install needs no network.
     const backendPackages = resolution.build.unresolved.length ? [] : resolution.build.packages.map((p) => p.package);
     const backend = !!resolution.build.backend && backendPackages.length > 0 && resolution.env.apt.length > 0;
-    const env = repaired?.env ?? { ...resolution.env, apt: backend ? [...new Set([...resolution.env.apt, PIP, ...backendPackages])].sort() : resolution.env.apt };
+    const env = repaired?.env ?? {
+      ...resolution.env,
+      apt: backend ? [...new Set([...resolution.env.apt, PIP, ...backendPackages])].sort() : resolution.env.apt,
+    };
     const version = await versionAt(mirrorPath(unit), clone.commit);
     ctx.log(`resolve ${unit.id}: python ${repaired?.python ?? resolution.python}, ${env.apt.length} package(s)${repaired ? ' (as repaired before)' : ''}`);
     return ok<ResolveRecord>({
