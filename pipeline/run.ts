@@ -22,6 +22,7 @@ import { ImageBudget } from './sandbox/image_budget.js';
 import { buildStage } from './stages/build.js';
 import { cloneStage } from './stages/clone.js';
 import { describeStage } from './stages/describe.js';
+import { resolveStage } from './stages/resolve.js';
 import { forageStage } from './stages/forage.js';
 import { shardOutput } from './stages/shard.js';
 import { traceStage } from './stages/trace.js';
@@ -29,6 +30,7 @@ import { validateStage } from './stages/validate.js';
 
 export const UNIT_STAGES: Record<string, Stage> = {
   clone: cloneStage as Stage,
+  resolve: resolveStage as Stage,
   build: buildStage as Stage,
   validate: validateStage as Stage,
   trace: traceStage as Stage,
@@ -109,8 +111,12 @@ export function openManifest(manifestFile: string, stageNames: string[], out: st
   return manifest;
 }
 
-/** The unit stages among `stageNames`, in pipeline order. */
-export const unitStages = (stageNames: string[]): Stage[] => ALL_STAGES.filter((s) => s !== 'shard' && stageNames.includes(s)).map((s) => UNIT_STAGES[s]);
+/**
+ * The unit stages among `stageNames`, in pipeline order; `resolve` goes with `build`, which builds
+ * the environment resolve records (a manifest's own env passes through it unchanged).
+ */
+export const unitStages = (stageNames: string[]): Stage[] =>
+  ALL_STAGES.filter((s) => s !== 'shard' && (stageNames.includes(s) || (s === 'resolve' && stageNames.includes('build')))).map((s) => UNIT_STAGES[s]);
 
 export async function runPipeline(
   manifestFile: string,

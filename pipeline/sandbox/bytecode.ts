@@ -26,19 +26,29 @@
  *
  * Pycs are keyed to the source path: everything is compiled at the paths runs use (/repo, /usr).
  */
+import { shQuote } from '../../core/shell.js';
+
 /** Where an environment image keeps its bytecode; set as PYTHONPYCACHEPREFIX in the image. */
 export const PYCACHE_PREFIX = '/opt/worldline/pyc';
 
 /** How long the build may spend collecting the tests to rewrite them (a hung conftest is not the build's failure). */
 const COLLECT_TIMEOUT_S = 300;
 
+/** Around the collect-only run's output in the build's output: what the build's repair loop reads (collect_probe.ts). */
+export const COLLECT_MARKS = { start: '==== worldline: collect-only ====', end: '==== worldline: collect-only exit ' };
+
 /**
  * Shell lines (run as root in /repo once the checkout is committed and copied to the pristine one)
  * filling the prefix. Failures are ignored: a file that does not compile or a suite that does not
- * collect is compiled at run time, as before.
+ * collect is compiled at run time, as before. The collection runs with the unit's pytest arguments
+ * and variables, as its runs will, and its output goes to the build's output between COLLECT_MARKS:
+ * what stopped it is what the build repairs in an inferred environment.
  */
-export function bytecodeScript(srcLayout: boolean): string[] {
+export function bytecodeScript(srcLayout: boolean, pytestArgs: string[], vars: Record<string, string>): string[] {
   const stdlib = `python3 -c 'import os, sys; print("\\n".join(p for p in sys.path[1:] if os.path.isdir(p)))'`;
+  const env = Object.entries({ ...vars, PYTHONPATH: [srcLayout ? '/repo/src' : '', vars.PYTHONPATH].filter(Boolean).join(':') })
+    .map(([k, v]) => `${k}=${shQuote(v)}`)
+    .join(' ');
   return [
     `export PYTHONPYCACHEPREFIX=${PYCACHE_PREFIX}`,
     'unset PYTHONDONTWRITEBYTECODE',
@@ -49,6 +59,8 @@ export function bytecodeScript(srcLayout: boolean): string[] {
     // Collecting imports every test module through pytest's rewriting hook, which writes its cache.
     // /repo here is the image's own copy, hidden by each container's own /repo and already copied
     // to the pristine checkout, so what a conftest writes while collecting reaches no run.
-    `PYTHONPATH=${srcLayout ? '/repo/src' : ''} timeout ${COLLECT_TIMEOUT_S} python3 -m pytest --collect-only -q -p no:cacheprovider >/dev/null 2>&1 || true`,
+    `echo ${shQuote(COLLECT_MARKS.start)}`,
+    // Its end is what says why it stopped (the errors come after the node ids): the last 256 KiB, then its exit status.
+    `( set +e; env ${env} timeout ${COLLECT_TIMEOUT_S} python3 -m pytest --collect-only -q -p no:cacheprovider ${pytestArgs.map(shQuote).join(' ')} </dev/null 2>&1; echo "${COLLECT_MARKS.end}$? ====" ) | tail -c 262144`,
   ];
 }

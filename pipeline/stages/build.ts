@@ -5,23 +5,26 @@
  * then everything the repository controls with no network and the run's limits. Tagged by a
  * hash of base + env + commit, so an unchanged unit is never rebuilt.
  */
-import { appendFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { FIXED_COMMIT_ENV } from '../../core/git.js';
+import { loadDebianIndex } from '../envs/debian_index.js';
+import { diagnose, repair } from '../envs/repair.js';
+import { writeRepairedEnv } from '../envs/resolution_cache.js';
 import { hashOf } from '../../core/hashing.js';
 import { shQuote } from '../../core/shell.js';
 import { outLayout } from '../runtime/layout.js';
-import type { UnitEnv } from '../runtime/manifest.js';
+import { DEBIAN_SUITES, type PythonVersion, type UnitEnv } from '../runtime/manifest.js';
 import { redactText, unitRedactor } from '../runtime/part_redaction.js';
-import type { BuildRecord } from '../runtime/records.js';
+import type { BuildAttempt, BuildRecord, InstallPlan, ResolveRecord } from '../runtime/records.js';
 import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
 import { type BaseImage, resolveBase } from '../sandbox/base_images.js';
-import { bytecodeScript, PYCACHE_PREFIX } from '../sandbox/bytecode.js';
+import { bytecodeScript, COLLECT_MARKS, PYCACHE_PREFIX } from '../sandbox/bytecode.js';
 import { buildImage, inspectImage, removeImage, tarStream } from '../sandbox/engine.js';
 import { freshWork, PRISTINE_REPO, runAndCommit, SANDBOX_UID } from '../sandbox/sandbox.js';
 
 /** Bump when the Dockerfile below changes shape. */
-const BUILD_REVISION = 5;
+const BUILD_REVISION = 6;
 
 /**
  * Phase 1, the package installs the manifest names (apt, pip): the only steps with network, on
@@ -44,12 +47,14 @@ export function packagesDockerfile(base: BaseImage, env: UnitEnv): string | null
 
 /**
  * Phase 2, what the repository controls: its setup steps (each its own shell, stopping at the
- * first failure), run without network in a limited container (runAndCommit); then the baseline
- * commit agents and graders diff against, and the checkout the sandbox user owns, which each
- * container copies into its own writable /repo (pipeline/sandbox/sandbox.ts); then the image's
- * bytecode (pipeline/sandbox/bytecode.ts).
+ * first failure), then, for an inferred environment, the project itself (worldline_install.py,
+ * from the install plan resolve made), run without network in a limited container
+ * (runAndCommit); then the baseline commit agents and graders diff against, and the checkout the
+ * sandbox user owns, which each container copies into its own writable /repo
+ * (pipeline/sandbox/sandbox.ts); then the image's bytecode and a collect-only run
+ * (pipeline/sandbox/bytecode.ts).
  */
-export function setupScript(env: UnitEnv, srcLayout: boolean): string {
+export function setupScript(env: UnitEnv, srcLayout: boolean, install: InstallPlan | null = null): string {
   const gitEnv = Object.entries(FIXED_COMMIT_ENV)
     .map(([k, v]) => `${k}=${v}`)
     .join(' ');
@@ -59,10 +64,11 @@ export function setupScript(env: UnitEnv, srcLayout: boolean): string {
     ...env.setup.map(
       (cmd, i) => `sh -ec ${shQuote(cmd)} || { code=$?; echo "worldline: setup step ${i + 1} returned a non-zero code: $code" >&2; exit $code; }`,
     ),
+    ...(install ? [`echo "${INSTALL_MARK}$(python3 /worldline/lib/worldline_install.py ${shQuote(JSON.stringify(install))})"`] : []),
     `git init -q && git add -A && ${gitEnv} git -c commit.gpgsign=false commit -q --allow-empty -m "worldline: environment baseline"`,
     `echo 'worldline:x:${SANDBOX_UID}:${SANDBOX_UID}:worldline:/tmp:/bin/sh' >> /etc/passwd && echo 'worldline:x:${SANDBOX_UID}:' >> /etc/group`,
     `mkdir -p ${dirname(PRISTINE_REPO)} && cp -a /repo ${PRISTINE_REPO} && chown -R ${SANDBOX_UID}:${SANDBOX_UID} ${PRISTINE_REPO}`,
-    ...bytecodeScript(srcLayout),
+    ...bytecodeScript(srcLayout, env.pytest_args, env.vars),
     '',
   ].join('\n');
 }
@@ -93,98 +99,184 @@ export function envTag(slug: string, hash: string): string {
   return `worldline/env:${slug.slice(0, 80)}-${hash}`;
 }
 
+/** The build's output line carrying worldline_install.py's answer. */
+const INSTALL_MARK = 'worldline-install: ';
+
+/** How many images an inferred environment may take to collect (the first and its repairs), and for how long. */
+const MAX_ATTEMPTS = 4;
+const REPAIR_BUDGET_S = 900;
+
+/** The environment a build starts from: what resolve recorded (a manifest's own env, or an inferred one), else the manifest's. */
+function startOf(ctx: StageContext): { env: UnitEnv; python: PythonVersion; inferred: boolean; install: InstallPlan | null; key: string | null } {
+  const resolved = ctx.ledger.get<ResolveRecord>('resolve', ctx.unit.id);
+  if (resolved?.status === 'ok' && resolved.record) {
+    const r = resolved.record;
+    return { env: r.env, python: r.python, inferred: r.source === 'inferred', install: r.install, key: r.key };
+  }
+  return { env: ctx.unit.env, python: ctx.unit.python, inferred: false, install: null, key: null };
+}
+
+/** What one image build said: its record, or why it failed; the collect-only run's output and status; the install's answer. */
+interface Built {
+  record?: BuildRecord;
+  failure?: string;
+  collect: { output: string; exitCode: number | null };
+  install: BuildRecord['install'];
+}
+
+/** The collect-only run's output and exit status, from the build's output (bytecode.ts's marks). */
+function collectOf(output: string): Built['collect'] {
+  const start = output.lastIndexOf(COLLECT_MARKS.start);
+  const end = output.lastIndexOf(COLLECT_MARKS.end);
+  if (start === -1 || end < start) return { output: '', exitCode: null };
+  return { output: output.slice(start + COLLECT_MARKS.start.length, end), exitCode: Number.parseInt(output.slice(end + COLLECT_MARKS.end.length), 10) };
+}
+
+function installOf(output: string): Built['install'] {
+  const line = output.split('\n').find((l) => l.startsWith(INSTALL_MARK));
+  try {
+    return line ? (JSON.parse(line.slice(INSTALL_MARK.length)) as Built['install']) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** One environment image for `env` on `python`'s base: the package phase, then the repository's (see the top of this file). */
+async function buildOnce(ctx: StageContext, env: UnitEnv, python: PythonVersion, install: InstallPlan | null): Promise<Built> {
+  const { unit, options } = ctx;
+  const clone = requireRecord(ctx, 'clone');
+  const base = await resolveBase(python, options.baseImage, ctx.log);
+  const tag = envTag(unit.slug, hashOf({ key: await buildStage.key(ctx), env, python, install }));
+  const labels = { 'worldline.unit': unit.id, 'worldline.commit': clone.commit, 'worldline.python': base.python, 'worldline.pytest': base.pytest };
+  const record = (imageId: string): BuildRecord => ({
+    image: tag,
+    image_id: imageId,
+    base: base.ref,
+    python_version: base.python,
+    pytest_version: base.pytest,
+    pytest_timeout: base.pytestTimeout,
+  });
+  const logFile = outLayout.log(options.out, 'build', unit.id);
+  // Same key, same image: a tag already present (built for another output folder) is reused, and what its build said is in its log.
+  const existing = await inspectImage(tag);
+  if (existing) {
+    const said = existsSync(logFile) ? readFileSync(logFile, 'utf8') : '';
+    return { record: record(existing.Id), collect: collectOf(said), install: installOf(said) };
+  }
+  mkdirSync(outLayout.logDir(options.out, 'build'), { recursive: true });
+  writeFileSync(logFile, '');
+  ctx.log(`build ${unit.id}: ${tag}`);
+  const deadline = Date.now() + options.buildTimeoutS * 1000;
+  let from = base.ref;
+  const packages = packagesDockerfile(base, env);
+  const none = { collect: { output: '', exitCode: null }, install: null };
+  if (packages) {
+    const work = freshWork(outLayout.work(options.out, 'build', unit.id));
+    writeFileSync(join(work, 'Dockerfile'), packages);
+    const result = await buildImage({
+      context: () => tarStream(['-C', work, 'Dockerfile']),
+      tag: `${tag}-packages`,
+      logFile,
+      timeoutMs: deadline - Date.now(),
+      memoryBytes: options.memoryMb << 20,
+      cpus: options.cpus,
+    }).finally(() => rmSync(work, { recursive: true, force: true }));
+    if (!result.ok || !result.imageId) {
+      const tail = tailOf(logFile, 3);
+      return { failure: `image build failed: ${result.error}${tail && !result.timedOut ? ` (last output: ${tail})` : ''}`, ...none };
+    }
+    from = result.imageId;
+  }
+  let logged = 0;
+  let dropped = 0;
+  // Repository-controlled output: held (capped) in memory and redacted before it reaches the disk.
+  const setupLog: Buffer[] = [];
+  const setup = await runAndCommit({
+    image: from,
+    checkout: outLayout.checkout(options.out, unit.id),
+    script: setupScript(env, clone.src_layout, install),
+    limits: options,
+    timeoutMs: Math.max(1000, deadline - Date.now()),
+    tag,
+    changes: imageChanges(clone.src_layout, labels),
+    onOutput: (chunk) => {
+      const keep = chunk.subarray(0, Math.max(0, SETUP_LOG_CAP - logged));
+      setupLog.push(keep);
+      logged += keep.length;
+      dropped += chunk.length - keep.length;
+    },
+  });
+  const said = Buffer.concat(setupLog).toString('utf8');
+  appendFileSync(logFile, redactText(unitRedactor(options, unit), said));
+  if (dropped) appendFileSync(logFile, `[worldline: ${dropped} more bytes of setup output dropped]\n`);
+  if (packages) await removeImage(`${tag}-packages`);
+  if (!setup.imageId) {
+    const why = setup.timedOut
+      ? `build exceeded its timeout of ${options.buildTimeoutS} s`
+      : setup.oomKilled
+        ? `setup ran out of memory (killed at the ${options.memoryMb} MB limit)`
+        : `setup returned a non-zero code: ${setup.exitCode}`;
+    const tail = tailOf(logFile, 3);
+    return { failure: `image build failed: ${why}${tail && !setup.timedOut ? ` (last output: ${tail})` : ''}`, ...none };
+  }
+  return { record: record(setup.imageId), collect: collectOf(said), install: installOf(said) };
+}
+
 export const buildStage: Stage<'build'> = {
   name: 'build',
   async key(ctx) {
     const clone = requireRecord(ctx, 'clone');
-    const base = await resolveBase(ctx.unit.python, ctx.options.baseImage, ctx.log);
-    const { apt, pip, setup } = ctx.unit.env;
-    return { base: base.imageId, env: { apt, pip, setup }, commit: clone.commit, src: clone.src_layout, revision: BUILD_REVISION };
+    const start = startOf(ctx);
+    const base = await resolveBase(start.python, ctx.options.baseImage, ctx.log);
+    const { apt, pip, setup, pytest_args, vars } = start.env;
+    return {
+      base: base.imageId,
+      env: { apt, pip, setup },
+      // The image's collect-only run (its rewritten tests, what repairs read) runs with these.
+      collect: { pytest_args, vars },
+      install: start.install,
+      repairs: start.inferred,
+      commit: clone.commit,
+      src: clone.src_layout,
+      revision: BUILD_REVISION,
+    };
   },
   // An image removed since (--image-budget, gc) or never built on this host is built again.
   async present(_ctx: StageContext, record: BuildRecord) {
     return (await inspectImage(record.image)) !== null;
   },
+  /**
+   * A manifest's env is built as written. An inferred one is built, its collect-only run read, and
+   * while that shows what a repair can mend (repair.ts) it is changed and built again, each try
+   * recorded; the environment that collects is remembered for the same evidence (resolution_cache.ts).
+   */
   async run(ctx: StageContext) {
-    const { unit, options } = ctx;
-    const clone = requireRecord(ctx, 'clone');
-    const base = await resolveBase(unit.python, options.baseImage, ctx.log);
-    const tag = envTag(unit.slug, hashOf(await buildStage.key(ctx)));
-    const labels = {
-      'worldline.unit': unit.id,
-      'worldline.commit': clone.commit,
-      'worldline.python': base.python,
-      'worldline.pytest': base.pytest,
-    };
-    const record = (imageId: string): BuildRecord => ({
-      image: tag,
-      image_id: imageId,
-      base: base.ref,
-      python_version: base.python,
-      pytest_version: base.pytest,
-      pytest_timeout: base.pytestTimeout,
-    });
-    // Same key, same image: a tag already present (built for another output folder) is reused.
-    const existing = await inspectImage(tag);
-    if (existing) return ok(record(existing.Id));
-
-    const logFile = outLayout.log(options.out, 'build', unit.id);
-    mkdirSync(outLayout.logDir(options.out, 'build'), { recursive: true });
-    writeFileSync(logFile, '');
-    ctx.log(`build ${unit.id}: ${tag}`);
-    const deadline = Date.now() + options.buildTimeoutS * 1000;
-    let from = base.ref;
-    const packages = packagesDockerfile(base, unit.env);
-    if (packages) {
-      const work = freshWork(outLayout.work(options.out, 'build', unit.id));
-      writeFileSync(join(work, 'Dockerfile'), packages);
-      const deps = `${tag}-packages`;
-      const result = await buildImage({
-        context: () => tarStream(['-C', work, 'Dockerfile']),
-        tag: deps,
-        logFile,
-        timeoutMs: deadline - Date.now(),
-        memoryBytes: options.memoryMb << 20,
-        cpus: options.cpus,
-      }).finally(() => rmSync(work, { recursive: true, force: true }));
-      if (!result.ok || !result.imageId) {
-        const tail = tailOf(logFile, 3);
-        return failed(`image build failed: ${result.error}${tail && !result.timedOut ? ` (last output: ${tail})` : ''}`);
+    const start = startOf(ctx);
+    let { env, python } = start;
+    const attempts: BuildAttempt[] = [];
+    const began = Date.now();
+    for (;;) {
+      const tried = Date.now();
+      const built = await buildOnce(ctx, env, python, start.install);
+      if (!built.record) return failed(attempts.length ? `${built.failure} (after ${attempts.length} repair(s): ${attempts.flatMap((a) => a.changes).join('; ')})` : built.failure!);
+      const done = (source: NonNullable<BuildRecord['env_source']>) => ok<BuildRecord>({ ...built.record!, env, python, env_source: source, attempts, install: built.install });
+      if (!start.inferred) return done('manifest');
+      const problems = built.collect.exitCode === 0 || built.collect.exitCode === 5 ? [] : diagnose(built.collect.output);
+      const attempt: BuildAttempt = { problems: problems.map((p) => p.line), changes: [], seconds: Math.round((Date.now() - tried) / 100) / 10 };
+      attempts.push(attempt);
+      const next =
+        problems.length && attempts.length < MAX_ATTEMPTS && Date.now() - began < REPAIR_BUDGET_S * 1000
+          ? repair(env, python, problems, await loadDebianIndex(DEBIAN_SUITES[python]), !ctx.unit.pythonGiven)
+          : null;
+      if (!next) {
+        const repaired = attempts.length > 1;
+        if (repaired && start.key) writeRepairedEnv(start.key, { env, python });
+        return done(repaired ? 'repaired' : 'inferred');
       }
-      from = result.imageId;
+      attempt.changes = next.changes;
+      ctx.log(`build ${ctx.unit.id}: repairing: ${next.changes.join('; ')}`);
+      await removeImage(built.record.image);
+      ({ env, python } = next);
     }
-    const checkout = outLayout.checkout(options.out, unit.id);
-    let logged = 0;
-    let dropped = 0;
-    // Repository-controlled output: held (capped) in memory and redacted before it reaches the disk.
-    const setupLog: Buffer[] = [];
-    const setup = await runAndCommit({
-      image: from,
-      checkout,
-      script: setupScript(unit.env, clone.src_layout),
-      limits: options,
-      timeoutMs: Math.max(1000, deadline - Date.now()),
-      tag,
-      changes: imageChanges(clone.src_layout, labels),
-      onOutput: (chunk) => {
-        const keep = chunk.subarray(0, Math.max(0, SETUP_LOG_CAP - logged));
-        setupLog.push(keep);
-        logged += keep.length;
-        dropped += chunk.length - keep.length;
-      },
-    });
-    appendFileSync(logFile, redactText(unitRedactor(options, unit), Buffer.concat(setupLog).toString('utf8')));
-    if (dropped) appendFileSync(logFile, `[worldline: ${dropped} more bytes of setup output dropped]\n`);
-    if (packages) await removeImage(`${tag}-packages`);
-    if (!setup.imageId) {
-      const why = setup.timedOut
-        ? `build exceeded its timeout of ${options.buildTimeoutS} s`
-        : setup.oomKilled
-          ? `setup ran out of memory (killed at the ${options.memoryMb} MB limit)`
-          : `setup returned a non-zero code: ${setup.exitCode}`;
-      const tail = tailOf(logFile, 3);
-      return failed(`image build failed: ${why}${tail && !setup.timedOut ? ` (last output: ${tail})` : ''}`);
-    }
-    return ok(record(setup.imageId));
   },
 };
