@@ -35,6 +35,7 @@ import {
   formatShard,
   policyExclusions,
   requireDocker,
+  resolveManifest,
   runJson,
   runPipeline,
   UsageError,
@@ -113,7 +114,19 @@ await yargs(hideBin(process.argv))
     handler: (a) => pipelineCommand(a, a.stages),
   })
   .command(stageCommand('clone', 'Mirror each repository, check out its commit, record provenance and license'))
-  .command(stageCommand('build', 'Build one environment image per unit from its base image'))
+  .command({
+    command: 'resolve',
+    describe:
+      "Print each manifest line with the environment found for it (a bare line's inferred from the repository's files, or as a build repaired it; a manifest env as written), provenance as # comments: a manifest to review, pin and run",
+    builder: pipelineOptions,
+    handler: async (a: PipelineArgs) => {
+      const progress = new Progress(progressMode(a.progress));
+      const { text, exitCode } = await resolveManifest(a.manifest, toPipelineOptions(a), progress.log, progress);
+      process.stdout.write(text);
+      process.exitCode = exitCode;
+    },
+  })
+  .command(stageCommand('build', 'Build one environment image per unit (its resolved environment, the project installed, repaired until it collects)'))
   .command(stageCommand('validate', 'Run each suite in a sandbox, N times, and record per-test outcomes'))
   .command(stageCommand('trace', 'Trace each validated suite line by line and cut CWM function-level episodes'))
   .command(

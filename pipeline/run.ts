@@ -7,6 +7,7 @@ import { table } from '../core/table.js';
 import { type ContentPolicy, DEFAULT_CONTENT_POLICY, type ExcludedUnit, keepOptions } from '../datasets/content_policy.js';
 import type { DatasetManifest } from '../datasets/dataset_writer.js';
 import { type MixPlan, mixSummary } from '../datasets/mix.js';
+import { installCommand } from './envs/install_plan.js';
 import { runStages, type UnitSummary, unitsForRank } from './runtime/executor.js';
 import { runHistory } from './runtime/history.js';
 import { outLayout } from './runtime/layout.js';
@@ -15,6 +16,7 @@ import { type Manifest, ManifestUnreadable, readManifest } from './runtime/manif
 import type { PipelineOptions } from './runtime/options.js';
 import { envSecrets } from './runtime/part_redaction.js';
 import type { Progress } from './runtime/progress.js';
+import type { BuildRecord, CloneRecord, ResolveRecord } from './runtime/records.js';
 import type { Stage } from './runtime/stage.js';
 import { recordManifestErrors } from './runtime/status.js';
 import { assertDockerUp, removeOrphanContainers } from './sandbox/engine.js';
@@ -22,8 +24,8 @@ import { ImageBudget } from './sandbox/image_budget.js';
 import { buildStage } from './stages/build.js';
 import { cloneStage } from './stages/clone.js';
 import { describeStage } from './stages/describe.js';
-import { resolveStage } from './stages/resolve.js';
 import { forageStage } from './stages/forage.js';
+import { resolveStage } from './stages/resolve.js';
 import { shardOutput } from './stages/shard.js';
 import { traceStage } from './stages/trace.js';
 import { validateStage } from './stages/validate.js';
@@ -134,7 +136,7 @@ export async function runPipeline(
     }
   })();
   const stages = unitStages(stageNames);
-  if (stages.some((s) => s.name !== 'clone')) {
+  if (stages.some((s) => s.name !== 'clone' && s.name !== 'resolve')) {
     await requireDocker();
     const orphans = await removeOrphanContainers();
     if (orphans) log(`removed ${orphans} container(s) left by a killed run`);
@@ -282,4 +284,48 @@ export function formatRun(run: PipelineRun): string {
     );
   }
   return parts.join('\n');
+}
+
+/** A unit's manifest line with the environment it has now, its provenance before it as `#` lines. */
+function resolvedLine(u: UnitSummary, ledger: Ledger): string {
+  const { unit } = u;
+  const resolved = ledger.get<ResolveRecord>('resolve', unit.id);
+  const build = ledger.get<BuildRecord>('build', unit.id)?.record;
+  const clone = ledger.get<CloneRecord>('clone', unit.id)?.record;
+  const head = `# ${unit.repo}${clone ? ` @ ${clone.commit.slice(0, 12)}` : ''}`;
+  if (!resolved?.record)
+    return `${head}: not resolved: ${u.reason ?? 'no resolve record'}\n# ${JSON.stringify({ repo: unit.location, ...(unit.commit ? { commit: unit.commit } : {}) })}`;
+  const r = resolved.record;
+  const env = build?.env ?? r.env;
+  const python = build?.python ?? r.python;
+  const comments = [
+    `${head}: ${build?.env_source ?? r.source}, python ${python}${r.cached ? ' (as repaired before, for the same evidence)' : ''}`,
+    ...r.packages.map((p) => `#   ${p.package} ${p.version} (${p.via}) <- ${p.asked.join('; ')}`),
+    ...r.unresolved.map((x) => `#   unresolved: ${x}`),
+    ...(r.install
+      ? [`#   installs ${r.install.name} ${r.install.version} from ${r.install.root} (${r.install.backend ? 'its build backend' : 'its metadata'})`]
+      : []),
+    ...(build?.attempts ?? []).flatMap((a) => a.changes.map((c) => `#   repaired: ${c}`)),
+    ...r.notes.map((n) => `#   note: ${n}`),
+  ];
+  // As a manifest's own env, it is built as written: the project's install goes in as a setup step.
+  const setup = r.install && r.source === 'inferred' ? [...env.setup, installCommand(r.install)] : env.setup;
+  const line = { repo: unit.location, commit: clone?.commit ?? unit.commit, python, env: { ...env, setup } };
+  return [...comments, JSON.stringify(line)].join('\n');
+}
+
+/**
+ * `worldline resolve`: every manifest line as a line with the environment its unit has now (its
+ * own, inferred, or as a build repaired it), for a person to review, pin and run again; clones and
+ * resolves what has not been, runs no container. A manifest `env` comes back as written.
+ */
+export async function resolveManifest(
+  manifestFile: string,
+  options: PipelineOptions,
+  log: (m: string) => void,
+  progress?: Progress,
+): Promise<{ text: string; exitCode: 0 | 1 }> {
+  const run = await runPipeline(manifestFile, ['clone', 'resolve'], options, log, progress);
+  const ledger = new Ledger(options.out);
+  return { text: run.units.map((u) => resolvedLine(u, ledger)).join('\n') + '\n', exitCode: run.exitCode };
 }

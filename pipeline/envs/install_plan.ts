@@ -8,6 +8,7 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { shQuote } from '../../core/shell.js';
 import type { InstallPlan } from '../runtime/records.js';
 import type { Evidence } from './evidence_context.js';
 import { parseIni } from './ini.js';
@@ -111,4 +112,9 @@ export function installPlan(checkout: string, srcLayout: boolean, ev: Evidence, 
     entry_points: entryPoints(pyproject, setupCfg),
     backend,
   };
+}
+
+/** The shell command that carries `plan` out in a build (our installer is at /worldline/lib there); it prints its answer as one JSON line. */
+export function installCommand(plan: InstallPlan): string {
+  return `python3 /worldline/lib/worldline_install.py ${shQuote(JSON.stringify(plan))}`;
 }

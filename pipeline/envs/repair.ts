@@ -15,6 +15,8 @@ export type Problem =
   | { kind: 'module'; module: string; line: string }
   | { kind: 'plugin'; plugin: string; line: string }
   | { kind: 'python'; line: string }
+  /** Collection stopped at a module nothing else here repairs: the rest of the suite can still run. */
+  | { kind: 'collection'; line: string }
   | { kind: 'other'; line: string };
 
 /** Markers, options and ini keys that belong to a plugin: what its absence looks like. */
@@ -90,6 +92,8 @@ export function diagnose(output: string): Problem[] {
   return [...found.values()];
 }
 
+const CONTINUE = '--continue-on-collection-errors';
+
 export interface Repair {
   env: UnitEnv;
   python: PythonVersion;
@@ -123,6 +127,12 @@ export function repair(env: UnitEnv, python: PythonVersion, problems: Problem[],
   const pythonProblem = problems.find((p) => p.kind === 'python');
   if (!changes.length && pythonProblem && canMovePython && python !== newest) {
     return { env, python: newest, changes: [`python ${python} -> ${newest} (${DEBIAN_SUITES[newest]}): ${pythonProblem.line}`] };
+  }
+  // Last: a module that does not collect (a data file, a package Debian lacks, the suite's own
+  // warnings turned errors) costs its own tests, not the whole suite's.
+  const collection = problems.find((p) => p.kind === 'collection');
+  if (!changes.length && collection && !env.pytest_args.includes(CONTINUE)) {
+    return { env: { ...env, pytest_args: [...env.pytest_args, CONTINUE] }, python, changes: [`${CONTINUE}: ${collection.line}`] };
   }
   return changes.length ? { env: { ...env, apt: [...apt].sort() }, python, changes } : null;
 }

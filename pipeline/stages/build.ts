@@ -8,11 +8,12 @@
 import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { FIXED_COMMIT_ENV } from '../../core/git.js';
-import { loadDebianIndex } from '../envs/debian_index.js';
-import { diagnose, repair } from '../envs/repair.js';
-import { writeRepairedEnv } from '../envs/resolution_cache.js';
 import { hashOf } from '../../core/hashing.js';
 import { shQuote } from '../../core/shell.js';
+import { loadDebianIndex } from '../envs/debian_index.js';
+import { installCommand } from '../envs/install_plan.js';
+import { diagnose, repair } from '../envs/repair.js';
+import { writeRepairedEnv } from '../envs/resolution_cache.js';
 import { outLayout } from '../runtime/layout.js';
 import { DEBIAN_SUITES, type PythonVersion, type UnitEnv } from '../runtime/manifest.js';
 import { redactText, unitRedactor } from '../runtime/part_redaction.js';
@@ -21,6 +22,7 @@ import { failed, ok, requireRecord, type Stage, type StageContext } from '../run
 import { type BaseImage, resolveBase } from '../sandbox/base_images.js';
 import { bytecodeScript, COLLECT_MARKS, PYCACHE_PREFIX } from '../sandbox/bytecode.js';
 import { buildImage, inspectImage, removeImage, tarStream } from '../sandbox/engine.js';
+import { firstErrorLine } from '../sandbox/pytest_output.js';
 import { freshWork, PRISTINE_REPO, runAndCommit, SANDBOX_UID } from '../sandbox/sandbox.js';
 
 /** Bump when the Dockerfile below changes shape. */
@@ -64,7 +66,7 @@ export function setupScript(env: UnitEnv, srcLayout: boolean, install: InstallPl
     ...env.setup.map(
       (cmd, i) => `sh -ec ${shQuote(cmd)} || { code=$?; echo "worldline: setup step ${i + 1} returned a non-zero code: $code" >&2; exit $code; }`,
     ),
-    ...(install ? [`echo "${INSTALL_MARK}$(python3 /worldline/lib/worldline_install.py ${shQuote(JSON.stringify(install))})"`] : []),
+    ...(install ? [`echo "${INSTALL_MARK}$(${installCommand(install)})"`] : []),
     `git init -q && git add -A && ${gitEnv} git -c commit.gpgsign=false commit -q --allow-empty -m "worldline: environment baseline"`,
     `echo 'worldline:x:${SANDBOX_UID}:${SANDBOX_UID}:worldline:/tmp:/bin/sh' >> /etc/passwd && echo 'worldline:x:${SANDBOX_UID}:' >> /etc/group`,
     `mkdir -p ${dirname(PRISTINE_REPO)} && cp -a /repo ${PRISTINE_REPO} && chown -R ${SANDBOX_UID}:${SANDBOX_UID} ${PRISTINE_REPO}`,
@@ -258,11 +260,20 @@ export const buildStage: Stage<'build'> = {
     for (;;) {
       const tried = Date.now();
       const built = await buildOnce(ctx, env, python, start.install);
-      if (!built.record) return failed(attempts.length ? `${built.failure} (after ${attempts.length} repair(s): ${attempts.flatMap((a) => a.changes).join('; ')})` : built.failure!);
-      const done = (source: NonNullable<BuildRecord['env_source']>) => ok<BuildRecord>({ ...built.record!, env, python, env_source: source, attempts, install: built.install });
+      if (!built.record)
+        return failed(
+          attempts.length ? `${built.failure} (after ${attempts.length} repair(s): ${attempts.flatMap((a) => a.changes).join('; ')})` : built.failure!,
+        );
+      const done = (source: NonNullable<BuildRecord['env_source']>) =>
+        ok<BuildRecord>({ ...built.record!, env, python, env_source: source, attempts, install: built.install });
       if (!start.inferred) return done('manifest');
-      const problems = built.collect.exitCode === 0 || built.collect.exitCode === 5 ? [] : diagnose(built.collect.output);
-      const attempt: BuildAttempt = { problems: problems.map((p) => p.line), changes: [], seconds: Math.round((Date.now() - tried) / 100) / 10 };
+      // null: no collect-only output to read (an image reused from another output folder's build).
+      const collected = built.collect.exitCode === null || built.collect.exitCode === 0 || built.collect.exitCode === 5;
+      const problems = collected ? [] : diagnose(built.collect.output);
+      // What stopped the collection, named even when no rule here knows it.
+      const named =
+        problems.length || collected ? problems.map((p) => p.line) : [firstErrorLine(built.collect.output) ?? `collect-only exited ${built.collect.exitCode}`];
+      const attempt: BuildAttempt = { problems: named, changes: [], seconds: Math.round((Date.now() - tried) / 100) / 10 };
       attempts.push(attempt);
       const next =
         problems.length && attempts.length < MAX_ATTEMPTS && Date.now() - began < REPAIR_BUDGET_S * 1000
