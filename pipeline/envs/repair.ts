@@ -71,6 +71,7 @@ const RULES: [RegExp, (m: RegExpExecArray, line: string) => [string, Problem][]]
     /Missing required plugins: (.+)$/,
     (m, line) => m[1].split(/,\s*/).map((p) => [`plugin:${p}`, { kind: 'plugin', plugin: p.split(/[<>=!~ ]/)[0], line }] as [string, Problem]),
   ],
+  [/Interrupted: \d+ errors? during collection/, (_m, line) => [['collection', { kind: 'collection', line }]]],
   [
     /requires pytest-[\d.]+, actual pytest-|^SyntaxError: |ImportError: cannot import name '\w+' from '(typing|collections|asyncio|enum|functools|itertools|os|sys)'/,
     (_m, line) => [['python', { kind: 'python', line }]],
