@@ -1,11 +1,15 @@
 /**
  * Environments a build had to repair, kept on this machine by the resolution's key (the evidence
- * and the Debian indexes): the next unit with the same evidence, in any output folder, starts from
- * the repaired environment instead of repairing it again. A manifest's own env is never stored.
+ * and the Debian indexes) and the commit: what a repair found came from the tests' own imports,
+ * which the evidence does not hold (two folders of tests with no packaging file have the same,
+ * empty evidence), so it is the same repository at the same commit that starts from the repaired
+ * environment next time, in any output folder, instead of repairing it again. A manifest's own env
+ * is never stored.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { writeFileAtomic } from '../../core/atomic.js';
+import { hashOf } from '../../core/hashing.js';
 import { cacheDir } from '../runtime/layout.js';
 import type { PythonVersion, UnitEnv } from '../runtime/manifest.js';
 
@@ -14,10 +18,10 @@ export interface RepairedEnv {
   python: PythonVersion;
 }
 
-const fileOf = (key: string) => join(cacheDir(), 'resolutions', `${key}.json`);
+const fileOf = (key: string, commit: string) => join(cacheDir(), 'resolutions', `${hashOf({ key, commit })}.json`);
 
-export function readRepairedEnv(key: string): RepairedEnv | null {
-  const file = fileOf(key);
+export function readRepairedEnv(key: string, commit: string): RepairedEnv | null {
+  const file = fileOf(key, commit);
   if (!existsSync(file)) return null;
   try {
     return JSON.parse(readFileSync(file, 'utf8')) as RepairedEnv;
@@ -26,6 +30,6 @@ export function readRepairedEnv(key: string): RepairedEnv | null {
   }
 }
 
-export function writeRepairedEnv(key: string, repaired: RepairedEnv): void {
-  writeFileAtomic(fileOf(key), JSON.stringify(repaired, null, 1) + '\n');
+export function writeRepairedEnv(key: string, commit: string, repaired: RepairedEnv): void {
+  writeFileAtomic(fileOf(key, commit), JSON.stringify(repaired, null, 1) + '\n');
 }

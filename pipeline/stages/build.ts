@@ -281,7 +281,7 @@ export const buildStage: Stage<'build'> = {
           : null;
       if (!next) {
         const repaired = attempts.length > 1;
-        if (repaired && start.key) writeRepairedEnv(start.key, { env, python });
+        if (repaired && start.key) writeRepairedEnv(start.key, requireRecord(ctx, 'clone').commit, { env, python });
         return done(repaired ? 'repaired' : 'inferred');
       }
       attempt.changes = next.changes;

@@ -70,7 +70,7 @@ export const resolveStage: Stage<'resolve'> = {
     const checkout = outLayout.checkout(options.out, unit.id);
     const evidence = readEvidence(checkout);
     const resolution = resolveDebian(evidence, await suiteIndexes(unit));
-    const repaired = readRepairedEnv(resolution.key);
+    const repaired = readRepairedEnv(resolution.key, clone.commit);
     // Through the project's own backend when Debian has it and the image gets packages anyway;
     // else its metadata is written directly, and a unit with nothing to install needs no network.
     const backendPackages = resolution.build.unresolved.length ? [] : resolution.build.packages.map((p) => p.package);
