@@ -5,6 +5,7 @@
  * SQL over the manifest's Parquet files, so it works on a copied dataset and never holds rows in
  * Node: every figure is an aggregate computed inside DuckDB under its memory limit.
  */
+
 import { join, resolve } from 'node:path';
 import type { DuckDBConnection } from '@duckdb/node-api';
 import { SCHEMAS } from '../schemas/index.js';
@@ -12,6 +13,7 @@ import type { Field } from '../schemas/schema.js';
 import { type TokenAudit, tokenAudit } from './audit_tokens.js';
 import type { ContentSummary } from './dataset_writer.js';
 import { sqlString, withDuckDB } from './duckdb.js';
+import { countKinds } from './failure_kinds.js';
 import { closestMix, DEFAULT_ISSUE_FIX_SHARE, MIX_TOLERANCE } from './mix.js';
 import { asDamaged, checkShards, plain, readManifestJson } from './reader.js';
 
@@ -181,6 +183,10 @@ export interface AuditReport {
     units: number;
     status: { status: string; count: number }[];
     failures: { stage: string; reason: string; units: number }[];
+    /** The failures by kind (failure_kinds.ts): why units that still fail do. */
+    failure_kinds: { kind: string; count: number }[];
+    /** Where the units' environments came from: the manifest, inferred, repaired by the build. */
+    env_sources: { source: string; count: number }[];
   };
   /**
    * Content safety as the shard recorded it (manifest.json; null for a dataset written before it
@@ -506,6 +512,12 @@ export async function auditDataset(datasetDirArg: string, opts: AuditOptions = {
       status: await rows(`select status, count(*)::bigint as count from repos group by status order by count desc, status`),
       failures: await rows(
         `select failed_stage as stage, coalesce(reason, '(no reason recorded)') as reason, count(*)::bigint as units from repos where status = 'failed' group by all order by units desc, stage, reason`,
+      ),
+      failure_kinds: countKinds(
+        await rows<{ stage: string | null; reason: string | null }>(`select failed_stage as stage, reason from repos where status = 'failed'`),
+      ),
+      env_sources: await rows(
+        `select coalesce(env_source, 'none (not built)') as source, count(*)::bigint as count from repos group by all order by count desc, source`,
       ),
     };
 

@@ -271,6 +271,8 @@ export function formatAudit(r: AuditReport): string {
     section(
       'run health',
       `units: ${r.units.units} (${r.units.status.map((s) => `${s.count} ${s.status}`).join(', ') || 'none'})`,
+      `environments: ${r.units.env_sources.map((e) => `${e.count} ${e.source}`).join(', ') || 'none'}`,
+      ...(r.units.failure_kinds.length ? [`failing because of: ${r.units.failure_kinds.map((k) => `${k.kind} (${k.count})`).join(', ')}`] : []),
       ...(r.units.failures.length
         ? ['', table([['failed stage', 'units', 'reason'], ...r.units.failures.map((f) => [f.stage, f.units, f.reason.slice(0, 120)])])]
         : []),

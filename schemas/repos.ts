@@ -3,7 +3,7 @@ import { bool, defineSchema, float64, type Infer, int32, int64, list, nullable, 
 /** One row per unit (repository at a commit): provenance, environment, and how far it got. */
 export const reposSchema = defineSchema({
   name: 'repos',
-  version: 5,
+  version: 6,
   doc: 'One row per repository at a commit: provenance, license, environment image, and suite outcome counts.',
   fields: {
     unit_id: string('Stable unit id: <slug>-<hash of location, commit, python>'),
@@ -19,6 +19,15 @@ export const reposSchema = defineSchema({
     file_count: int64('Files in the checkout'),
     py_file_count: int64('Python files in the checkout'),
     src_layout: bool('Package lives under src/ and was put on the import path'),
+    env_source: nullable(
+      string(
+        'Where the environment came from: manifest (written by hand), inferred (from the repository files), repaired (inferred, then changed until it collected); null when not built',
+      ),
+    ),
+    env_apt: list(string(), 'Debian packages the environment installs'),
+    env_packages: list(string(), 'The resolved packages with their version and what asked for them (file:line)'),
+    env_attempts: int32('Image builds it took (1 when the first collected; 0 when not built)'),
+    env_install: nullable(string('How the project itself was installed: backend (its build backend), metadata (written directly); null when not')),
     image: nullable(string('Environment image tag')),
     image_id: nullable(string('Environment image id')),
     python_version: nullable(string('Python version inside the image')),

@@ -17,7 +17,7 @@ import type { LedgerEntry } from '../pipeline/runtime/ledger.js';
 import { parseManifest } from '../pipeline/runtime/manifest.js';
 import type { BuildRecord, ResolveRecord, ValidateRecord } from '../pipeline/runtime/records.js';
 import { CORPUS, fetchDeb } from './corpus.js';
-import { cli, gitRepo, tempDir } from './helpers.js';
+import { cli, gitRepo, sql, tempDir } from './helpers.js';
 
 interface RunJson {
   units: { unit_id: string; repo: string; status: string; reason: string | null }[];
@@ -107,7 +107,7 @@ describe('bare manifest lines', () => {
     const lines = [join(inject('corpusRoot'), 'isodate'), join(inject('corpusRoot'), 'hyperlink'), scripted].map((repo) => JSON.stringify({ repo }));
     writeFileSync(manifest, `${lines.join('\n')}\n`);
     out = join(dir, 'out');
-    const res = await cli(['run', '--manifest', manifest, '--out', out, '--stages', 'clone,resolve,build,validate', '--json']);
+    const res = await cli(['run', '--manifest', manifest, '--out', out, '--stages', 'clone,resolve,build,validate,shard', '--licenses', '*', '--json']);
     run = JSON.parse(res.stdout) as RunJson;
     expect(res.code, res.stderr).toBe(0);
   }, 900_000);
@@ -122,6 +122,22 @@ describe('bare manifest lines', () => {
       const v = entry<ValidateRecord>(out, 'validate', name).record!;
       expect(v, name).toMatchObject({ collected: CORPUS[name].expected.collected, passed: CORPUS[name].expected.passed, failed: 0 });
     }
+  });
+
+  it('says where each environment came from, in status and the repos rows', async () => {
+    const status = await cli(['status', '--out', out]);
+    expect(status.stdout).toMatch(/environments built: 3 repaired/);
+    const repos = await sql<{ repo: string; env_source: string; env_apt: string[]; env_attempts: number; env_install: string | null; env_packages: string[] }>(
+      `select repo, env_source, env_apt, env_attempts, env_install, env_packages from '${out}/dataset/repos/data/*.parquet' order by repo`,
+    );
+    expect(repos.map((r) => [r.repo, r.env_source, r.env_attempts])).toEqual([
+      ['hyperlink', 'repaired', 2],
+      ['isodate', 'repaired', 2],
+      ['scripted-app', 'repaired', 2],
+    ]);
+    expect(repos[1].env_apt).toContain('python3-six');
+    expect(repos[2].env_packages.join()).toMatch(/^python3-yaml \S+ <- PyYAML>=5/);
+    expect(['backend', 'metadata']).toContain(repos[2].env_install);
   });
 
   it("resolves a repository's own evidence: its packages, the base its requires-python needs, the project installed, an undeclared import repaired", () => {

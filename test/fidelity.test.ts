@@ -92,6 +92,10 @@ describe('the traced run behaves as plain pytest', () => {
     expect(readFileSync(join(out, conftest.log!), 'utf8')).toContain("No module named 'hypothesis'");
     const status = await cli(['status', '--out', out]);
     expect(status.stdout).toContain(`log: ${join(out, conftest.log!)}`);
+    expect(status.stdout).toMatch(
+      /failing because of:\n +1 +a module the environment lacks\n +1 +a suite that does not collect|failing because of:\n +2 +a module the environment lacks/,
+    );
+    expect(status.stdout).toMatch(/environments built: .*\d+ manifest/);
     expect(status.stdout).toMatch(/conftest-error-\w+ +not compared: plain pytest wrote no JUnit report \(exit 4\)/);
     const repos = await sql<{ repo: string; log: string | null; reason: string; plain_compared: bigint; plain_mismatches: bigint }>(
       `select repo, log, reason, plain_compared, plain_mismatches from '${out}/dataset/repos/data/*.parquet' order by repo`,

@@ -6,15 +6,20 @@ import { dirBytes, gb } from '../../core/disk.js';
 import { table } from '../../core/table.js';
 import type { CandidateSummary } from '../../datasets/audit.js';
 import type { ExcludedUnit } from '../../datasets/content_policy.js';
+import { countKinds } from '../../datasets/failure_kinds.js';
 import { mirrorsDir, outLayout } from './layout.js';
 import { Ledger, STAGES, type StageName } from './ledger.js';
 import type { ManifestError } from './manifest.js';
-import type { CandidateFate, ForageRecord, PlainParity, ValidateRecord } from './records.js';
+import type { BuildRecord, CandidateFate, ForageRecord, PlainParity, ValidateRecord } from './records.js';
 
 export interface StatusReport {
   out: string;
   stages: Record<StageName, { ok: number; failed: number }>;
   failures: { stage: StageName; unit_id: string; repo: string; reason: string | null; log: string | null }[];
+  /** The failures by kind (datasets/failure_kinds.ts): why the units that fail do. */
+  failure_kinds: { kind: string; count: number }[];
+  /** Where the built units' environments came from: manifest, inferred, repaired. */
+  env_sources: Record<string, number>;
   /** Units whose tests had other outcomes under Worldline than under plain pytest, and the first of them. */
   plain_parity: { unit_id: string; compared: number; mismatches: number; mismatched: PlainParity['mismatched']; problem: string | null }[];
   manifest_errors: ManifestError[];
@@ -68,6 +73,11 @@ export function readStatus(out: string, opts: { disk?: boolean } = {}): StatusRe
     stages[stage] = { ok: entries.filter((e) => e.status === 'ok').length, failed: entries.filter((e) => e.status === 'failed').length };
     for (const e of entries) if (e.status === 'failed') failures.push({ stage, unit_id: e.unit_id, repo: e.unit.repo, reason: e.reason, log: e.log ?? null });
   }
+  const env_sources: Record<string, number> = {};
+  for (const e of ledger.all<BuildRecord>('build')) {
+    const source = e.status === 'ok' ? (e.record?.env_source ?? 'manifest') : 'failed';
+    env_sources[source] = (env_sources[source] ?? 0) + 1;
+  }
   const plain_parity = ledger
     .all<ValidateRecord>('validate')
     .map((e) => ({ unit_id: e.unit_id, plain: e.record?.plain }))
@@ -89,6 +99,8 @@ export function readStatus(out: string, opts: { disk?: boolean } = {}): StatusRe
     out,
     stages,
     failures,
+    failure_kinds: countKinds(failures),
+    env_sources,
     plain_parity,
     manifest_errors,
     dataset,
@@ -119,6 +131,9 @@ export function formatStatus(s: StatusReport): string {
   if (s.manifest_errors.length) {
     parts.push('', 'manifest errors:', ...s.manifest_errors.map((e) => `  ${e.file}:${e.line}: ${e.message}`));
   }
+  const sources = Object.entries(s.env_sources);
+  if (sources.length) parts.push('', `environments built: ${sources.map(([k, v]) => `${v} ${k}`).join(', ')}`);
+  if (s.failure_kinds.length) parts.push('', 'failing because of:', ...s.failure_kinds.map((k) => `  ${k.count}  ${k.kind}`));
   if (s.failures.length) {
     parts.push(
       '',

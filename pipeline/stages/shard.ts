@@ -28,17 +28,18 @@ import {
 } from '../../schemas/index.js';
 import { outLayout } from '../runtime/layout.js';
 import { Ledger, type LedgerEntry } from '../runtime/ledger.js';
-import type { BuildRecord, CloneRecord, TraceStageRecord, ValidateRecord } from '../runtime/records.js';
+import type { BuildRecord, CloneRecord, ResolveRecord, TraceStageRecord, ValidateRecord } from '../runtime/records.js';
 
 function repoRow(clone: LedgerEntry<CloneRecord>, ledger: Ledger, filter: UnitFilter): RepoRecord {
   const build = ledger.get<BuildRecord>('build', clone.unit_id);
   const validate = ledger.get<ValidateRecord>('validate', clone.unit_id);
   const trace = ledger.get<TraceStageRecord>('trace', clone.unit_id);
+  const resolved = ledger.get<ResolveRecord>('resolve', clone.unit_id);
   const t = trace?.status === 'ok' ? trace.record : null;
   const c = clone.record;
   const b = build?.status === 'ok' ? build.record : null;
   const v = validate?.record ?? null;
-  const failedEntry = [clone, build, validate, trace].find((e) => e && e.status === 'failed') ?? null;
+  const failedEntry = [clone, resolved, build, validate, trace].find((e) => e && e.status === 'failed') ?? null;
   const complete = clone.status === 'ok' && build?.status === 'ok' && validate?.status === 'ok' && (!trace || trace.status === 'ok');
   const excluded = c ? filter.reason({ unit_id: clone.unit_id, repo: clone.unit.repo, url: clone.unit.url, license: c.license }) : null;
   return {
@@ -55,6 +56,11 @@ function repoRow(clone: LedgerEntry<CloneRecord>, ledger: Ledger, filter: UnitFi
     file_count: c?.file_count ?? 0,
     py_file_count: c?.py_file_count ?? 0,
     src_layout: c?.src_layout ?? false,
+    env_source: b?.env_source ?? null,
+    env_apt: b?.env?.apt ?? [],
+    env_packages: (resolved?.record?.packages ?? []).map((p) => `${p.package} ${p.version} <- ${p.asked.join('; ')}`),
+    env_attempts: b ? Math.max(1, b.attempts?.length ?? 1) : 0,
+    env_install: b?.install?.method ?? null,
     image: b?.image ?? null,
     image_id: b?.image_id ?? null,
     python_version: b?.python_version ?? null,
