@@ -7,7 +7,7 @@
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import { type DebianIndex, loadDebianIndex } from '../pipeline/envs/debian_index.js';
-import { diagnose, repair } from '../pipeline/envs/repair.js';
+import { diagnose, type RepairContext, repair } from '../pipeline/envs/repair.js';
 import type { UnitEnv } from '../pipeline/runtime/manifest.js';
 
 const ENV: UnitEnv = { apt: [], pip: [], setup: [], vars: {}, pytest_args: [] };
@@ -29,6 +29,7 @@ const MISSING = [
 describe('the repair loop', () => {
   let bookworm: DebianIndex;
   let trixie: DebianIndex;
+  const ctx = (index: DebianIndex): RepairContext => ({ index, newest: trixie, canMovePython: true, stoppedAtStart: false });
   beforeAll(async () => {
     [bookworm, trixie] = await Promise.all([loadDebianIndex('bookworm'), loadDebianIndex('trixie')]);
   }, 300_000);
@@ -36,7 +37,7 @@ describe('the repair loop', () => {
   it('installs the package that ships each module the tests import, all in one try', () => {
     const problems = diagnose(MISSING);
     expect(problems.map((p) => p.kind)).toEqual(['module', 'module', 'module', 'collection']);
-    const next = repair(ENV, '3.11', problems, bookworm, true)!;
+    const next = repair(ENV, '3.11', problems, ctx(bookworm))!;
     expect(next.env.apt).toEqual(['python3-protobuf', 'python3-six', 'python3-yaml']);
     expect(next.python).toBe('3.11');
     expect(next.changes[0]).toBe("+python3-six: ModuleNotFoundError: No module named 'six'");
@@ -58,7 +59,7 @@ describe('the repair loop', () => {
       'pytest-timeout',
       'pytest-mock',
     ]);
-    expect(repair(ENV, '3.13', problems, trixie, true)!.env.apt).toEqual([
+    expect(repair(ENV, '3.13', problems, ctx(trixie))!.env.apt).toEqual([
       'python3-pytest-asyncio',
       'python3-pytest-cov',
       'python3-pytest-mock',
@@ -69,18 +70,32 @@ describe('the repair loop', () => {
 
   it('moves a line that names no Python to the newest base when its code needs it, and never one that names its own', () => {
     const output = "INTERNALERROR> pytest.UsageError: /repo/pyproject.toml: 'minversion' requires pytest-9.0, actual pytest-7.2.1'";
-    expect(repair(ENV, '3.11', diagnose(output), bookworm, true)).toMatchObject({
+    expect(repair(ENV, '3.11', diagnose(output), ctx(bookworm))).toMatchObject({
       python: '3.13',
       changes: [expect.stringMatching(/^python 3\.11 -> 3\.13 \(trixie\)/)],
     });
-    expect(repair(ENV, '3.11', diagnose(output), bookworm, false)).toBeNull();
-    expect(repair(ENV, '3.13', diagnose(output), trixie, true)).toBeNull();
+    expect(repair(ENV, '3.11', diagnose(output), { ...ctx(bookworm), canMovePython: false })).toBeNull();
+    expect(repair(ENV, '3.13', diagnose(output), ctx(trixie))).toBeNull();
+    // A plugin that is installed but too old for the configuration (bookworm's pytest-asyncio and
+    // tqdm's asyncio_default_fixture_loop_scope): the newest base, its packages kept where it has them.
+    const old = { ...ENV, apt: ['python3-pytest-asyncio', 'python3-distutils'] };
+    expect(
+      repair(old, '3.11', diagnose('INTERNALERROR> pytest.PytestConfigWarning: Unknown config option: asyncio_default_fixture_loop_scope'), ctx(bookworm)),
+    ).toMatchObject({
+      python: '3.13',
+      env: { apt: ['python3-pytest-asyncio'] },
+      changes: [expect.stringMatching(/^python 3\.11 -> 3\.13/), '-python3-distutils: not in trixie'],
+    });
+    // pytest 6's TOML reader gives up on attrs' pyproject before collecting anything.
+    expect(repair(ENV, '3.9', [{ kind: 'other', line: 'ValueError: Not a homogeneous array' }], { ...ctx(bookworm), stoppedAtStart: true })?.python).toBe(
+      '3.13',
+    );
   });
 
   it('runs the rest of a suite whose module still does not collect, once, and then stops', () => {
     const output = "E   ModuleNotFoundError: No module named 'worldline_nowhere'\n!!!! Interrupted: 1 error during collection !!!!";
-    const next = repair(ENV, '3.11', diagnose(output), bookworm, true)!;
+    const next = repair(ENV, '3.11', diagnose(output), { ...ctx(bookworm), canMovePython: false })!;
     expect(next.env.pytest_args).toEqual(['--continue-on-collection-errors']);
-    expect(repair(next.env, '3.11', diagnose(output), bookworm, true)).toBeNull();
+    expect(repair(next.env, '3.11', diagnose(output), { ...ctx(bookworm), canMovePython: false })).toBeNull();
   });
 });

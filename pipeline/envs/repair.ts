@@ -73,7 +73,7 @@ const RULES: [RegExp, (m: RegExpExecArray, line: string) => [string, Problem][]]
   ],
   [/Interrupted: \d+ errors? during collection/, (_m, line) => [['collection', { kind: 'collection', line }]]],
   [
-    /requires pytest-[\d.]+, actual pytest-|^SyntaxError: |ImportError: cannot import name '\w+' from '(typing|collections|asyncio|enum|functools|itertools|os|sys)'/,
+    /requires pytest-[\d.]+, actual pytest-|Not a homogeneous array|^SyntaxError: |ImportError: cannot import name '\w+' from '(typing|collections|asyncio|enum|functools|itertools|os|sys)'/,
     (_m, line) => [['python', { kind: 'python', line }]],
   ],
 ];
@@ -102,38 +102,60 @@ export interface Repair {
   changes: string[];
 }
 
+/** What a repair may use: the current base's suite and the newest's, and whether the line leaves its Python to us. */
+export interface RepairContext {
+  index: DebianIndex;
+  newest: DebianIndex;
+  /** The manifest line names no Python of its own. */
+  canMovePython: boolean;
+  /** The collect-only run ended before it collected anything (pytest's internal or usage error, a crash at start-up). */
+  stoppedAtStart: boolean;
+}
+
+/** Whether a collect-only run's output shows it got as far as collecting. */
+export function reachedCollection(output: string): boolean {
+  return /\b\d+ tests? collected|no tests collected|collected \d+ items?/.test(output);
+}
+
+const NEWEST = (Object.keys(DEBIAN_SUITES) as PythonVersion[]).at(-1)!;
+
 /**
- * The next environment for `problems`, or null when nothing more can be done. `index` is the
- * current base's suite; `canMovePython`: the manifest line names no Python of its own.
+ * The next environment for `problems`, or null when nothing more can be done. In order: packages
+ * for what is missing; else the newest base, when the code needs a newer Python, a plugin that is
+ * installed is too old for the configuration, or pytest could not even start on this one (an old
+ * pytest's TOML reader, say); else the rest of a suite whose module still does not collect.
  */
-export function repair(env: UnitEnv, python: PythonVersion, problems: Problem[], index: DebianIndex, canMovePython: boolean): Repair | null {
+export function repair(env: UnitEnv, python: PythonVersion, problems: Problem[], ctx: RepairContext): Repair | null {
   const apt = new Set(env.apt);
   const changes: string[] = [];
+  let tooOld: string | null = null;
   for (const p of problems) {
-    if (p.kind === 'module') {
-      const pkg = packageForModule(index, p.module)?.package;
-      if (pkg && pkg !== 'python3' && !apt.has(pkg)) {
-        apt.add(pkg);
-        changes.push(`+${pkg}: ${p.line}`);
-      }
-    } else if (p.kind === 'plugin') {
-      const pkg = debianCandidate(index, normalizeName(p.plugin))?.package;
-      if (pkg && pkg !== 'python3' && !apt.has(pkg)) {
-        apt.add(pkg);
-        changes.push(`+${pkg} (${p.plugin}): ${p.line}`);
-      }
+    if (p.kind !== 'module' && p.kind !== 'plugin') continue;
+    const pkg = p.kind === 'module' ? packageForModule(ctx.index, p.module)?.package : debianCandidate(ctx.index, normalizeName(p.plugin))?.package;
+    if (!pkg || pkg === 'python3') continue;
+    if (apt.has(pkg)) tooOld ??= p.line;
+    else {
+      apt.add(pkg);
+      changes.push(`+${pkg}${p.kind === 'plugin' ? ` (${p.plugin})` : ''}: ${p.line}`);
     }
   }
-  const newest = (Object.keys(DEBIAN_SUITES) as PythonVersion[]).at(-1)!;
-  const pythonProblem = problems.find((p) => p.kind === 'python');
-  if (!changes.length && pythonProblem && canMovePython && python !== newest) {
-    return { env, python: newest, changes: [`python ${python} -> ${newest} (${DEBIAN_SUITES[newest]}): ${pythonProblem.line}`] };
+  if (changes.length) return { env: { ...env, apt: [...apt].sort() }, python, changes };
+  const why = problems.find((p) => p.kind === 'python')?.line ?? tooOld ?? (ctx.stoppedAtStart ? (problems[0]?.line ?? 'pytest did not start') : null);
+  if (why && ctx.canMovePython && python !== NEWEST) {
+    // The packages the newest suite does not have are left out, and said so.
+    const kept = env.apt.filter((p) => ctx.newest.packages.has(p));
+    const dropped = env.apt.filter((p) => !ctx.newest.packages.has(p));
+    return {
+      env: { ...env, apt: kept },
+      python: NEWEST,
+      changes: [`python ${python} -> ${NEWEST} (${DEBIAN_SUITES[NEWEST]}): ${why}`, ...(dropped.length ? [`-${dropped.join(' -')}: not in ${DEBIAN_SUITES[NEWEST]}`] : [])],
+    };
   }
   // Last: a module that does not collect (a data file, a package Debian lacks, the suite's own
   // warnings turned errors) costs its own tests, not the whole suite's.
   const collection = problems.find((p) => p.kind === 'collection');
-  if (!changes.length && collection && !env.pytest_args.includes(CONTINUE)) {
+  if (collection && !env.pytest_args.includes(CONTINUE)) {
     return { env: { ...env, pytest_args: [...env.pytest_args, CONTINUE] }, python, changes: [`${CONTINUE}: ${collection.line}`] };
   }
-  return changes.length ? { env: { ...env, apt: [...apt].sort() }, python, changes } : null;
+  return null;
 }

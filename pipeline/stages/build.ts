@@ -12,10 +12,10 @@ import { hashOf } from '../../core/hashing.js';
 import { shQuote } from '../../core/shell.js';
 import { loadDebianIndex } from '../envs/debian_index.js';
 import { installCommand } from '../envs/install_plan.js';
-import { diagnose, repair } from '../envs/repair.js';
+import { diagnose, type Problem, reachedCollection, repair } from '../envs/repair.js';
 import { writeRepairedEnv } from '../envs/resolution_cache.js';
 import { outLayout } from '../runtime/layout.js';
-import { DEBIAN_SUITES, type PythonVersion, type UnitEnv } from '../runtime/manifest.js';
+import { DEBIAN_SUITES, PYTHON_VERSIONS, type PythonVersion, type UnitEnv } from '../runtime/manifest.js';
 import { redactText, unitRedactor } from '../runtime/part_redaction.js';
 import type { BuildAttempt, BuildRecord, InstallPlan, ResolveRecord } from '../runtime/records.js';
 import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
@@ -269,15 +269,20 @@ export const buildStage: Stage<'build'> = {
       if (!start.inferred) return done('manifest');
       // null: no collect-only output to read (an image reused from another output folder's build).
       const collected = built.collect.exitCode === null || built.collect.exitCode === 0 || built.collect.exitCode === 5;
-      const problems = collected ? [] : diagnose(built.collect.output);
-      // What stopped the collection, named even when no rule here knows it.
-      const named =
-        problems.length || collected ? problems.map((p) => p.line) : [firstErrorLine(built.collect.output) ?? `collect-only exited ${built.collect.exitCode}`];
-      const attempt: BuildAttempt = { problems: named, changes: [], seconds: Math.round((Date.now() - tried) / 100) / 10 };
+      // What stopped the collection, named even when no rule here knows it (its first error line).
+      const diagnosed = collected ? [] : diagnose(built.collect.output);
+      const first = firstErrorLine(built.collect.output) ?? `collect-only exited ${built.collect.exitCode}`;
+      const problems: Problem[] = diagnosed.length || collected ? diagnosed : [{ kind: 'other', line: first }];
+      const attempt: BuildAttempt = { problems: problems.map((p) => p.line), changes: [], seconds: Math.round((Date.now() - tried) / 100) / 10 };
       attempts.push(attempt);
       const next =
         problems.length && attempts.length < MAX_ATTEMPTS && Date.now() - began < REPAIR_BUDGET_S * 1000
-          ? repair(env, python, problems, await loadDebianIndex(DEBIAN_SUITES[python]), !ctx.unit.pythonGiven)
+          ? repair(env, python, problems, {
+              index: await loadDebianIndex(DEBIAN_SUITES[python]),
+              newest: await loadDebianIndex(DEBIAN_SUITES[PYTHON_VERSIONS.at(-1)!]),
+              canMovePython: !ctx.unit.pythonGiven,
+              stoppedAtStart: !reachedCollection(built.collect.output),
+            })
           : null;
       if (!next) {
         const repaired = attempts.length > 1;
