@@ -148,7 +148,10 @@ export function repair(env: UnitEnv, python: PythonVersion, problems: Problem[],
     return {
       env: { ...env, apt: kept },
       python: NEWEST,
-      changes: [`python ${python} -> ${NEWEST} (${DEBIAN_SUITES[NEWEST]}): ${why}`, ...(dropped.length ? [`-${dropped.join(' -')}: not in ${DEBIAN_SUITES[NEWEST]}`] : [])],
+      changes: [
+        `python ${python} -> ${NEWEST} (${DEBIAN_SUITES[NEWEST]}): ${why}`,
+        ...(dropped.length ? [`-${dropped.join(' -')}: not in ${DEBIAN_SUITES[NEWEST]}`] : []),
+      ],
     };
   }
   // Last: a module that does not collect (a data file, a package Debian lacks, the suite's own
