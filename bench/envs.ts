@@ -6,9 +6,10 @@
  * the share that validates, the passing tests against a hand-written environment of the same
  * repositories where one is given (--hand, run into its own folder; the goal is 90% of them),
  * seconds per repository by phase, and cache hits: the same bare manifest into a second folder,
- * where resolve must answer from its cache (under 1 s) and no build repairs again.
+ * where resolve must answer from its cache (under 1 s) and no build repairs again. `--hand-out DIR`
+ * reads the hand-written environments' results from an output folder a run already wrote.
  *
- *   node dist/bench/envs.js [--manifest bare.jsonl] [--hand hand.jsonl] [--dir /tmp/worldline-bench-envs] [--fresh]
+ *   node dist/bench/envs.js [--manifest bare.jsonl] [--hand hand.jsonl | --hand-out DIR] [--dir /tmp/worldline-bench-envs] [--fresh]
  *
  * Without --manifest it lays out Debian corpus projects (test/corpus.ts) bare: their package folder
  * alone, no packaging file, so the repair loop finds what their tests import; with --hand absent,
@@ -30,6 +31,7 @@ const { values: args } = parseArgs({
   options: {
     manifest: { type: 'string' },
     hand: { type: 'string' },
+    'hand-out': { type: 'string' },
     projects: { type: 'string', default: 'isodate,hyperlink,jsonschema,traitlets' },
     dir: { type: 'string', default: '/tmp/worldline-bench-envs' },
     fresh: { type: 'boolean', default: false },
@@ -78,12 +80,12 @@ const dir = resolve(args.dir);
 if (args.fresh) rmSync(dir, { recursive: true, force: true });
 mkdirSync(dir, { recursive: true });
 const manifests = args.manifest ? { bare: resolve(args.manifest), hand: args.hand ? resolve(args.hand) : null } : await corpusManifests(dir);
-const outs = { bare: join(dir, 'out-bare'), again: join(dir, 'out-again'), hand: join(dir, 'out-hand') };
+const outs = { bare: join(dir, 'out-bare'), again: join(dir, 'out-again'), hand: args['hand-out'] ? resolve(args['hand-out']) : join(dir, 'out-hand') };
 
 const wall = { bare: run(manifests.bare, outs.bare, 'clone,resolve,build,validate'), again: 0, hand: 0 };
 // The same evidence again, in a folder of its own: resolve answers from its cache, no build repairs again.
 wall.again = run(manifests.bare, outs.again, 'clone,resolve,build');
-if (manifests.hand) wall.hand = run(manifests.hand, outs.hand, 'clone,resolve,build,validate');
+if (manifests.hand && !args['hand-out']) wall.hand = run(manifests.hand, outs.hand, 'clone,resolve,build,validate');
 
 const resolved = entries<ResolveRecord>(outs.bare, 'resolve');
 const built = entries<BuildRecord>(outs.bare, 'build');
@@ -134,7 +136,7 @@ process.stdout.write(
     `resolution + repair added per repository: median ${s1(median(added))} s (goal: at most 30 s on 2 cores); max ${s1(Math.max(...added))} s`,
     `cached (same evidence, a second folder): resolve median ${median(cachedResolve)?.toFixed(2) ?? '-'} s (goal: under 1 s); ${[...again.values()].filter((e) => e.record?.cached).length} of ${again.size} answered from the repaired-environment cache`,
     `validated: ${ok} of ${n} bare lines${compared ? `; ${atLeast90} of ${compared} reach 90% of the passing tests of their hand-written environment` : ''}`,
-    `wall: bare run ${s1(wall.bare)} s, second folder ${s1(wall.again)} s${manifests.hand ? `, hand-written run ${s1(wall.hand)} s` : ''}`,
+    `wall: bare run ${s1(wall.bare)} s, second folder ${s1(wall.again)} s${wall.hand ? `, hand-written run ${s1(wall.hand)} s` : ''}`,
     '',
     table([['repository', 'python', 'env', 'resolve s', 'build s', 'repairs', 'validate s', 'validate', 'passed', 'hand passed', 'second folder'], ...rows]),
   ].join('\n') + '\n',

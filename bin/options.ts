@@ -345,6 +345,11 @@ const unitOptions = <T>(y: Argv<T>) =>
 const sandboxOptions = <T>(y: Argv<T>) =>
   y
     .option('base-image', { type: 'string', describe: 'Use this local image as the base instead of the debootstrap ones' })
+    .option('pip-index', {
+      type: 'string',
+      describe:
+        "A bare line's requirements Debian cannot meet come from this package index instead (a simple index URL the build network reaches, or a local folder of wheels); pip from Debian's python3-pip, the versions it installs recorded",
+    })
     .option('build-timeout', { type: 'number', default: DEFAULTS.buildTimeoutS, describe: 'Image build timeout, seconds' })
     .option('memory', {
       type: 'string',
@@ -359,7 +364,7 @@ const sandboxOptions = <T>(y: Argv<T>) =>
     .option('cpus', { type: 'number', default: DEFAULTS.cpus, describe: 'Container CPU limit' })
     .option('pids', { type: 'number', default: DEFAULTS.pids, describe: 'Container process limit' })
     .option('image-budget', imageBudgetOption)
-    .group(['base-image', 'build-timeout', 'memory', 'work-disk', 'cpus', 'pids', 'image-budget'], 'Build and sandbox (every container):')
+    .group(['base-image', 'pip-index', 'build-timeout', 'memory', 'work-disk', 'cpus', 'pids', 'image-budget'], 'Build and sandbox (every container):')
     .check((a) => {
       atLeast('build-timeout', a['build-timeout']);
       mibOf('--memory', a.memory, 64);
@@ -608,6 +613,7 @@ export function toPipelineOptions(a: PipelineArgs): PipelineOptions {
     retryFailed: a['retry-failed'],
     unitBudgetS: a['unit-budget'],
     baseImage: a['base-image'],
+    pipIndex: a['pip-index'] && !/^[a-z][a-z0-9+.-]*:\/\//i.test(a['pip-index']) ? resolve(a['pip-index']) : a['pip-index'],
     buildTimeoutS: a['build-timeout'],
     validateRuns: a['validate-runs'],
     plainParity: a['plain-parity'],

@@ -19,7 +19,7 @@ const KINDS: [RegExp, string][] = [
   [/out of memory/, 'out of memory'],
   [/not traceable|no test passed/, 'no test passes'],
   [/tampered|not signed|refused/, 'contained (hostile or tampering)'],
-  [/image build failed|setup returned|apt-get/, 'the image build'],
+  [/image build failed|setup returned|apt-get|pip install/, 'the image build'],
   [/clone|git /, 'the checkout'],
 ];
 

@@ -219,10 +219,13 @@ describe('worldline audit on a generated dataset with known counts', () => {
         { status: 'failed', count: 1 },
       ],
       failures: [{ stage: 'build', reason: 'pip install exited 1', units: 1 }],
+      failure_kinds: [{ kind: 'the image build', count: 1 }],
+      env_sources: [{ source: 'manifest', count: 4 }],
     });
     expect(r.run!.out).toBe(out);
     expect(r.run!.stages).toEqual({
       clone: { ok: 4, failed: 0 },
+      resolve: { ok: 0, failed: 0 },
       build: { ok: 3, failed: 1 },
       validate: { ok: 3, failed: 0 },
       trace: { ok: 3, failed: 0 },

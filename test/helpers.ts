@@ -15,7 +15,7 @@ export interface CliResult {
 /** The built CLI as a separate process (a queue worker), its output collected as it comes. */
 export function cliProcess(args: string[], env: Record<string, string> = {}): { child: ChildProcess; done: Promise<CliResult>; output: () => CliResult } {
   const child = spawn(process.execPath, [join(packageRoot, 'dist/bin/worldline.js'), ...args], {
-    env: { ...process.env, WORLDLINE_MIRRORS: join(inject('workRoot'), 'mirrors'), ...env },
+    env: { ...process.env, WORLDLINE_MIRRORS: join(inject('workRoot'), 'mirrors'), WORLDLINE_RESOLUTIONS: join(inject('workRoot'), 'resolutions'), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';

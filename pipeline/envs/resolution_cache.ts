@@ -18,7 +18,9 @@ export interface RepairedEnv {
   python: PythonVersion;
 }
 
-const fileOf = (key: string, commit: string) => join(cacheDir(), 'resolutions', `${hashOf({ key, commit })}.json`);
+/** WORLDLINE_RESOLUTIONS moves it (tests use a scratch folder, as WORLDLINE_MIRRORS for the mirrors). */
+const dirOf = () => process.env.WORLDLINE_RESOLUTIONS ?? join(cacheDir(), 'resolutions');
+const fileOf = (key: string, commit: string) => join(dirOf(), `${hashOf({ key, commit })}.json`);
 
 export function readRepairedEnv(key: string, commit: string): RepairedEnv | null {
   const file = fileOf(key, commit);

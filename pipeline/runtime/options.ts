@@ -24,6 +24,8 @@ export interface PipelineOptions {
   unitBudgetS?: number;
   /** A user-named base image instead of our debootstrap ones. */
   baseImage?: string;
+  /** A package index (URL, or a local folder of wheels) for a bare line's requirements Debian cannot meet. */
+  pipIndex?: string;
   buildTimeoutS: number;
   validateRuns: number;
   /** Validate also runs each suite as plain `python3 -m pytest` (no code of ours) and records where outcomes differ. */

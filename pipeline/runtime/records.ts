@@ -71,6 +71,8 @@ export interface BuildRecord {
   env_source?: 'manifest' | 'inferred' | 'repaired';
   /** Each build of an inferred environment and its collect-only check, in order (empty for a manifest env). */
   attempts?: BuildAttempt[];
+  /** What pip installed from the package index (`name==version`, as `pip freeze` says): the constraints to pin. */
+  pip_installed?: string[];
   /** How the project itself went in (null: a manifest env, or nothing to install). */
   install?: { method: 'backend' | 'metadata'; why: string | null } | null;
 }

@@ -5,7 +5,7 @@
  * then everything the repository controls with no network and the run's limits. Tagged by a
  * hash of base + env + commit, so an unchanged unit is never rebuilt.
  */
-import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { FIXED_COMMIT_ENV } from '../../core/git.js';
 import { hashOf } from '../../core/hashing.js';
@@ -28,20 +28,32 @@ import { freshWork, PRISTINE_REPO, runAndCommit, SANDBOX_UID } from '../sandbox/
 /** Bump when the Dockerfile below changes shape. */
 const BUILD_REVISION = 6;
 
+/** A package index given as a folder of wheels goes into the package build's context here. */
+const WHEELS = 'wheels';
+/** Each distribution pip installed, as `pip freeze` writes it, prefixed so the build log shows what came from the index. */
+const PIP_MARK = 'worldline-pip: ';
+
 /**
- * Phase 1, the package installs the manifest names (apt, pip): the only steps with network, on
- * the build network (no host loopback). Null when there are none.
+ * Phase 1, the package installs the environment names (apt, pip): the only steps with network, on
+ * the build network (no host loopback). pip takes `pipIndex` when one is given (a URL: its simple
+ * index; a folder: its wheels, copied into the build, no other index), and what it installed is
+ * printed for the record (PIP_MARK). Null when there are no packages.
  */
-export function packagesDockerfile(base: BaseImage, env: UnitEnv): string | null {
+export function packagesDockerfile(base: BaseImage, env: UnitEnv, pipIndex?: string): string | null {
   if (!env.apt.length && !env.pip.length) return null;
   const lines = [`FROM ${base.ref}`];
   if (env.apt.length) {
     lines.push(`RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends ${env.apt.map(shQuote).join(' ')} && rm -rf /var/lib/apt/lists/*`);
   }
   if (env.pip.length) {
+    const folder = pipIndex !== undefined && !/^[a-z][a-z0-9+.-]*:\/\//i.test(pipIndex);
+    const index = pipIndex === undefined ? '' : folder ? `--no-index --find-links /tmp/${WHEELS}` : `--index-url ${shQuote(pipIndex)}`;
+    if (folder) lines.push(`COPY ${WHEELS} /tmp/${WHEELS}`);
     lines.push(
+      // Debian marks its Python externally managed; older pips ignore the variable that says we know.
       `RUN python3 -m pip --version >/dev/null 2>&1 || { echo "worldline: env.pip needs pip, which base image ${base.ref} lacks" >&2; exit 1; }; ` +
-        `python3 -m pip install --no-cache-dir ${env.pip.map(shQuote).join(' ')}`,
+        `PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --no-cache-dir ${index} ${env.pip.map(shQuote).join(' ')}` +
+        ` && python3 -m pip freeze | sed 's/^/${PIP_MARK}/'${folder ? ` && rm -rf /tmp/${WHEELS}` : ''}`,
     );
   }
   return lines.join('\n') + '\n';
@@ -126,6 +138,13 @@ interface Built {
   install: BuildRecord['install'];
 }
 
+/** What pip installed, from a build's output (packagesDockerfile's PIP_MARK lines). */
+const pipLines = (output: string) =>
+  output
+    .split('\n')
+    .filter((l) => l.startsWith(PIP_MARK))
+    .map((l) => l.slice(PIP_MARK.length).trim());
+
 /** The collect-only run's output and exit status, from the build's output (bytecode.ts's marks). */
 function collectOf(output: string): Built['collect'] {
   const start = output.lastIndexOf(COLLECT_MARKS.start);
@@ -150,6 +169,7 @@ async function buildOnce(ctx: StageContext, env: UnitEnv, python: PythonVersion,
   const base = await resolveBase(python, options.baseImage, ctx.log);
   const tag = envTag(unit.slug, hashOf({ key: await buildStage.key(ctx), env, python, install }));
   const labels = { 'worldline.unit': unit.id, 'worldline.commit': clone.commit, 'worldline.python': base.python, 'worldline.pytest': base.pytest };
+  let pipInstalled: string[] = [];
   const record = (imageId: string): BuildRecord => ({
     image: tag,
     image_id: imageId,
@@ -157,12 +177,14 @@ async function buildOnce(ctx: StageContext, env: UnitEnv, python: PythonVersion,
     python_version: base.python,
     pytest_version: base.pytest,
     pytest_timeout: base.pytestTimeout,
+    ...(pipInstalled.length ? { pip_installed: pipInstalled } : {}),
   });
   const logFile = outLayout.log(options.out, 'build', unit.id);
   // Same key, same image: a tag already present (built for another output folder) is reused, and what its build said is in its log.
   const existing = await inspectImage(tag);
   if (existing) {
     const said = existsSync(logFile) ? readFileSync(logFile, 'utf8') : '';
+    pipInstalled = pipLines(said);
     return { record: record(existing.Id), collect: collectOf(said), install: installOf(said) };
   }
   mkdirSync(outLayout.logDir(options.out, 'build'), { recursive: true });
@@ -170,13 +192,15 @@ async function buildOnce(ctx: StageContext, env: UnitEnv, python: PythonVersion,
   ctx.log(`build ${unit.id}: ${tag}`);
   const deadline = Date.now() + options.buildTimeoutS * 1000;
   let from = base.ref;
-  const packages = packagesDockerfile(base, env);
+  const packages = packagesDockerfile(base, env, options.pipIndex);
   const none = { collect: { output: '', exitCode: null }, install: null };
   if (packages) {
     const work = freshWork(outLayout.work(options.out, 'build', unit.id));
     writeFileSync(join(work, 'Dockerfile'), packages);
+    const wheels = packages.includes(`COPY ${WHEELS} `);
+    if (wheels) cpSync(options.pipIndex!, join(work, WHEELS), { recursive: true });
     const result = await buildImage({
-      context: () => tarStream(['-C', work, 'Dockerfile']),
+      context: () => tarStream(['-C', work, 'Dockerfile', ...(wheels ? [WHEELS] : [])]),
       tag: `${tag}-packages`,
       logFile,
       timeoutMs: deadline - Date.now(),
@@ -188,6 +212,7 @@ async function buildOnce(ctx: StageContext, env: UnitEnv, python: PythonVersion,
       return { failure: `image build failed: ${result.error}${tail && !result.timedOut ? ` (last output: ${tail})` : ''}`, ...none };
     }
     from = result.imageId;
+    pipInstalled = pipLines(readFileSync(logFile, 'utf8'));
   }
   let logged = 0;
   let dropped = 0;

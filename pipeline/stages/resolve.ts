@@ -13,7 +13,7 @@ import { type DebianIndex, loadDebianIndex } from '../envs/debian_index.js';
 import { readEvidence } from '../envs/evidence.js';
 import { installPlan } from '../envs/install_plan.js';
 import { readRepairedEnv } from '../envs/resolution_cache.js';
-import { resolutionKey, resolveDebian } from '../envs/resolve_debian.js';
+import { type Resolution, resolutionKey, resolveDebian } from '../envs/resolve_debian.js';
 import { versionAt } from '../envs/scm_version.js';
 import { mirrorPath, outLayout } from '../runtime/layout.js';
 import { DEBIAN_SUITES, PYTHON_VERSIONS, type Unit } from '../runtime/manifest.js';
@@ -25,6 +25,20 @@ const RESOLVE_REVISION = 1;
 
 /** The backend install needs pip beside the backend's own packages. */
 const PIP = 'python3-pip';
+
+/**
+ * With a package index, what Debian cannot meet comes from it: every requirement no package of the
+ * suite ships, and those whose bounds its package misses (that package then stays out, pip
+ * installs the version asked for in its place, as long as nothing else asked for it).
+ */
+function pipRequirements(resolution: Resolution): { requirements: string[]; replaced: Set<string> } {
+  // Plugins that reorder the tests on every run (they would make each run a different suite).
+  const unwanted = (r: string) => /^pytest[-_.]random(ly|[-_.]order)\b/i.test(r);
+  const requirements = resolution.unresolved.map((u) => u.requirement).filter((r) => !unwanted(r));
+  const replaced = new Set(resolution.packages.filter((p) => p.asked.every((a) => !a.satisfied)).map((p) => p.package));
+  for (const p of resolution.packages) if (replaced.has(p.package)) requirements.push(...p.asked.map((a) => a.requirement));
+  return { requirements: [...new Set(requirements)].sort(), replaced };
+}
 
 /** The suites a unit may be resolved against: its own Python's when the line names one, else every base's. */
 function suiteIndexes(unit: Unit): Promise<DebianIndex[]> {
@@ -44,6 +58,7 @@ export const resolveStage: Stage<'resolve'> = {
     return {
       source: 'inferred',
       resolution: resolutionKey(evidence, await suiteIndexes(unit)),
+      pipIndex: ctx.options.pipIndex ?? null,
       python: unit.pythonGiven ? unit.python : null,
       commit: clone.commit,
       src: clone.src_layout,
@@ -75,9 +90,13 @@ export const resolveStage: Stage<'resolve'> = {
     // else its metadata is written directly, and a unit with nothing to install needs no network.
     const backendPackages = resolution.build.unresolved.length ? [] : resolution.build.packages.map((p) => p.package);
     const backend = !!resolution.build.backend && backendPackages.length > 0 && resolution.env.apt.length > 0;
+    const fromPip = options.pipIndex ? pipRequirements(resolution) : null;
+    const apt = fromPip ? resolution.env.apt.filter((p) => !fromPip.replaced.has(p)) : resolution.env.apt;
+    const needsPip = backend || (fromPip?.requirements.length ?? 0) > 0;
     const env = repaired?.env ?? {
       ...resolution.env,
-      apt: backend ? [...new Set([...resolution.env.apt, PIP, ...backendPackages])].sort() : resolution.env.apt,
+      apt: needsPip ? [...new Set([...apt, PIP, ...(backend ? backendPackages : [])])].sort() : apt,
+      pip: fromPip?.requirements ?? [],
     };
     const version = await versionAt(mirrorPath(unit), clone.commit);
     ctx.log(`resolve ${unit.id}: python ${repaired?.python ?? resolution.python}, ${env.apt.length} package(s)${repaired ? ' (as repaired before)' : ''}`);
