@@ -345,6 +345,12 @@ const unitOptions = <T>(y: Argv<T>) =>
 const sandboxOptions = <T>(y: Argv<T>) =>
   y
     .option('base-image', { type: 'string', describe: 'Use this local image as the base instead of the debootstrap ones' })
+    .option('env-policy', {
+      choices: ['rules', 'openai'] as const,
+      default: DEFAULTS.envPolicy,
+      describe:
+        "Who repairs a bare line's environment when its suite does not collect: the rules alone, or also a model on the --base-url server (it may only add Debian packages, pytest arguments or move the base; each change checked)",
+    })
     .option('pip-index', {
       type: 'string',
       describe:
@@ -364,7 +370,10 @@ const sandboxOptions = <T>(y: Argv<T>) =>
     .option('cpus', { type: 'number', default: DEFAULTS.cpus, describe: 'Container CPU limit' })
     .option('pids', { type: 'number', default: DEFAULTS.pids, describe: 'Container process limit' })
     .option('image-budget', imageBudgetOption)
-    .group(['base-image', 'pip-index', 'build-timeout', 'memory', 'work-disk', 'cpus', 'pids', 'image-budget'], 'Build and sandbox (every container):')
+    .group(
+      ['base-image', 'env-policy', 'pip-index', 'build-timeout', 'memory', 'work-disk', 'cpus', 'pids', 'image-budget'],
+      'Build and sandbox (every container):',
+    )
     .check((a) => {
       atLeast('build-timeout', a['build-timeout']);
       mibOf('--memory', a.memory, 64);
@@ -524,7 +533,11 @@ const rolloutOptions = <T extends { policy: PipelineOptions['policy'] }>(y: Argv
     });
 
 /** The OpenAI-compatible server of `--policy openai`, `--statement-model` and `--describe-model`; checked only when one of them uses it. */
-const openaiOptions = <T extends { policy: PipelineOptions['policy']; 'statement-model': boolean; 'describe-model': boolean }>(y: Argv<T>) =>
+const openaiOptions = <
+  T extends { policy: PipelineOptions['policy']; 'statement-model': boolean; 'describe-model': boolean; 'env-policy': PipelineOptions['envPolicy'] },
+>(
+  y: Argv<T>,
+) =>
   y
     .option('base-url', {
       type: 'string',
@@ -540,13 +553,22 @@ const openaiOptions = <T extends { policy: PipelineOptions['policy']; 'statement
     .option('max-retries', { type: 'number', default: 6, describe: 'Retries on 408/409/429/5xx and connection errors' })
     .group(
       ['base-url', 'model', 'temperature', 'top-p', 'max-completion-tokens', 'sampling-seed', 'request-timeout', 'max-retries'],
-      'Model server (--policy openai, --statement-model, --describe-model):',
+      'Model server (--policy openai, --statement-model, --describe-model, --env-policy openai):',
     )
     .check((a) => {
       if (a.temperature !== undefined) atLeast('temperature', a.temperature, 0);
       if (a['top-p'] !== undefined) share('--top-p', a['top-p']);
       positiveInt('--max-completion-tokens', a['max-completion-tokens']);
-      const user = a.policy === 'openai' ? '--policy openai' : a['statement-model'] ? '--statement-model' : a['describe-model'] ? '--describe-model' : null;
+      const user =
+        a.policy === 'openai'
+          ? '--policy openai'
+          : a['statement-model']
+            ? '--statement-model'
+            : a['describe-model']
+              ? '--describe-model'
+              : a['env-policy'] === 'openai'
+                ? '--env-policy openai'
+                : null;
       if (!user) return true;
       if (!a['base-url'] || !a.model) throw new UsageError(`${user} needs --base-url (or OPENAI_BASE_URL) and --model`);
       atLeast('max-retries', a['max-retries'], 0);
@@ -613,6 +635,7 @@ export function toPipelineOptions(a: PipelineArgs): PipelineOptions {
     retryFailed: a['retry-failed'],
     unitBudgetS: a['unit-budget'],
     baseImage: a['base-image'],
+    envPolicy: a['env-policy'],
     pipIndex: a['pip-index'] && !/^[a-z][a-z0-9+.-]*:\/\//i.test(a['pip-index']) ? resolve(a['pip-index']) : a['pip-index'],
     buildTimeoutS: a['build-timeout'],
     validateRuns: a['validate-runs'],
@@ -641,7 +664,7 @@ export function toPipelineOptions(a: PipelineArgs): PipelineOptions {
     // The checks made sure that an openai policy has its server and model, and a replay policy its recordings.
     statementModel: a['statement-model'],
     openai:
-      a.policy === 'openai' || a['statement-model'] || a['describe-model']
+      a.policy === 'openai' || a['statement-model'] || a['describe-model'] || a['env-policy'] === 'openai'
         ? {
             baseURL: a['base-url']!,
             model: a.model!,

@@ -120,10 +120,10 @@ export function reachedCollection(output: string): boolean {
 const NEWEST = (Object.keys(DEBIAN_SUITES) as PythonVersion[]).at(-1)!;
 
 /**
- * The next environment for `problems`, or null when nothing more can be done. In order: packages
- * for what is missing; else the newest base, when the code needs a newer Python, a plugin that is
- * installed is too old for the configuration, or pytest could not even start on this one (an old
- * pytest's TOML reader, say); else the rest of a suite whose module still does not collect.
+ * The next environment for `problems` by the rules, or null when they know nothing more. In
+ * order: packages for what is missing; else the newest base, when the code needs a newer Python, a
+ * plugin that is installed is too old for the configuration, or pytest could not even start on
+ * this one (an old pytest's TOML reader, say).
  */
 export function repair(env: UnitEnv, python: PythonVersion, problems: Problem[], ctx: RepairContext): Repair | null {
   const apt = new Set(env.apt);
@@ -154,11 +154,16 @@ export function repair(env: UnitEnv, python: PythonVersion, problems: Problem[],
       ],
     };
   }
-  // Last: a module that does not collect (a data file, a package Debian lacks, the suite's own
-  // warnings turned errors) costs its own tests, not the whole suite's.
-  const collection = problems.find((p) => p.kind === 'collection');
-  if (collection && !env.pytest_args.includes(CONTINUE)) {
-    return { env: { ...env, pytest_args: [...env.pytest_args, CONTINUE] }, python, changes: [`${CONTINUE}: ${collection.line}`] };
-  }
   return null;
+}
+
+/**
+ * The last resort, once nothing else (rules, the environment agent) changes anything: a module that
+ * does not collect (a data file, a package Debian lacks, the suite's own warnings turned errors)
+ * costs its own tests, not the whole suite's.
+ */
+export function lastResort(env: UnitEnv, python: PythonVersion, problems: Problem[]): Repair | null {
+  const collection = problems.find((p) => p.kind === 'collection');
+  if (!collection || env.pytest_args.includes(CONTINUE)) return null;
+  return { env: { ...env, pytest_args: [...env.pytest_args, CONTINUE] }, python, changes: [`${CONTINUE}: ${collection.line}`] };
 }

@@ -26,6 +26,8 @@ export interface PipelineOptions {
   baseImage?: string;
   /** A package index (URL, or a local folder of wheels) for a bare line's requirements Debian cannot meet. */
   pipIndex?: string;
+  /** Who repairs an inferred environment the rules cannot: the rules alone, or also a model (the openai server). */
+  envPolicy: 'rules' | 'openai';
   buildTimeoutS: number;
   validateRuns: number;
   /** Validate also runs each suite as plain `python3 -m pytest` (no code of ours) and records where outcomes differ. */
@@ -102,6 +104,7 @@ export const DEFAULTS: Omit<PipelineOptions, 'out'> = {
   buildTimeoutS: 1800,
   validateRuns: 2,
   plainParity: true,
+  envPolicy: 'rules',
   testTimeoutS: 300,
   suiteTimeoutS: 1800,
   memoryMb: 4096,

@@ -55,6 +55,8 @@ export interface BuildAttempt {
   problems: string[];
   /** What the next try changed (packages added, a base, pytest arguments). */
   changes: string[];
+  /** What the environment agent proposed that was not taken, and why (only with --env-policy openai). */
+  refused?: string[];
   seconds: number;
 }
 
@@ -68,7 +70,7 @@ export interface BuildRecord {
   /** The environment the image holds, from here on the unit's (a repair may have changed the resolved one). */
   env?: UnitEnv;
   python?: PythonVersion;
-  env_source?: 'manifest' | 'inferred' | 'repaired';
+  env_source?: 'manifest' | 'inferred' | 'repaired' | 'agent';
   /** Each build of an inferred environment and its collect-only check, in order (empty for a manifest env). */
   attempts?: BuildAttempt[];
   /** What pip installed from the package index (`name==version`, as `pip freeze` says): the constraints to pin. */

@@ -7,12 +7,14 @@
  */
 import { appendFileSync, cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { chatOnce } from '../../core/chat.js';
 import { FIXED_COMMIT_ENV } from '../../core/git.js';
 import { hashOf } from '../../core/hashing.js';
 import { shQuote } from '../../core/shell.js';
-import { loadDebianIndex } from '../envs/debian_index.js';
+import { type DebianIndex, loadDebianIndex } from '../envs/debian_index.js';
+import { AGENT_SYSTEM, agentQuestion, readAgentAnswer } from '../envs/env_agent.js';
 import { installCommand } from '../envs/install_plan.js';
-import { diagnose, type Problem, reachedCollection, repair } from '../envs/repair.js';
+import { diagnose, lastResort, type Problem, reachedCollection, repair } from '../envs/repair.js';
 import { writeRepairedEnv } from '../envs/resolution_cache.js';
 import { outLayout } from '../runtime/layout.js';
 import { DEBIAN_SUITES, PYTHON_VERSIONS, type PythonVersion, type UnitEnv } from '../runtime/manifest.js';
@@ -249,6 +251,36 @@ async function buildOnce(ctx: StageContext, env: UnitEnv, python: PythonVersion,
   return { record: record(setup.imageId), collect: collectOf(said), install: installOf(said) };
 }
 
+/** How a change the environment agent made says so (env_agent.ts). */
+const AGENT_MARK = '(agent';
+
+/**
+ * The environment for the next try: the rules' (repair.ts); else, with --env-policy openai, the
+ * environment agent's (env_agent.ts: what it proposed and could not be taken goes on `attempt`);
+ * else the last resort.
+ */
+async function nextEnv(ctx: StageContext, env: UnitEnv, python: PythonVersion, problems: Problem[], built: Built, attempt: BuildAttempt) {
+  const indexes = Object.fromEntries(await Promise.all(PYTHON_VERSIONS.map(async (p) => [p, await loadDebianIndex(DEBIAN_SUITES[p])] as const))) as Record<
+    PythonVersion,
+    DebianIndex
+  >;
+  const rules = repair(env, python, problems, {
+    index: indexes[python],
+    newest: indexes[PYTHON_VERSIONS.at(-1)!],
+    canMovePython: !ctx.unit.pythonGiven,
+    stoppedAtStart: !reachedCollection(built.collect.output),
+  });
+  if (rules) return rules;
+  const { openai, envPolicy } = ctx.options;
+  if (envPolicy === 'openai' && openai) {
+    const answer = await chatOnce(openai)(AGENT_SYSTEM, agentQuestion(env, python, built.collect.output)).catch((e: Error) => `(no answer: ${e.message})`);
+    const agent = readAgentAnswer(answer, env, python, (p) => indexes[p], !ctx.unit.pythonGiven);
+    if (agent.refused.length) attempt.refused = agent.refused;
+    if (agent.repair) return agent.repair;
+  }
+  return lastResort(env, python, problems);
+}
+
 export const buildStage: Stage<'build'> = {
   name: 'build',
   async key(ctx) {
@@ -302,17 +334,12 @@ export const buildStage: Stage<'build'> = {
       attempts.push(attempt);
       const next =
         problems.length && attempts.length < MAX_ATTEMPTS && Date.now() - began < REPAIR_BUDGET_S * 1000
-          ? repair(env, python, problems, {
-              index: await loadDebianIndex(DEBIAN_SUITES[python]),
-              newest: await loadDebianIndex(DEBIAN_SUITES[PYTHON_VERSIONS.at(-1)!]),
-              canMovePython: !ctx.unit.pythonGiven,
-              stoppedAtStart: !reachedCollection(built.collect.output),
-            })
+          ? await nextEnv(ctx, env, python, problems, built, attempt)
           : null;
       if (!next) {
         const repaired = attempts.length > 1;
         if (repaired && start.key) writeRepairedEnv(start.key, requireRecord(ctx, 'clone').commit, { env, python });
-        return done(repaired ? 'repaired' : 'inferred');
+        return done(attempts.some((a) => a.changes.some((c) => c.includes(AGENT_MARK))) ? 'agent' : repaired ? 'repaired' : 'inferred');
       }
       attempt.changes = next.changes;
       ctx.log(`build ${ctx.unit.id}: repairing: ${next.changes.join('; ')}`);
