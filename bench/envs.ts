@@ -14,7 +14,8 @@
  * Without --manifest it lays out Debian corpus projects (test/corpus.ts) bare: their package folder
  * alone, no packaging file, so the repair loop finds what their tests import; with --hand absent,
  * their hand-written environment is the corpus's own apt list. Output folders are kept (a rerun
- * with the same --dir reuses what the ledger holds; --fresh starts over).
+ * with the same --dir reuses what the ledger holds; --fresh starts over, with no repaired environment
+ * remembered). Env images already on the host are reused: remove them first for cold builds.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -44,6 +45,9 @@ function run(manifest: string, out: string, stages: string): number {
   const started = Date.now();
   const res = spawnSync(process.execPath, [CLI, 'run', '--manifest', manifest, '--out', out, '--stages', stages, '--licenses', '*', '--progress', 'json'], {
     stdio: ['ignore', 'ignore', 'inherit'],
+    // The repaired environments this bench finds are its own (--fresh starts with none): the first
+    // folder repairs, the second must find them.
+    env: { ...process.env, WORLDLINE_RESOLUTIONS: join(dir, 'resolutions') },
   });
   if (res.status !== 0 && res.status !== 1) process.stderr.write(`bench: worldline run exited ${res.status}\n`);
   return (Date.now() - started) / 1000;

@@ -28,6 +28,14 @@ export function mirrorPath(unit: Unit): string {
   return join(mirrorsDir(), `${unit.slug}-${hashOf(unit.location, 10)}.git`);
 }
 
+/**
+ * What an environment image's build printed (redacted), by its tag: an image reused from another
+ * output folder's build still tells the repair loop how its collect-only run ended.
+ */
+export function buildOutputPath(tag: string): string {
+  return join(cacheDir(), 'builds', `${tag.replace(/[^A-Za-z0-9._-]+/g, '_')}.log`);
+}
+
 /** Per-unit JSON Lines written by a stage and read by `shard`, one file per unit and kind. */
 export type PartKind = 'tests' | 'traces' | 'tasks' | 'trajectories' | 'task_traces' | 'trace_descriptions';
 

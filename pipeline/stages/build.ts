@@ -7,6 +7,7 @@
  */
 import { appendFileSync, cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { writeFileAtomic } from '../../core/atomic.js';
 import { chatOnce } from '../../core/chat.js';
 import { FIXED_COMMIT_ENV } from '../../core/git.js';
 import { hashOf } from '../../core/hashing.js';
@@ -16,7 +17,7 @@ import { AGENT_SYSTEM, agentQuestion, readAgentAnswer } from '../envs/env_agent.
 import { installCommand } from '../envs/install_plan.js';
 import { diagnose, lastResort, type Problem, reachedCollection, repair } from '../envs/repair.js';
 import { writeRepairedEnv } from '../envs/resolution_cache.js';
-import { outLayout } from '../runtime/layout.js';
+import { buildOutputPath, outLayout } from '../runtime/layout.js';
 import { DEBIAN_SUITES, PYTHON_VERSIONS, type PythonVersion, type UnitEnv } from '../runtime/manifest.js';
 import { redactText, unitRedactor } from '../runtime/part_redaction.js';
 import type { BuildAttempt, BuildRecord, InstallPlan, ResolveRecord } from '../runtime/records.js';
@@ -185,7 +186,8 @@ async function buildOnce(ctx: StageContext, env: UnitEnv, python: PythonVersion,
   // Same key, same image: a tag already present (built for another output folder) is reused, and what its build said is in its log.
   const existing = await inspectImage(tag);
   if (existing) {
-    const said = existsSync(logFile) ? readFileSync(logFile, 'utf8') : '';
+    const kept = [buildOutputPath(tag), logFile].find((f) => existsSync(f));
+    const said = kept ? readFileSync(kept, 'utf8') : '';
     pipInstalled = pipLines(said);
     return { record: record(existing.Id), collect: collectOf(said), install: installOf(said) };
   }
@@ -236,7 +238,8 @@ async function buildOnce(ctx: StageContext, env: UnitEnv, python: PythonVersion,
     },
   });
   const said = Buffer.concat(setupLog).toString('utf8');
-  appendFileSync(logFile, redactText(unitRedactor(options, unit), said));
+  const redacted = redactText(unitRedactor(options, unit), said);
+  appendFileSync(logFile, redacted);
   if (dropped) appendFileSync(logFile, `[worldline: ${dropped} more bytes of setup output dropped]\n`);
   if (packages) await removeImage(`${tag}-packages`);
   if (!setup.imageId) {
@@ -248,6 +251,7 @@ async function buildOnce(ctx: StageContext, env: UnitEnv, python: PythonVersion,
     const tail = tailOf(logFile, 3);
     return { failure: `image build failed: ${why}${tail && !setup.timedOut ? ` (last output: ${tail})` : ''}`, ...none };
   }
+  writeFileAtomic(buildOutputPath(tag), readFileSync(logFile, 'utf8'));
   return { record: record(setup.imageId), collect: collectOf(said), install: installOf(said) };
 }
 
