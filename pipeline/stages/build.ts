@@ -21,7 +21,7 @@ import { buildImage, inspectImage, removeImage, tarStream } from '../sandbox/eng
 import { freshWork, PRISTINE_REPO, runAndCommit, SANDBOX_UID } from '../sandbox/sandbox.js';
 
 /** Bump when the Dockerfile below changes shape. */
-const BUILD_REVISION = 5;
+const BUILD_REVISION = 6;
 
 /**
  * Phase 1, the package installs the manifest names (apt, pip): the only steps with network, on
@@ -111,6 +111,8 @@ export const buildStage: Stage<'build'> = {
     const base = await resolveBase(unit.python, options.baseImage, ctx.log);
     const tag = envTag(unit.slug, hashOf(await buildStage.key(ctx)));
     const labels = {
+      // Whose Python our processes run on in this image's containers (pipeline/sandbox/our_python.ts): never the build's.
+      'worldline.base': base.imageId,
       'worldline.unit': unit.id,
       'worldline.commit': clone.commit,
       'worldline.python': base.python,
