@@ -42,9 +42,11 @@ nothing the repository's build rewrote as root (hmac.py, libcrypto, /usr/bin/pyt
 `boot` refuses to go on when a mapped file comes from anywhere else. Our environment holds none of
 the unit's variables (LD_PRELOAD and the like would act on us first): the suite's environment
 comes in OUT/suite-env.json, read before anything else, and only the runs get it. Then `boot`
-takes the key and the inputs, copies the checkout into /repo (`cp`: the build's, but the key and
-inputs are ours by then) and kills whatever that left. With "gate" in WORLDLINE_BOOT (a held
-run) it copies first and then waits for a line on stdin before it takes the key and inputs.
+makes us non-dumpable, takes the key and the inputs, copies the checkout into /repo (`cp`: the
+build's, but the key and inputs are ours by then) and kills whatever that left. With "gate" in
+WORLDLINE_BOOT (a held run, whose key and inputs are written while it waits) it copies with our
+own code, so that nothing of the image runs before it waits for the line on stdin that lets the
+run go, and only then takes the key and inputs.
 
 A run ends when pytest exits: whatever it left (a daemon in a session of its own holding the
 output pipe, a process that outlives the run into the next) is killed then, the container's
@@ -63,8 +65,10 @@ import hmac
 import json
 import os
 import select
+import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -163,9 +167,8 @@ def _suite_env(out):
 
 
 def _take(out, inputs):
-    """The key, then (this process non-dumpable) the contents of the named input files of OUT."""
+    """The key, then the contents of the named input files of OUT."""
     key = take_key(out)
-    forbid_dumping()
     found = {}
     for name in inputs:
         with open(os.path.join(out, name), "rb") as f:
@@ -173,34 +176,67 @@ def _take(out, inputs):
     return key, found
 
 
-def _prepare_repo():
-    """The checkout into this container's own /repo (absent in base images); what the copy left running goes."""
+def _copy_tree(src, dst):
+    """`cp -a src/. dst/` in our own code: links as links, modes and times (to the nanosecond:
+    pytest's cache of rewritten test modules is checked by mtime), FIFOs as FIFOs; no other
+    special file (none can be made without privileges)."""
+    for entry in os.scandir(src):
+        target = os.path.join(dst, entry.name)
+        st = entry.stat(follow_symlinks=False)
+        if stat.S_ISLNK(st.st_mode):
+            os.symlink(os.readlink(entry.path), target)
+        elif stat.S_ISDIR(st.st_mode):
+            os.mkdir(target)
+            _copy_tree(entry.path, target)
+        elif stat.S_ISREG(st.st_mode):
+            shutil.copyfile(entry.path, target)
+        elif stat.S_ISFIFO(st.st_mode):
+            os.mkfifo(target)
+        else:
+            continue
+        if not stat.S_ISLNK(st.st_mode):
+            os.chmod(target, stat.S_IMODE(st.st_mode))
+        os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
+    st = os.stat(src)
+    os.chmod(dst, stat.S_IMODE(st.st_mode))
+    os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def _prepare_repo(ours):
+    """The checkout into this container's own /repo (absent in base images), by the image's `cp`
+    (faster) or, with `ours`, by our own code; what the copy left running goes."""
     if os.path.isdir(PRISTINE):
-        code = subprocess.call(["cp", "-a", PRISTINE + "/.", "/repo/"], stdin=subprocess.DEVNULL, start_new_session=True)
-        if code != 0:
-            sys.exit("worldline_runs: copying the checkout into /repo failed (exit %d)" % code)
+        if ours:
+            _copy_tree(PRISTINE, "/repo")
+        else:
+            code = subprocess.call(["cp", "-a", PRISTINE + "/.", "/repo/"], stdin=subprocess.DEVNULL, start_new_session=True)
+            if code != 0:
+                sys.exit("worldline_runs: copying the checkout into /repo failed (exit %d)" % code)
     kill_strays()
 
 
 def boot(out, inputs=()):
-    """Everything before the first step: (key, the runs' environment, {input name: bytes}). The
-    environment and the inputs are read before any program of the image runs, the key before any
-    but the checkout's copy (held: after it, and after the line that lets the run go)."""
+    """Everything before the first step: (key, the runs' environment, {input name: bytes}). We are
+    non-dumpable before any program of the image runs, and read the environment, the key and the
+    inputs before one does. A held run's key and inputs are written while it waits, so no program
+    of the image runs before its gate: its checkout is copied by our own code."""
     if BOOT is not None:
         foreign = _foreign_mappings()
         if foreign:
             sys.exit("worldline_runs: refusing to run: %s is mapped from outside our interpreter (%s)" % (foreign[0], OUR_PYTHON_ROOT))
+    forbid_dumping()
     gate = BOOT is not None and "gate" in BOOT.split(",")
     suite_env = _suite_env(out)
-    if not gate:
-        key, found = _take(out, inputs)
-    if BOOT is not None:
-        _prepare_repo()
     if gate:
+        _prepare_repo(ours=True)
         # No line (the stream closed): the run is off.
         if not sys.stdin.buffer.readline():
             sys.exit(0)
         key, found = _take(out, inputs)
+        return key, suite_env, found
+    key, found = _take(out, inputs)
+    if BOOT is not None:
+        _prepare_repo(ours=False)
     return key, suite_env, found
 
 
