@@ -6,6 +6,7 @@ import yargs from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { gb } from '../core/disk.js';
 import { writeStdout } from '../core/stdout.js';
+import { forTerminal, terminalSafe } from '../core/terminal.js';
 import { auditDataset, DEFAULT_TOP_K } from '../datasets/audit.js';
 import { auditHtml } from '../datasets/audit_html.js';
 import { formatAudit } from '../datasets/audit_text.js';
@@ -68,7 +69,10 @@ import {
   wholeAtLeast,
 } from './options.js';
 
-const log = (m: string) => process.stderr.write(`${m}\n`);
+// Human output escapes what came from a repository (core/terminal.ts); JSON output is JSON's to escape.
+const log = (m: string) => process.stderr.write(`${terminalSafe(m)}\n`);
+/** Content (a rendered trace's text) escaped for a terminal, as is into a pipe or file. */
+const writeText = (chunk: string) => writeStdout(process.stdout.isTTY ? terminalSafe(chunk, true) : chunk);
 
 /** --config names one of the dataset's configs (a usage error that lists them, not a failure). */
 function knownConfig(dir: string, config: string): void {
@@ -91,7 +95,7 @@ process.stdout.on('error', (e: NodeJS.ErrnoException) => {
 async function pipelineCommand(a: PipelineArgs, stages: string[]): Promise<void> {
   const progress = new Progress(progressMode(a.progress));
   const run = await runPipeline(a.manifest, stages, toPipelineOptions(a), progress.log, progress);
-  process.stdout.write((a.json ? JSON.stringify(runJson(run), null, 2) : formatRun(run)) + '\n');
+  process.stdout.write((a.json ? JSON.stringify(runJson(run), null, 2) : formatRun(forTerminal(run))) + '\n');
   process.exitCode = run.exitCode;
 }
 
@@ -237,7 +241,7 @@ await yargs(hideBin(process.argv))
       const queue = a.redis ? await import('../pipeline/queue/queue_status.js') : null;
       const q = queue && a.redis ? await queue.readQueueStatus(a.redis, a.queue, s) : null;
       if (a.json) process.stdout.write(JSON.stringify(q ? { ...s, queue: q } : s, null, 2) + '\n');
-      else process.stdout.write((q && queue ? queue.formatQueueStatus(q, s) : formatStatus(s)) + '\n');
+      else process.stdout.write((q && queue ? queue.formatQueueStatus(forTerminal(q), forTerminal(s)) : formatStatus(forTerminal(s))) + '\n');
     },
   })
   .command({
@@ -266,7 +270,7 @@ await yargs(hideBin(process.argv))
     builder: (y) => datasetDir(y).option('json', { type: 'boolean', default: false }),
     handler: async (a) => {
       const report = await verifyDataset(resolve(a.dir));
-      process.stdout.write((a.json ? JSON.stringify(report, null, 2) : formatVerify(report)) + '\n');
+      process.stdout.write((a.json ? JSON.stringify(report, null, 2) : formatVerify(forTerminal(report))) + '\n');
       process.exitCode = report.ok ? 0 : 1;
     },
   })
@@ -304,7 +308,7 @@ await yargs(hideBin(process.argv))
         runStatus: statusBeside(resolve(a.dir)),
       });
       if (a.html) writeFileSync(resolve(a.html), auditHtml(report));
-      process.stdout.write((a.json ? JSON.stringify(report, null, 2) : formatAudit(report)) + '\n');
+      process.stdout.write((a.json ? JSON.stringify(report, null, 2) : formatAudit(forTerminal(report))) + '\n');
       if (a.html && !a.json) process.stdout.write(`report: ${resolve(a.html)}\n`);
       if (a['fail-on-drift'] && (report.mix.status === 'DRIFT' || report.mix.status === 'CLOSEST')) process.exitCode = 1;
     },
@@ -335,7 +339,7 @@ await yargs(hideBin(process.argv))
           throw e instanceof MixUnreachable || e instanceof RebalanceRefused ? new UsageError(e.message) : e;
         },
       );
-      process.stdout.write((a.json ? JSON.stringify(report, null, 2) : formatRebalance(report)) + '\n');
+      process.stdout.write((a.json ? JSON.stringify(report, null, 2) : formatRebalance(forTerminal(report))) + '\n');
       process.exitCode = report.verify.ok ? 0 : 1;
     },
   })
@@ -417,8 +421,9 @@ await yargs(hideBin(process.argv))
     handler: async (a) => {
       // The check above matched the format to the config.
       if (a.config === 'trajectories') return renderTrajectories(resolve(a.dir), { format: a.format as TrajectoryFormat, limit: a.limit }, writeStdout);
-      const mismatches = await renderTraces(resolve(a.dir), { config: a.config, format: a.format as TraceFormat, limit: a.limit }, writeStdout, (m) =>
-        process.stderr.write(`worldline: ${m}\n`),
+      const format = a.format as TraceFormat;
+      const mismatches = await renderTraces(resolve(a.dir), { config: a.config, format, limit: a.limit }, format === 'text' ? writeText : writeStdout, (m) =>
+        process.stderr.write(`worldline: ${terminalSafe(m)}\n`),
       );
       process.exitCode = mismatches ? 1 : 0;
     },
@@ -480,7 +485,7 @@ await yargs(hideBin(process.argv))
         },
         log,
       );
-      process.stdout.write(formatScriptTraces(results, a.format));
+      await (a.format === 'text' ? writeText : writeStdout)(formatScriptTraces(results, a.format));
       process.exitCode = allTraced(results) ? 0 : 1;
     },
   })
@@ -492,14 +497,14 @@ await yargs(hideBin(process.argv))
   .epilogue('Exit codes: 0 done; 1 some units failed (each with its reason) or a check failed; 2 usage error; 3 Docker Engine or Redis unreachable.')
   .fail((msg, err) => {
     if (err && !(err instanceof UsageError)) {
-      process.stderr.write(`worldline: ${err.message}\n`);
+      process.stderr.write(`worldline: ${terminalSafe(err.message, true)}\n`);
       process.exit(exitCodeOf(err));
     }
-    process.stderr.write(`worldline: ${msg ?? err?.message}\nRun worldline --help for usage.\n`);
+    process.stderr.write(`worldline: ${terminalSafe(msg ?? err?.message ?? '', true)}\nRun worldline --help for usage.\n`);
     process.exit(2);
   })
   .parseAsync()
   .catch((e: Error) => {
-    process.stderr.write(`worldline: ${e.message}\n`);
+    process.stderr.write(`worldline: ${terminalSafe(e.message, true)}\n`);
     process.exit(exitCodeOf(e));
   });

@@ -1,10 +1,13 @@
-/** Left-aligned text table; the first row is the header. */
+import { terminalSafe } from './terminal.js';
+
+/** Left-aligned text table; the first row is the header. A cell is one line: control characters in it are escaped. */
 export function table(rows: (string | number)[][]): string {
-  const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => String(r[c] ?? '').length)));
-  return rows
+  const cells = rows.map((r) => r.map((cell) => terminalSafe(String(cell ?? ''))));
+  const widths = cells[0].map((_, c) => Math.max(...cells.map((r) => (r[c] ?? '').length)));
+  return cells
     .map((r) =>
       r
-        .map((cell, c) => String(cell ?? '').padEnd(widths[c]))
+        .map((cell, c) => cell.padEnd(widths[c]))
         .join('  ')
         .trimEnd(),
     )

@@ -11,9 +11,9 @@ import { requireDocker } from './run.js';
 import type { PythonVersion } from './runtime/manifest.js';
 import { UnitFailure } from './runtime/stage.js';
 import { resolveBase } from './sandbox/base_images.js';
+import { libDir } from './sandbox/our_python.js';
 import { readResult } from './sandbox/results.js';
 import { claimWork, runContainer, SANDBOX_UID } from './sandbox/sandbox.js';
-import { tracersDir } from './sandbox/tracers.js';
 import { onWorkDisk } from './sandbox/work_disk.js';
 
 export interface ScriptEpisode {
@@ -91,7 +91,7 @@ export async function traceScript(script: string, inputs: string[], opts: TraceS
             WORLDLINE_TRACE_SEED: String(opts.seed),
             WORLDLINE_TRACE_MAX_EVENTS: String(opts.maxEvents),
           },
-          binds: [`${tracersDir}:/worldline/lib:ro`, `${dir}:/worldline/work`],
+          binds: [`${libDir()}:/worldline/lib:ro`, `${dir}:/worldline/work`],
           limits: { memoryBytes: 1024 * 1024 * 1024, pids: 128, cpus: 1 },
           timeoutMs: opts.timeoutS * 1000,
           labels: { 'worldline.stage': 'trace-script' },

@@ -85,6 +85,20 @@ describe('the sandbox', () => {
     // The tmpfs (1 GiB) fills before the file-size limit would: either way no file passes 1 GiB.
     expect(Number(readResult(work, 'big'))).toBeLessThanOrEqual(1 << 30);
   });
+  it("names no folder of the host's checkout in its mount table, and gives every run an empty /etc/ld.so.preload", async () => {
+    const work = tempDir('mountinfo');
+    const res = await inBase(
+      ['sh', '-c', 'cat /proc/self/mountinfo > /worldline/out/mountinfo; wc -c < /etc/ld.so.preload > /worldline/out/preload'],
+      work,
+      256,
+    );
+    expect(res.exitCode, res.output).toBe(0);
+    const mounts = readResult(work, 'mountinfo') as string;
+    expect(mounts).toMatch(/ \/worldline\/lib ro,/);
+    // Our Python came from the checkout's tracers/ folder, and mountinfo gave its host path away.
+    expect(mounts).not.toContain(packageRoot);
+    expect(readResult(work, 'preload')).toBe('0\n');
+  });
   it('keeps the report key from the tests: gone from the work folder, on no descriptor, environment or memory of any process they can read, pytest included', async () => {
     const work = tempDir('key');
     writeFileSync(

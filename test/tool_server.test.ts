@@ -100,7 +100,10 @@ describe('the tool server', () => {
         .filter(Boolean)
         .map((l) => (JSON.parse(l) as { Action: string }).Action);
       expect(execs).toHaveLength(1);
-      expect(execs[0]).toMatch(/^exec_create: python3 -I \/worldline\/lib\/tool_server\.py/);
+      // Our own interpreter (its loader, from our mount), not the image's python3.
+      expect(execs[0]).toMatch(
+        /^exec_create: \/worldline\/py\/\S+ --inhibit-cache --library-path \S+ \/worldline\/py\/\S+ -I -S -B \/worldline\/lib\/tool_server\.py/,
+      );
       expect(session.served).toBe(true);
       expect(await session.exec(['cat', '/tmp/set-up'], 10, 100)).toEqual({ output: 'by the setup\n', exitCode: 0 });
     } finally {

@@ -5,13 +5,18 @@ Usage: python3 agent_tools.py TOOL ARGS_BASE64_JSON
   edit   {"path", "search", "replace"}   replace the one exact occurrence of `search`
   create {"path", "content"}             write a new file (parents created)
 Prints the observation; exits 1 with an error message the agent can read on misuse.
+Run on our own interpreter (pipeline/sandbox/our_python.ts), not the image's, and with no
+`timeout` of the image's around it: it ends itself after MAX_SECONDS.
 """
 import base64
 import json
 import os
+import signal
 import sys
 
 MAX_VIEW_LINES = 400
+# As long as the environment gives a tool call (pipeline/agent/agent_env.ts).
+MAX_SECONDS = 60
 
 
 def resolve(path):
@@ -60,6 +65,7 @@ TOOLS = {"view": view, "edit": edit, "create": create}
 
 
 def main():
+    signal.alarm(MAX_SECONDS)
     try:
         tool = TOOLS[sys.argv[1]]
         args = json.loads(base64.b64decode(sys.argv[2]).decode("utf-8"))

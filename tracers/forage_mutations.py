@@ -2,14 +2,15 @@
 /repo, run the tests that reach it with the reporting plugin, and restore the file and any other
 file in /repo the tests changed (from the build's pristine checkout, recorded as `tree_restored`).
 
-Usage: python3 -I -S forage_mutations.py PLAN_JSON OUT_DIR   (stdlib + worldline_mutate + worldline_runs only)
+Usage: OUR_PYTHON forage_mutations.py PLAN_JSON OUT_DIR   (stdlib + worldline_mutate + worldline_runs only;
+OUR_PYTHON: our own interpreter, isolated, as the sandbox starts validate's runner)
 PLAN: {"pytest": [argv...], "timeout": seconds, "test_limit": seconds, "output_cap": bytes, "max_failing": N,
 "candidates": [{"file", "qualname", "operator", "seed", "tests": [node ids], "timeout"?: seconds for this one}]}.
 It stops after N applied mutants made pytest fail (the kept tasks can only be fewer, never more).
 
-Like validate's runner (worldline_runs.py, whose run_once runs each mutant's tests), it takes
-OUT_DIR/key off the file system and makes itself non-dumpable before any repository code
-runs: each run's report is signed by run_once from the plugin's records, and OUT_DIR/results.jsonl, one line per
+Like validate's runner (worldline_runs.py: its `boot`, whose run_once runs each mutant's tests), it
+runs on our own interpreter, with none of the unit's variables, takes OUT_DIR/key and the plan off
+the file system and makes itself non-dumpable before any repository code runs: each run's report is signed by run_once from the plugin's records, and OUT_DIR/results.jsonl, one line per
 candidate, is signed here, so a conftest can forge neither which mutants failed nor the
 patches. The TypeScript side checks both and decides which mutants to keep. The mutants' runs
 fork from one zygote (worldline_zygote.py): pytest is imported once per container, /repo's
@@ -39,8 +40,7 @@ def unified(a_text, b_text, path):
     return "".join(lines)
 
 
-# The build's checkout, on the read-only root file system: what /repo was copied from.
-PRISTINE = "/opt/worldline/repo"
+PRISTINE = worldline_runs.PRISTINE
 
 
 def tree_digest(root):
@@ -82,16 +82,17 @@ def restore_tree(expected):
 
 
 def main(plan_file, out_dir):
-    key, sign = worldline_runs.keyed(out_dir)
-    with open(plan_file) as f:
-        plan = json.load(f)
+    plan_name = os.path.relpath(plan_file, out_dir)
+    key, suite_env, inputs = worldline_runs.boot(out_dir, [plan_name])
+    sign = worldline_runs.signer_of(key)
+    plan = json.loads(inputs[plan_name].decode("utf-8"))
     pristine = tree_digest(PRISTINE) if os.path.isdir(PRISTINE) else None
     # Each mutant's run forks from one zygote (pytest imported once), which never imports /repo's modules.
-    with worldline_runs.zygote_if(len(plan["candidates"]) >= 2 and worldline_runs.Zygote.serves(plan["pytest"], None)) as zygote:
-        _try_all(plan, out_dir, key, sign, pristine, zygote)
+    with worldline_runs.zygote_if(len(plan["candidates"]) >= 2 and worldline_runs.Zygote.serves(plan["pytest"], None), suite_env) as zygote:
+        _try_all(plan, out_dir, key, sign, suite_env, pristine, zygote)
 
 
-def _try_all(plan, out_dir, key, sign, pristine, zygote):
+def _try_all(plan, out_dir, key, sign, suite_env, pristine, zygote):
     results = open(os.path.join(out_dir, "results.jsonl"), "w")
     failing = 0
     for i, cand in enumerate(plan["candidates"]):
@@ -112,7 +113,7 @@ def _try_all(plan, out_dir, key, sign, pristine, zygote):
                 with open(path, "w", encoding="utf-8", newline="") as f:
                     f.write(m["source"])
                 code = worldline_runs.run_once(out_dir, i, cand.get("timeout", plan["timeout"]), plan["test_limit"], plan["output_cap"],
-                                               plan["pytest"] + cand["tests"], key, None, zygote)["exit"]
+                                               plan["pytest"] + cand["tests"], key, suite_env, None, zygote)["exit"]
                 # Nobody reads a mutant's output: it would only fill the folder.
                 os.unlink(os.path.join(out_dir, "output-%d.log" % i))
                 timed_out = code == worldline_runs.TIMEOUT_EXIT

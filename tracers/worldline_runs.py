@@ -1,7 +1,7 @@
 """Runs a pytest command N times for Worldline, holding the report key where tests cannot read it.
 
-Started as `python3 -I -S worldline_runs.py OUT RUNS TIMEOUT_S TEST_LIMIT_S CAP_BYTES -- CMD...` (isolated, no
-site: no .pth or sitecustomize a repository installed runs here). Before any repository code
+Started as `OUR_PYTHON worldline_runs.py OUT RUNS TIMEOUT_S TEST_LIMIT_S CAP_BYTES -- CMD...` (our own
+interpreter, isolated, no site: no .pth or sitecustomize a repository installed runs here; see below). Before any repository code
 runs it reads OUT/key, deletes it, and makes itself non-dumpable, so a test running as the same
 user can open neither /proc/<this>/fd nor /proc/<this>/mem. The key never leaves this process:
 the reporting plugin sends its records unsigned down a pipe (an inherited descriptor it makes
@@ -24,7 +24,7 @@ end of the test that started disarms, and a test that closes the pipe leaves its
 armed; the tests' subprocesses hold no copy of the pipe. Runs share the
 container's /tmp and /repo (state a run leaves there is how order-dependent flakiness shows);
 nothing persists beyond the container.
-Started as `python3 -I -S worldline_runs.py OUT --steps STEPS_JSON` it runs a list of steps
+Started as `OUR_PYTHON worldline_runs.py OUT --steps STEPS_JSON` it runs a list of steps
 instead, for work that changes /repo between runs (issue-fix verification, the traces around
 a fix): {"cap": bytes, "steps": [{"name", "sh": script} | {"name", "run": [argv], "timeout",
 "test_limit", "env"?}]}. A `sh` step (patches, git; started by us, so it cannot read our memory
@@ -35,7 +35,26 @@ With two or more pytest runs in the list, they fork from a zygote (worldline_zyg
 before the first step) instead of each starting an interpreter and importing pytest; a run's
 outcome says `"zygote": true` when it did. A plan with `"zygote": false` starts every run cold.
 
-Drivers of their own (forage_mutations.py) import take_key, forbid_dumping, signer and run_once.
+Started by the sandbox as the container's own command (WORLDLINE_BOOT set: pipeline/sandbox/sandbox.ts),
+we run on our own interpreter: the base image's Python, its standard library and the shared
+libraries it loads, mounted read-only at /worldline/py and started through its own loader, so
+nothing the repository's build rewrote as root (hmac.py, libcrypto, /usr/bin/python3) runs here;
+`boot` refuses to go on when a mapped file comes from anywhere else. Our environment holds none of
+the unit's variables (LD_PRELOAD and the like would act on us first): the suite's environment
+comes in OUT/suite-env.json, read before anything else, and only the runs get it. Then `boot`
+makes us non-dumpable, takes the key and the inputs, copies the checkout into /repo (`cp`: the
+build's, but the key and inputs are ours by then) and kills whatever that left. With "gate" in
+WORLDLINE_BOOT (a held run, whose key and inputs are written while it waits) it copies with our
+own code, so that nothing of the image runs before it waits for the line on stdin that lets the
+run go, and only then takes the key and inputs.
+
+A run ends when pytest exits: whatever it left (a daemon in a session of its own holding the
+output pipe, a process that outlives the run into the next) is killed then, the container's
+whole process tree but PID 1, us and the zygote, and the output is read to its end. A pytest
+that reported its session's end but does not exit within FINISH_GRACE_S is killed too, its
+status the one it reported.
+
+Drivers of their own (forage_mutations.py) import boot, signer and run_once.
 Standard library only; Python 3.8+.
 """
 import array
@@ -46,8 +65,10 @@ import hmac
 import json
 import os
 import select
+import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -55,6 +76,14 @@ import time
 
 PR_SET_DUMPABLE = 4
 TIMEOUT_EXIT = 124
+# How the sandbox started us: None (a command of its own started us), "prepare" or "gate,prepare".
+BOOT = os.environ.pop("WORLDLINE_BOOT", None)
+# Our interpreter's tree (pipeline/sandbox/our_python.ts): every file mapped into us comes from it.
+OUR_PYTHON_ROOT = "/worldline/py/"
+# The build's checkout, on the read-only root file system: what each container's /repo is copied from.
+PRISTINE = "/opt/worldline/repo"
+# Seconds pytest may take to exit after it reported its session's end.
+FINISH_GRACE_S = 30
 
 
 def take_key(out):
@@ -75,6 +104,142 @@ def _kill_group(proc):
         pass
 
 
+def _foreign_mappings():
+    """Files mapped into this process from outside our interpreter's tree."""
+    found = set()
+    with open("/proc/self/maps") as f:
+        for line in f:
+            fields = line.split(None, 5)
+            path = fields[5].strip() if len(fields) == 6 else ""
+            # Anonymous memory, [heap] and the like, and libffi's memfd trampolines are no file of the image.
+            if path.startswith("/") and not path.startswith((OUR_PYTHON_ROOT, "/memfd:", "/dev/zero")):
+                found.add(path)
+    return sorted(found)
+
+
+def _strays(keep):
+    me = os.getpid()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) in (1, me) or int(name) in keep:
+            continue
+        try:
+            with open("/proc/%s/stat" % name, "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state not in (b"Z", b"X"):
+            yield int(name)
+
+
+def kill_strays(keep=()):
+    """SIGKILL to every process of the container but PID 1 (its init), us and `keep`, until none is
+    left: a daemon in a session of its own, a child of one, whatever a run or a step started. Only
+    when the sandbox started us: there we are the container's only command and see its processes alone."""
+    if BOOT is None:
+        return
+    for _ in range(1000):
+        found = list(_strays(set(keep)))
+        if not found:
+            return
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.002)
+
+
+def _suite_env(out):
+    """The runs' environment: ours without what the sandbox set for us alone, with the suite's own
+    variables (OUT/suite-env.json: {"set": {...}, "drop": [...]}), read and removed before anything else runs."""
+    env = dict(os.environ)
+    path = os.path.join(out, "suite-env.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            spec = json.load(f)
+    except FileNotFoundError:
+        return env
+    os.unlink(path)
+    for name in spec.get("drop", []):
+        env.pop(name, None)
+    env.update(spec.get("set", {}))
+    return env
+
+
+def _take(out, inputs):
+    """The key, then the contents of the named input files of OUT."""
+    key = take_key(out)
+    found = {}
+    for name in inputs:
+        with open(os.path.join(out, name), "rb") as f:
+            found[name] = f.read()
+    return key, found
+
+
+def _copy_tree(src, dst):
+    """`cp -a src/. dst/` in our own code: links as links, modes and times (to the nanosecond:
+    pytest's cache of rewritten test modules is checked by mtime), FIFOs as FIFOs; no other
+    special file (none can be made without privileges)."""
+    for entry in os.scandir(src):
+        target = os.path.join(dst, entry.name)
+        st = entry.stat(follow_symlinks=False)
+        if stat.S_ISLNK(st.st_mode):
+            os.symlink(os.readlink(entry.path), target)
+        elif stat.S_ISDIR(st.st_mode):
+            os.mkdir(target)
+            _copy_tree(entry.path, target)
+        elif stat.S_ISREG(st.st_mode):
+            shutil.copyfile(entry.path, target)
+        elif stat.S_ISFIFO(st.st_mode):
+            os.mkfifo(target)
+        else:
+            continue
+        if not stat.S_ISLNK(st.st_mode):
+            os.chmod(target, stat.S_IMODE(st.st_mode))
+        os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
+    st = os.stat(src)
+    os.chmod(dst, stat.S_IMODE(st.st_mode))
+    os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def _prepare_repo(ours):
+    """The checkout into this container's own /repo (absent in base images), by the image's `cp`
+    (faster) or, with `ours`, by our own code; what the copy left running goes."""
+    if os.path.isdir(PRISTINE):
+        if ours:
+            _copy_tree(PRISTINE, "/repo")
+        else:
+            code = subprocess.call(["cp", "-a", PRISTINE + "/.", "/repo/"], stdin=subprocess.DEVNULL, start_new_session=True)
+            if code != 0:
+                sys.exit("worldline_runs: copying the checkout into /repo failed (exit %d)" % code)
+    kill_strays()
+
+
+def boot(out, inputs=()):
+    """Everything before the first step: (key, the runs' environment, {input name: bytes}). We are
+    non-dumpable before any program of the image runs, and read the environment, the key and the
+    inputs before one does. A held run's key and inputs are written while it waits, so no program
+    of the image runs before its gate: its checkout is copied by our own code."""
+    if BOOT is not None:
+        foreign = _foreign_mappings()
+        if foreign:
+            sys.exit("worldline_runs: refusing to run: %s is mapped from outside our interpreter (%s)" % (foreign[0], OUR_PYTHON_ROOT))
+    forbid_dumping()
+    gate = BOOT is not None and "gate" in BOOT.split(",")
+    suite_env = _suite_env(out)
+    if gate:
+        _prepare_repo(ours=True)
+        # No line (the stream closed): the run is off.
+        if not sys.stdin.buffer.readline():
+            sys.exit(0)
+        key, found = _take(out, inputs)
+        return key, suite_env, found
+    key, found = _take(out, inputs)
+    if BOOT is not None:
+        _prepare_repo(ours=False)
+    return key, suite_env, found
+
+
 # Longest line the plugin may send (a large suite's list of collected node ids fits easily).
 MAX_LINE = 64 << 20
 DRAIN_S = 5
@@ -91,6 +256,8 @@ class _Report:
         self.sign = signer(key) if key is not None else (lambda record: json.dumps(record, sort_keys=True) + "\n")
         self.phases = set()
         self.finished = False
+        self.finished_at = None
+        self.exitstatus = None
         self.tampered = False
 
     def _write(self, record):
@@ -114,6 +281,9 @@ class _Report:
             # A rerun plugin's failed attempt: the test's phases may be reported again.
             self.phases -= {(record.get("nodeid"), when) for when in PHASES}
         self.finished = event == "finish"
+        if self.finished:
+            self.finished_at = time.monotonic()
+            self.exitstatus = record.get("exitstatus")
         return None
 
     def add(self, record):
@@ -209,12 +379,9 @@ def forbid_dumping():
         sys.exit("worldline_runs: prctl(PR_SET_DUMPABLE) failed: the key would be readable by tests")
 
 
-def keyed(out):
-    """The run's key, taken off OUT before any repository code runs (this process is then
-    non-dumpable), and the signer of our records: plain JSON lines when no key was given."""
-    key = take_key(out)
-    forbid_dumping()
-    return key, (signer(key) if key is not None else lambda record: json.dumps(record, sort_keys=True) + "\n")
+def signer_of(key):
+    """The signer of our records: plain JSON lines when no key was given."""
+    return signer(key) if key is not None else lambda record: json.dumps(record, sort_keys=True) + "\n"
 
 
 def signer(key):
@@ -275,9 +442,10 @@ def _read_line(sock):
 class Zygote:
     """The runner's side of worldline_zygote.py: started once, asked for a child per run."""
 
-    def __init__(self):
+    def __init__(self, suite_env):
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        env = dict(os.environ, WORLDLINE_ZYGOTE_FD=str(theirs.fileno()))
+        # The runs' environment: the zygote is the start of every run it serves.
+        env = dict(suite_env, WORLDLINE_ZYGOTE_FD=str(theirs.fileno()))
         self.proc = subprocess.Popen(
             ["python3", "-S", "/worldline/lib/worldline_zygote.py"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -325,9 +493,9 @@ class Zygote:
 
 
 @contextlib.contextmanager
-def zygote_if(wanted):
+def zygote_if(wanted, suite_env):
     """A Zygote for the block when `wanted` (it pays off from two runs it serves), else None; closed after."""
-    zygote = Zygote() if wanted else None
+    zygote = Zygote(suite_env) if wanted else None
     try:
         yield zygote
     finally:
@@ -335,10 +503,15 @@ def zygote_if(wanted):
             zygote.close()
 
 
-def run_once(out, i, timeout_s, test_limit_s, cap, cmd, key, extra_env=None, zygote=None):
+def _keep(zygote):
+    """The processes a run's end leaves alive besides us: the zygote, waiting for the next run."""
+    return (zygote.proc.pid,) if zygote is not None else ()
+
+
+def run_once(out, i, timeout_s, test_limit_s, cap, cmd, key, suite_env, extra_env=None, zygote=None):
     """One pytest run; its files are named with `i` (see the module's docstring). Returns what the
     files say, from our memory: {"exit", "capped" (bytes dropped), "test_timeout" (node id or None)}."""
-    env = dict(os.environ, **(extra_env or {}))
+    env = dict(suite_env, **(extra_env or {}))
     records, w = os.pipe()
     env["WORLDLINE_REPORT_FD"] = str(w)
     report = _Report(os.path.join(out, "report-%s.jsonl" % i), key)
@@ -365,26 +538,20 @@ def run_once(out, i, timeout_s, test_limit_s, cap, cmd, key, extra_env=None, zyg
     timer = threading.Timer(timeout_s, on_timeout)
     timer.daemon = True
     timer.start()
-    kept = 0
-    dropped = 0
     with open(os.path.join(out, "output-%s.log" % i), "wb") as log:
-        while True:
-            chunk = proc.stdout.read1(1 << 16) if hasattr(proc.stdout, "read1") else proc.stdout.read(1 << 16)
-            if not chunk:
-                break
-            room = cap - kept
-            if room > 0:
-                log.write(chunk[:room])
-                kept += min(room, len(chunk))
-            dropped += max(0, len(chunk) - max(room, 0))
+        kept, dropped, let_go = _read_output(proc, report, log, cap, _keep(zygote))
     code = proc.wait()
     timer.cancel()
-    # What the suite left running after its session ended goes too.
+    # What the suite left running after it ended goes too: its group, and every other process but the zygote.
     _kill_group(proc)
+    kill_strays(_keep(zygote))
     ended.set()
     watcher.join()
     os.close(records)
     report.close()
+    if let_go and report.exitstatus is not None:
+        # Killed after its session reported its end: its status is the one it reported.
+        code = int(report.exitstatus)
     if test_timed_out:
         code = TIMEOUT_EXIT
         with open(os.path.join(out, "test-timeout-%s" % i), "w", encoding="utf-8") as f:
@@ -402,8 +569,42 @@ def run_once(out, i, timeout_s, test_limit_s, cap, cmd, key, extra_env=None, zyg
     return {"exit": code, "capped": dropped, "test_timeout": test_timed_out[0] if test_timed_out else None, "zygote": forked}
 
 
-def _sh_step(script, cap):
-    """A step of ours: its exit status and the first `cap` bytes of its output."""
+def _read_output(proc, report, log, cap, keep):
+    """Copies the run's output to `log` (the first `cap` bytes; the rest counted) until the pipe's end,
+    which comes when pytest is gone and so is every other holder: once pytest exits, whatever is
+    left (a daemon in a session of its own keeps the pipe) is killed, and a pipe still open DRAIN_S
+    later is given up. A pytest still there FINISH_GRACE_S after it reported its session's end is
+    killed. Returns (bytes kept, bytes dropped, whether pytest was killed after its end)."""
+    fd = proc.stdout.fileno()
+    kept = dropped = 0
+    exited_at = None
+    let_go = False
+    while True:
+        if exited_at is None and proc.poll() is not None:
+            exited_at = time.monotonic()
+            _kill_group(proc)
+            kill_strays(keep)
+        elif exited_at is None and not let_go and report.finished_at is not None and time.monotonic() - report.finished_at > FINISH_GRACE_S:
+            let_go = True
+            _kill_group(proc)
+        wait = 0.2 if exited_at is None else max(0.0, exited_at + DRAIN_S - time.monotonic())
+        if not select.select([fd], [], [], wait)[0]:
+            if exited_at is not None:
+                break
+            continue
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            break
+        room = cap - kept
+        if room > 0:
+            log.write(chunk[:room])
+            kept += min(room, len(chunk))
+        dropped += max(0, len(chunk) - max(room, 0))
+    return kept, dropped, let_go
+
+
+def _sh_step(script, cap, keep):
+    """A step of ours (our environment, none of the suite's variables): its exit status and the first `cap` bytes of its output."""
     proc = subprocess.Popen(["sh", "-c", script], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, cwd="/repo")
     kept = []
     size = 0
@@ -416,29 +617,30 @@ def _sh_step(script, cap):
             size += len(kept[-1])
     code = proc.wait()
     _kill_group(proc)
+    kill_strays(keep)
     return code, b"".join(kept).decode("utf-8", "replace")
 
 
-def run_steps(out, plan_file):
-    key, sign = keyed(out)
-    with open(plan_file) as f:
-        plan = json.load(f)
+def run_steps(out, plan_name):
+    key, suite_env, inputs = boot(out, [plan_name])
+    sign = signer_of(key)
+    plan = json.loads(inputs[plan_name].decode("utf-8"))
     cap = int(plan["cap"])
     runs = [step for step in plan["steps"] if "run" in step and Zygote.serves(step["run"], step.get("env"))]
     # One run gains nothing from a zygote; it starts while the first steps (patches) run.
-    with zygote_if(plan.get("zygote", True) and len(runs) >= 2) as zygote:
-        _steps(out, plan, cap, key, sign, zygote)
+    with zygote_if(plan.get("zygote", True) and len(runs) >= 2, suite_env) as zygote:
+        _steps(out, plan, cap, key, sign, suite_env, zygote)
 
 
-def _steps(out, plan, cap, key, sign, zygote):
+def _steps(out, plan, cap, key, sign, suite_env, zygote):
     with open(os.path.join(out, "steps.jsonl"), "w") as steps:
         for step in plan["steps"]:
             started = time.time()
             record = {"name": step["name"]}
             if "sh" in step:
-                record["exit"], record["output"] = _sh_step(step["sh"], cap)
+                record["exit"], record["output"] = _sh_step(step["sh"], cap, _keep(zygote))
             else:
-                record.update(run_once(out, step["name"], float(step["timeout"]), float(step["test_limit"]), cap, step["run"], key, step.get("env"), zygote))
+                record.update(run_once(out, step["name"], float(step["timeout"]), float(step["test_limit"]), cap, step["run"], key, suite_env, step.get("env"), zygote))
             record.update(started=started, ended=time.time())
             steps.write(sign(record))
             steps.flush()
@@ -448,15 +650,15 @@ def _steps(out, plan, cap, key, sign, zygote):
 
 def main(argv):
     if argv[2] == "--steps":
-        run_steps(argv[1], argv[3])
+        # The plan is a file of OUT, read with the key (argv names it as the container sees it).
+        run_steps(argv[1], os.path.relpath(argv[3], argv[1]))
         return
     sep = argv.index("--")
     out, runs, timeout_s, test_limit_s, cap = argv[1], int(argv[2]), float(argv[3]), float(argv[4]), int(argv[5])
     cmd = argv[sep + 1 :]
-    key = take_key(out)
-    forbid_dumping()
+    key, suite_env, _ = boot(out)
     for i in range(1, runs + 1):
-        if run_once(out, i, timeout_s, test_limit_s, cap, cmd, key)["exit"] == TIMEOUT_EXIT:
+        if run_once(out, i, timeout_s, test_limit_s, cap, cmd, key, suite_env)["exit"] == TIMEOUT_EXIT:
             break
 
 

@@ -6,6 +6,7 @@
  */
 import { FIXED_COMMIT_ENV } from '../../core/git.js';
 import type { TaskRecord } from '../../schemas/tasks.js';
+import { OUR_PYTHON } from '../sandbox/our_python.js';
 import { SandboxSession } from '../sandbox/sandbox.js';
 
 export const TOOL_NAMES = ['bash', 'view', 'edit', 'create', 'submit'] as const;
@@ -165,7 +166,8 @@ export class AgentEnv {
     const encoded = Buffer.from(JSON.stringify(args)).toString('base64');
     if (encoded.length > TOOL_ARG_CAP)
       return done(`error: ${tc.name} arguments are too large (${encoded.length} bytes encoded; at most ${TOOL_ARG_CAP})`, null, true);
-    const res = await this.exec(['python3', '/worldline/lib/agent_tools.py', tc.name, encoded], 60);
+    // On our own interpreter: the image's standard library is the build's to rewrite.
+    const res = await this.exec([OUR_PYTHON, '/worldline/lib/agent_tools.py', tc.name, encoded], 60);
     return done(res.output, res.exitCode, res.exitCode !== 0);
   }
 

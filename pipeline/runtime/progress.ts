@@ -5,6 +5,7 @@
  * stderr for log collectors, the last one the totals. The report on stdout is unchanged.
  */
 import { MultiBar, Presets, type SingleBar } from 'cli-progress';
+import { terminalSafe } from '../../core/terminal.js';
 import type { StageName } from './ledger.js';
 
 export type ProgressMode = 'bars' | 'json' | 'none';
@@ -56,11 +57,11 @@ export class Progress {
     private readonly stream: NodeJS.WriteStream = process.stderr,
   ) {}
 
-  /** A log line: above the bars on a terminal, as an event in JSON mode, as is otherwise. */
+  /** A log line: above the bars on a terminal, as an event in JSON mode, as is otherwise (its control characters escaped: it may name a test). */
   log = (m: string): void => {
-    if (this.bars) this.bars.log(`${m}\n`);
+    if (this.bars) this.bars.log(`${terminalSafe(m)}\n`);
     else if (this.mode === 'json') this.json({ event: 'log', message: m });
-    else this.stream.write(`${m}\n`);
+    else this.stream.write(`${terminalSafe(m)}\n`);
   };
 
   private json(e: object): void {
@@ -90,12 +91,12 @@ export class Progress {
   event(e: ProgressEvent): void {
     if (this.mode === 'json') this.json(e);
     if (e.event === 'steps') {
-      this.slotBars[e.slot]?.update(0, { what: `${e.unit_id} ${e.stage} ${e.done} of ${e.total} ${e.of}` });
+      this.slotBars[e.slot]?.update(0, { what: terminalSafe(`${e.unit_id} ${e.stage} ${e.done} of ${e.total} ${e.of}`) });
       return;
     }
     if (e.event === 'stage') {
       this.pass(e.unit_id, Math.max(0, this.stages.indexOf(e.stage)));
-      this.slotBars[e.slot]?.update(0, { what: `${e.unit_id} ${e.stage}` });
+      this.slotBars[e.slot]?.update(0, { what: terminalSafe(`${e.unit_id} ${e.stage}`) });
       return;
     }
     if (e.status === 'retry') {

@@ -156,6 +156,11 @@ export interface TraceStageRecord {
   /** Non-flaky tests whose outcome under the tracer differs from validate's first run. */
   parity_mismatches: number;
   mismatched: string[];
+  /**
+   * Episodes of those tests, not kept: the trace changed what the test did (a `__repr__` with side
+   * effects, run by the tracer to show a value), so it is the trace of a run that did not happen untraced.
+   */
+  parity_dropped_episodes: number;
   tracer_version: string;
   python_version: string;
 }

@@ -14,8 +14,9 @@
  *   `checked-hash` pycs from the copy the build container is given: the image is not rebuilt when
  *   tracers/ changes, and a run of an edited tree hashes the source, finds it differs and compiles
  *   it in memory, as every run did before (44 ms of a traced run's imports in textstats' image,
- *   9 ms with the pycs). Runs started with `python3 -I` (the key-holding runner, the tool server)
- *   ignore PYTHONPYCACHEPREFIX and never read these.
+ *   9 ms with the pycs). Our own interpreter (the key-holding runner, the mutant driver, the tool
+ *   server: our_python.ts) is isolated and writes no bytecode: it ignores PYTHONPYCACHEPREFIX and
+ *   never reads these (the standard library's own pycs come with its export).
  * - pytest's assert-rewritten test modules (in the prefix since pytest 6, `get_cache_dir`; the base
  *   images have 6.0.2, 7.2.1 and 8.3.5) are checked by mtime (whole seconds) and size only. That is
  *   safe here because each container's /repo is a `cp -a` of the image's checkout, so an untouched

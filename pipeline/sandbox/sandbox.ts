@@ -5,14 +5,21 @@
  * work folder at /worldline/out for scripts in and results out, the standard environment, the
  * run's resource limits and no network. `SandboxSession` is a long-lived container the agent's
  * tools exec into. `runContainer` is the bare form both build on.
+ *
+ * A command that starts with OUR_PYTHON runs on our own interpreter (our_python.ts), not the
+ * image's, as the container's own first process (no shell of the image's before it: it copies the
+ * checkout itself, after it took what it must hold, tracers/worldline_runs.py), with an
+ * environment of ours: the unit's variables reach the suite's runs only (in
+ * /worldline/out/suite-env.json), never our process, where LD_PRELOAD and the like would act first.
  */
 
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, statSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import type Docker from 'dockerode';
 import { JOB_LABEL, jobLabel } from '../runtime/job_scope.js';
 import { DEFAULTS } from '../runtime/options.js';
 import { docker, OWNER_LABEL, tarStream } from './engine.js';
+import { emptyFile, expandOurPython, libDir, OUR_ENV, OUR_PYTHON, type OurPython, ourPython, suiteEnvChange } from './our_python.js';
 import { ToolServer } from './tool_server.js';
 import { tracersDir } from './tracers.js';
 import { onWorkDisk } from './work_disk.js';
@@ -61,13 +68,14 @@ const labelsOf = (labels: Record<string, string> = {}): Record<string, string> =
  * setuid binaries powerless (no-new-privileges), a read-only root file system (a test cannot
  * change the interpreter, site-packages or /etc for a later run), size-limited nosuid/nodev
  * scratch file systems, file-size and open-file limits, an init that reaps and forwards signals,
- * and no engine log (output a test prints never lands on the host's disk).
+ * no engine log (output a test prints never lands on the host's disk), and an empty
+ * /etc/ld.so.preload (the build may have written one: every program would load it first).
  */
 function hostConfig(binds: string[], limits: RunLimits): Docker.ContainerCreateOptions['HostConfig'] {
   const scratch = (mb: number) => `rw,exec,nosuid,nodev,size=${mb}m,uid=${SANDBOX_UID},gid=${SANDBOX_UID},mode=0755`;
   return {
     NetworkMode: 'none',
-    Binds: binds,
+    Binds: [...binds, `${emptyFile()}:/etc/ld.so.preload:ro`],
     Memory: limits.memoryBytes,
     MemorySwap: limits.memoryBytes,
     PidsLimit: limits.pids,
@@ -157,18 +165,21 @@ interface ContainerRun {
   timeoutMs: number;
   outputCap?: number;
   labels?: Record<string, string>;
+  /** The command is the container's first process as it is (our runner: it copies the checkout and waits for `go` itself). */
+  direct?: boolean;
 }
 
 /**
  * Creates a run's container: `gate` (a shell command) runs after the checkout is in and before the
- * command, which then gets /dev/null as its standard input as any run's does.
+ * command, which then gets /dev/null as its standard input as any run's does (a direct command
+ * reads the gate's line itself).
  */
 function createRunContainer(opts: Omit<ContainerRun, 'timeoutMs'>, gate?: string): Promise<Docker.Container> {
   const start = gate ? `${PREPARE_REPO} && ${gate} && exec "$@" </dev/null` : `${PREPARE_REPO} && exec "$@"`;
   return docker().createContainer({
     Image: opts.image,
     // Every container has its own empty /repo: the checkout goes in before the command runs.
-    Cmd: ['sh', '-c', start, 'sh', ...opts.cmd],
+    Cmd: opts.direct ? opts.cmd : ['sh', '-c', start, 'sh', ...opts.cmd],
     Env: Object.entries({ ...BASE_ENV, ...opts.env }).map(([k, v]) => `${k}=${v}`),
     User: `${SANDBOX_UID}:${SANDBOX_UID}`,
     Hostname: SANDBOX_HOSTNAME,
@@ -258,15 +269,30 @@ export interface SandboxSpec {
   ourCode?: boolean;
 }
 
-/** A sandboxed run's container, the one standard way. */
-const sandboxedRun = (spec: Omit<SandboxSpec, 'timeoutMs'>): Omit<ContainerRun, 'timeoutMs'> => ({
-  image: spec.image,
-  cmd: spec.cmd,
-  env: standardEnv(spec.vars, spec.srcLayout, spec.env),
-  binds: [...(spec.ourCode === false ? [] : [`${tracersDir}:/worldline/lib:ro`]), `${spec.work}:/worldline/out`],
-  limits: toRunLimits(spec.limits),
-  labels: spec.labels,
-});
+/** The variables the sandbox sets for our runner alone: the suite's environment drops them. */
+const RUNNER_ONLY = [...Object.keys(OUR_ENV), 'WORLDLINE_BOOT'];
+
+/**
+ * A sandboxed run's container, the one standard way. A command of OUR_PYTHON's gets our
+ * environment and the suite's in its work folder (written here: `spec.work` is mounted by now); a
+ * command of the caller's (a shell, which may start our runner itself) gets the suite's, as plain
+ * pytest does.
+ */
+async function sandboxedRun(spec: Omit<SandboxSpec, 'timeoutMs'>, held: boolean): Promise<Omit<ContainerRun, 'timeoutMs'>> {
+  const suite = standardEnv(spec.vars, spec.srcLayout, spec.env);
+  const run = { image: spec.image, cmd: spec.cmd, env: suite, binds: [`${spec.work}:/worldline/out`], limits: toRunLimits(spec.limits), labels: spec.labels };
+  if (spec.ourCode === false) return run;
+  run.binds.push(`${libDir()}:/worldline/lib:ro`);
+  if (!spec.cmd.includes(OUR_PYTHON)) return run;
+  const py = await ourPython(spec.image);
+  run.binds.push(...py.binds);
+  run.cmd = expandOurPython(spec.cmd, py.argv);
+  if (spec.cmd[0] !== OUR_PYTHON) return run;
+  const envFile = join(spec.work, 'suite-env.json');
+  writeFileSync(envFile, JSON.stringify(suiteEnvChange(py.imageEnv, suite, RUNNER_ONLY)));
+  claimWork(envFile);
+  return { ...run, env: { ...OUR_ENV, WORLDLINE_BOOT: held ? 'gate,prepare' : 'prepare' }, direct: true };
+}
 
 /**
  * Runs repository code for a stage, the one standard way (see the top of this file), its work
@@ -274,8 +300,8 @@ const sandboxedRun = (spec: Omit<SandboxSpec, 'timeoutMs'>): Omit<ContainerRun, 
  */
 export function runSandboxed(spec: SandboxSpec): Promise<RunResult> {
   claimWork(spec.work);
-  return onWorkDisk(spec.work, spec.limits.workDiskMb ?? DEFAULTS.workDiskMb, SANDBOX_UID, () =>
-    runContainer({ ...sandboxedRun(spec), timeoutMs: spec.timeoutMs }),
+  return onWorkDisk(spec.work, spec.limits.workDiskMb ?? DEFAULTS.workDiskMb, SANDBOX_UID, async () =>
+    runContainer({ ...(await sandboxedRun(spec, false)), timeoutMs: spec.timeoutMs }),
   );
 }
 
@@ -302,7 +328,7 @@ export async function holdSandboxed(spec: Omit<SandboxSpec, 'timeoutMs'>): Promi
   });
   const run = onWorkDisk(spec.work, spec.limits.workDiskMb ?? DEFAULTS.workDiskMb, SANDBOX_UID, async () => {
     // Until `go`, the gate reads its standard input; no line (the stream closed) means the run is off.
-    const container = await createRunContainer(sandboxedRun(spec), 'read -r go');
+    const container = await createRunContainer(await sandboxedRun(spec, true), 'read -r go');
     try {
       const output = outputCollector(1 << 20);
       const started = await attachAndStart(container, (chunk) => output.add(chunk), true);
@@ -352,11 +378,18 @@ function capOutput(output: string, dropped: number, cap: number): string {
 /**
  * A long-lived container (the agent's environment): started idle, commands run in it bounded in
  * time and output (through its tool server while that lives, else one exec each), removed by `close`.
+ * The container's own environment holds none of `env` (the unit's variables): each command gets
+ * them (an exec's own environment, or the tool server's word), our processes (the tool server, a
+ * command of OUR_PYTHON's) never do.
  */
 export class SandboxSession {
   private server: ToolServer | null = null;
 
-  private constructor(private readonly container: Docker.Container) {}
+  private constructor(
+    private readonly container: Docker.Container,
+    private readonly py: OurPython,
+    private readonly env: Record<string, string>,
+  ) {}
 
   /**
    * `setup`: a script (with its arguments as $1..) run in /repo once it is copied, in the same
@@ -372,24 +405,30 @@ export class SandboxSession {
     toolServer?: boolean;
   }): Promise<SandboxSession> {
     const limits = toRunLimits(opts.limits);
+    const py = await ourPython(opts.image);
     const container = await docker().createContainer({
       Image: opts.image,
       Cmd: ['sleep', 'infinity'],
-      Env: Object.entries({ ...BASE_ENV, ...opts.env }).map(([k, v]) => `${k}=${v}`),
+      Env: Object.entries(BASE_ENV).map(([k, v]) => `${k}=${v}`),
       User: `${SANDBOX_UID}:${SANDBOX_UID}`,
       Hostname: SANDBOX_HOSTNAME,
       WorkingDir: '/repo',
       NetworkDisabled: true,
       Labels: labelsOf(opts.labels),
-      HostConfig: hostConfig([`${tracersDir}:/worldline/lib:ro`], limits),
+      HostConfig: hostConfig([`${libDir()}:/worldline/lib:ro`, ...py.binds], limits),
     });
-    const session = new SandboxSession(container);
+    const session = new SandboxSession(container, py, opts.env);
     try {
       await container.start();
       const script = opts.setup ? `${PREPARE_REPO} || exit $?\n${opts.setup.script}` : PREPARE_REPO;
       // The setup is the server's first command, not an exec of its own: an exec costs the engine
       // about 60 ms of CPU here, on machines whose cores the task slots already fill.
-      if (opts.toolServer) session.server = await ToolServer.start(container);
+      if (opts.toolServer)
+        session.server = await ToolServer.start(container, {
+          cmd: [...py.argv, '/worldline/lib/tool_server.py'],
+          env: OUR_ENV,
+          commands: suiteEnvChange(py.imageEnv, opts.env, Object.keys(OUR_ENV)),
+        });
       const prepared = await session.exec(['sh', '-c', script, 'sh', ...(opts.setup?.args ?? [])], 300, 4096);
       if (prepared.exitCode !== 0) throw new Error(`cannot prepare the session's /repo: ${prepared.output.slice(-500)}`);
     } catch (e) {
@@ -418,20 +457,27 @@ export class SandboxSession {
     return this.server?.alive ?? false;
   }
 
-  /** Runs a command in /repo under `timeout`, keeping the first `cap` characters of its output. */
+  /**
+   * Runs a command in /repo under `timeout`, keeping the first `cap` characters of its output. A
+   * command of OUR_PYTHON's runs on our interpreter with our environment, and no `timeout` of the
+   * image's: the server (or the tool itself) ends it.
+   */
   async exec(cmd: string[], timeoutS: number, cap: number): Promise<{ output: string; exitCode: number | null }> {
-    if (!this.served) return this.execOnce(cmd, timeoutS, cap);
+    const own = cmd[0] === OUR_PYTHON;
+    const full = expandOurPython(cmd, this.py.argv);
+    if (!this.served) return this.execOnce(full, timeoutS, cap, own);
     // Bytes enough for `cap` characters however they decode (a character is at most 3 bytes of UTF-8 per UTF-16 unit).
-    const answer = await this.server!.run(cmd, timeoutS, 3 * cap + 3);
+    const answer = await this.server!.run(full, timeoutS, 3 * cap + 3, own);
     // Gone mid-command (the agent's own command killed or stopped it): what the command did is unknown.
     if (!answer) return { output: '[worldline: the tool server stopped during this command; its output is lost]', exitCode: null };
     return { output: capOutput(answer.kept.toString('utf8'), answer.dropped, cap), exitCode: answer.exitCode };
   }
 
   /** One exec of its own: three round trips to the engine. */
-  private async execOnce(cmd: string[], timeoutS: number, cap: number): Promise<{ output: string; exitCode: number | null }> {
+  private async execOnce(cmd: string[], timeoutS: number, cap: number, own: boolean): Promise<{ output: string; exitCode: number | null }> {
     const ex = await this.container.exec({
-      Cmd: ['timeout', '-k', '5', String(timeoutS), ...cmd],
+      Cmd: own ? cmd : ['timeout', '-k', '5', String(timeoutS), ...cmd],
+      Env: Object.entries(own ? OUR_ENV : this.env).map(([k, v]) => `${k}=${v}`),
       AttachStdout: true,
       AttachStderr: true,
       WorkingDir: '/repo',

@@ -11,6 +11,7 @@ import type { Unit } from '../runtime/manifest.js';
 import type { PipelineOptions } from '../runtime/options.js';
 import { redactText, unitRedactor } from '../runtime/part_redaction.js';
 import { PYTEST_OPTIONS_WITH_VALUE } from '../runtime/pytest_words.js';
+import { OUR_PYTHON } from './our_python.js';
 import { firstErrorLine } from './pytest_output.js';
 import { foldReport, type SuiteRun, signedLines } from './pytest_report.js';
 import { LineCounter, readLogTail, readResult } from './results.js';
@@ -55,15 +56,14 @@ export function testWallLimitS(testTimeoutS: number): number {
 }
 
 /**
- * The container's command: our runner (isolated from the repository's site-packages) runs the
- * suite `runs` times under a timeout each, kills a test past `testLimitS`, caps its output, and
- * signs the plugin's records into the report with a key the tests cannot read (only it holds it).
+ * The container's command: our runner (on our own interpreter, none of the build's: our_python.ts)
+ * runs the suite `runs` times under a timeout each, kills a test past `testLimitS`, caps its
+ * output, and signs the plugin's records into the report with a key the tests cannot read (only
+ * it holds it).
  */
 export function runnerCommand(runs: number, suiteTimeoutS: number, testLimitS: number, pytest: string[]): string[] {
   return [
-    'python3',
-    '-I',
-    '-S',
+    OUR_PYTHON,
     '/worldline/lib/worldline_runs.py',
     '/worldline/out',
     String(runs),
@@ -119,7 +119,7 @@ export interface StepOutcome {
 }
 
 /** The runner's command: the same for every step list (the list is a file of the work folder). */
-export const STEPS_RUNNER_CMD = ['python3', '-I', '-S', '/worldline/lib/worldline_runs.py', '/worldline/out', '--steps', '/worldline/out/steps.json'];
+export const STEPS_RUNNER_CMD = [OUR_PYTHON, '/worldline/lib/worldline_runs.py', '/worldline/out', '--steps', '/worldline/out/steps.json'];
 
 /**
  * Writes `steps` for the runner and a fresh key; returns the container's command and the key.

@@ -41,31 +41,44 @@ export class ToolServer {
     stream.on('error', end);
   }
 
-  /** Starts the server in `container`; null when it does not come up (the session then execs each command). */
-  static async start(container: Docker.Container): Promise<ToolServer | null> {
+  /**
+   * Starts the server in `container` (`cmd` on our interpreter, with `env` of ours); `commands` says
+   * how a command's environment differs from the server's. Null when it does not come up (the
+   * session then execs each command).
+   */
+  static async start(
+    container: Docker.Container,
+    server: { cmd: string[]; env: Record<string, string>; commands: { set: Record<string, string>; drop: string[] } },
+  ): Promise<ToolServer | null> {
     try {
       const ex = await container.exec({
-        Cmd: ['python3', '-I', '/worldline/lib/tool_server.py'],
+        Cmd: server.cmd,
+        Env: Object.entries(server.env).map(([k, v]) => `${k}=${v}`),
         AttachStdin: true,
         AttachStdout: true,
         AttachStderr: true,
         WorkingDir: '/repo',
       });
       const stream = (await ex.start({ hijack: true, stdin: true })) as Duplex;
-      const server = new ToolServer(stream);
-      if (await server.next(10)) return server;
-      server.stop();
+      const served = new ToolServer(stream);
+      stream.write(`${JSON.stringify(server.commands)}\n`);
+      if (await served.next(10)) return served;
+      served.stop();
       return null;
     } catch {
       return null;
     }
   }
 
-  /** Runs `cmd` under `timeout -k 5 timeoutS`; null when the server is gone or did not answer (the command's fate is then unknown). */
-  run(cmd: string[], timeoutS: number, capBytes: number): Promise<ServedRun | null> {
+  /**
+   * Runs `cmd` under `timeout -k 5 timeoutS` (`own`: a program of ours, with the server's
+   * environment, killed at timeoutS); null when the server is gone or did not answer (the
+   * command's fate is then unknown).
+   */
+  run(cmd: string[], timeoutS: number, capBytes: number, own = false): Promise<ServedRun | null> {
     if (this.gone) return Promise.resolve(null);
     const answer = this.next(timeoutS + ANSWER_SLACK_S);
-    this.stream.write(`${JSON.stringify({ cmd, timeout: timeoutS, cap: capBytes })}\n`);
+    this.stream.write(`${JSON.stringify({ cmd, timeout: timeoutS, cap: capBytes, ...(own ? { own } : {}) })}\n`);
     return answer;
   }
 

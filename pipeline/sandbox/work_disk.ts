@@ -49,6 +49,18 @@ export async function onWorkDisk<T>(work: string, budgetMb: number, uid: number,
   return result;
 }
 
+/**
+ * A copy-back that cp refused (a path deeper than PATH_MAX, a name the host's file system takes
+ * not) as the unit's failure: what went wrong, in short, without the host's paths (cp names each
+ * file by its full path there, kilobytes of it); any other error as it is.
+ */
+function copyBackFailure(e: Error & { stderr?: string }): Error {
+  const refused = (e.stderr ?? '').split('\n').filter((l) => l.startsWith('cp: '));
+  if (!refused.length) return e;
+  const why = [...new Set(refused.map((l) => l.slice(l.lastIndexOf(': ') + 2)))].slice(0, 3).join('; ');
+  return new UnitFailure(`the results could not be copied back from the work folder: ${why} (${refused.length} path${refused.length === 1 ? '' : 's'})`);
+}
+
 /** Puts `work` (with what it holds) on a disk of `budgetMb` MB owned by `uid`; null when we may not mount. */
 async function mountWorkDisk(work: string, budgetMb: number, uid: number): Promise<WorkDisk | null> {
   if (process.getuid?.() !== 0) {
@@ -87,8 +99,9 @@ async function mountWorkDisk(work: string, budgetMb: number, uid: number): Promi
         // The copy's status, after the unmount that must happen whatever it is.
         await exec('sh', ['-c', 'cp -a --no-dereference "$1/." "$2"; s=$?; umount -l "$1"; exit $s', 'sh', work, stash]);
       } catch (e) {
-        rmSync(stash, { recursive: true, force: true });
-        throw e;
+        // rm, not rmSync: what a test left may be deeper than PATH_MAX, which only a walk by descriptors removes.
+        await exec('rm', ['-rf', stash]).catch(() => undefined);
+        throw copyBackFailure(e as Error & { stderr?: string });
       } finally {
         removeTree(work);
         rmSync(image, { force: true });

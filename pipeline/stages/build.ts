@@ -29,7 +29,7 @@ import { firstErrorLine } from '../sandbox/pytest_output.js';
 import { freshWork, PRISTINE_REPO, runAndCommit, SANDBOX_UID } from '../sandbox/sandbox.js';
 
 /** Bump when the Dockerfile below changes shape. */
-const BUILD_REVISION = 6;
+const BUILD_REVISION = 7;
 
 /** A package index given as a folder of wheels goes into the package build's context here. */
 const WHEELS = 'wheels';
@@ -171,7 +171,14 @@ async function buildOnce(ctx: StageContext, env: UnitEnv, python: PythonVersion,
   const clone = requireRecord(ctx, 'clone');
   const base = await resolveBase(python, options.baseImage, ctx.log);
   const tag = envTag(unit.slug, hashOf({ key: await buildStage.key(ctx), env, python, install }));
-  const labels = { 'worldline.unit': unit.id, 'worldline.commit': clone.commit, 'worldline.python': base.python, 'worldline.pytest': base.pytest };
+  const labels = {
+    // Whose Python our processes run on in this image's containers (pipeline/sandbox/our_python.ts): never the build's.
+    'worldline.base': base.imageId,
+    'worldline.unit': unit.id,
+    'worldline.commit': clone.commit,
+    'worldline.python': base.python,
+    'worldline.pytest': base.pytest,
+  };
   let pipInstalled: string[] = [];
   const record = (imageId: string): BuildRecord => ({
     image: tag,

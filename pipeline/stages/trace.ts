@@ -56,8 +56,7 @@ export const traceStage: Stage<'trace'> = {
       // --determinism-sample picks units by manifest line: the same units on every run and machine
       const twice = options.determinismSample >= unit.line;
       const hashes = twice ? new Map<string, string>() : null;
-      const record = await writeTraceRecords(ctx, suite.work, clone, build, hashes);
-      // Outcome parity: the tracer must not change what a test does.
+      // Outcome parity: the tracer must not change what a test does; a test it changed keeps no episodes.
       const reference = new Map<string, TestRecord>();
       for (const line of readFileSync(outLayout.part(options.out, 'tests', unit.id), 'utf8').split('\n')) {
         if (line) {
@@ -65,12 +64,12 @@ export const traceStage: Stage<'trace'> = {
           reference.set(t.node_id, t);
         }
       }
-      const mismatched = suite.runs[0].tests
-        .filter((t) => {
-          const ref = reference.get(t.nodeid);
-          return ref && !ref.flaky && ref.outcome !== t.outcome;
-        })
-        .map((t) => `${t.nodeid}: ${reference.get(t.nodeid)!.outcome} -> ${t.outcome}`);
+      const changed = suite.runs[0].tests.filter((t) => {
+        const ref = reference.get(t.nodeid);
+        return ref && !ref.flaky && ref.outcome !== t.outcome;
+      });
+      const record = await writeTraceRecords(ctx, suite.work, clone, build, hashes, new Set(changed.map((t) => t.nodeid)));
+      const mismatched = changed.map((t) => `${t.nodeid}: ${reference.get(t.nodeid)!.outcome} -> ${t.outcome}`);
       record.parity_mismatches = mismatched.length;
       record.mismatched = mismatched.slice(0, 10);
       if (hashes) {
@@ -82,7 +81,8 @@ export const traceStage: Stage<'trace'> = {
       }
       ctx.log(
         `trace ${unit.id}: ${record.tests_traced} tests, ${record.episodes} episodes, ${record.mean_line_events_per_test.toFixed(0)} line events/test, ` +
-          `${(record.truncation_rate * 100).toFixed(1)}% truncated, ${record.parity_mismatches} outcome mismatches (${suite.seconds.toFixed(1)} s)`,
+          `${(record.truncation_rate * 100).toFixed(1)}% truncated, ${record.parity_mismatches} outcome mismatches` +
+          `${record.parity_dropped_episodes ? ` (their ${record.parity_dropped_episodes} episodes not kept)` : ''} (${suite.seconds.toFixed(1)} s)`,
       );
       if (record.slow_repr_tests)
         ctx.log(`trace ${unit.id}: ${record.slow_repr_tests} tests hit the repr safety net (${record.slow_reprs.join(', ')}): those traces depend on load`);
@@ -155,13 +155,14 @@ async function secondRunDiffers(ctx: StageContext, clone: CloneRecord, build: Bu
 const episodeHash = (text: string) => createHash('sha256').update(text).digest('base64');
 const episodeKey = (row: TraceRecord) => `${row.node_id}\u0000${row.episode_index}`;
 
-/** The unit's traces into its part file, with the stage's figures. */
+/** The unit's traces into its part file, with the stage's figures; the episodes of the tests in `changed` are left out. */
 async function writeTraceRecords(
   ctx: StageContext,
   work: string,
   clone: CloneRecord,
   build: BuildRecord,
   hashes: Map<string, string> | null,
+  changed: Set<string>,
 ): Promise<TraceStageRecord> {
   const record: TraceStageRecord = {
     tests_traced: 0,
@@ -182,6 +183,7 @@ async function writeTraceRecords(
     determinism_diff: null,
     parity_mismatches: 0,
     mismatched: [],
+    parity_dropped_episodes: 0,
     tracer_version: '',
     python_version: build.python_version,
   };
@@ -209,6 +211,10 @@ async function writeTraceRecords(
     for await (const row of rows) {
       // The determinism check compares what the tracer wrote, before redaction.
       hashes?.set(episodeKey(row), episodeHash(row.text));
+      if (changed.has(row.node_id)) {
+        record.parity_dropped_episodes += 1;
+        continue;
+      }
       yield redactor ? redactor.row('traces', row as unknown as Record<string, unknown>) : row;
     }
   }

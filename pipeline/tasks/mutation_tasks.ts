@@ -14,6 +14,7 @@ import { earnedS, type Measured, measuredStartupS, validatedDurations } from '..
 import { outLayout } from '../runtime/layout.js';
 import type { BuildRecord, CloneRecord } from '../runtime/records.js';
 import { type StageContext, UnitFailure } from '../runtime/stage.js';
+import { OUR_PYTHON } from '../sandbox/our_python.js';
 import { foldReport, signedLines } from '../sandbox/pytest_report.js';
 import { readResult } from '../sandbox/results.js';
 import { freshWork, runSandboxed } from '../sandbox/sandbox.js';
@@ -201,8 +202,8 @@ export async function mutationTasks(ctx: StageContext, clone: CloneRecord, build
     const started = Date.now();
     await runSandboxed({
       image: build.image_id,
-      // Isolated like validate's runner: it holds the key that signs the results and the reports.
-      cmd: ['python3', '-I', '-S', '/worldline/lib/forage_mutations.py', '/worldline/out/plan.json', '/worldline/out'],
+      // On our own interpreter like validate's runner: it holds the key that signs the results and the reports.
+      cmd: [OUR_PYTHON, '/worldline/lib/forage_mutations.py', '/worldline/out/plan.json', '/worldline/out'],
       work,
       vars: unit.env.vars,
       srcLayout: clone.src_layout,
