@@ -102,6 +102,8 @@ export interface ValidateRecord extends SuiteCounts {
   runs: number;
   exit_codes: number[];
   traceable: boolean;
+  /** Modules that did not collect in the first run (a suite run with --continue-on-collection-errors goes on without them). */
+  collect_errors?: number;
   /** The suite under plain `python3 -m pytest` in the same image, test by test against ours (null: --no-plain-parity). */
   plain?: PlainParity | null;
 }

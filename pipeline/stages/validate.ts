@@ -89,11 +89,12 @@ export const validateStage: Stage<'validate'> = {
       exit_codes: runs.map((r) => r.exitCode ?? TIMEOUT_EXIT),
       ...counts,
       traceable: counts.stable_passed > 0,
+      collect_errors: runs[0]?.collectErrors.length ?? 0,
       plain,
     };
     const parity = plain && !plain.problem ? `; plain pytest: ${plain.mismatches} of ${plain.compared} differ` : '';
     ctx.log(
-      `validate ${unit.id}: ${counts.collected} collected, ${counts.passed} passed, ${counts.failed} failed, ${counts.error} errors, ${counts.flaky} flaky${parity} (${seconds.toFixed(1)} s)`,
+      `validate ${unit.id}: ${counts.collected} collected, ${counts.passed} passed, ${counts.failed} failed, ${counts.error} errors, ${counts.flaky} flaky${record.collect_errors ? `, ${record.collect_errors} module(s) not collected` : ''}${parity} (${seconds.toFixed(1)} s)`,
     );
     if (problem) return failed(`${problem}${plainSaid(plain, record.exit_codes[0])}`, record);
     const rows = redactRows(
