@@ -104,7 +104,7 @@ describe('describe stage: template and model describers on the calc example', ()
     if (res.code !== 0) console.error(res.stdout, res.stderr);
     expect(res.code).toBe(0);
     const summary = JSON.parse(res.stdout) as { units: { ran: string[] }[] };
-    expect(summary.units[0].ran).toEqual(['clone', 'build', 'validate', 'trace', 'describe', 'forage']);
+    expect(summary.units[0].ran).toEqual(['clone', 'resolve', 'build', 'validate', 'trace', 'describe', 'forage']);
     server = new ScriptedServer((i, req) => {
       const text = String((req.body.messages as { content: string }[])[1].content);
       const kind = kindOf(text);

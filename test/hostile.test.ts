@@ -266,7 +266,7 @@ describe('a conftest that forges the mutant checks', () => {
     const { res } = await forageAlone('forged-mutant', 2, 6);
     const unit = (JSON.parse(res.stdout) as RunJson).units[0];
     // validate and trace ran honestly (the conftest forges only where the mutant driver's plan is).
-    expect(unit.ran, res.stderr).toEqual(['clone', 'build', 'validate', 'trace', 'forage']);
+    expect(unit.ran, res.stderr).toEqual(['clone', 'resolve', 'build', 'validate', 'trace', 'forage']);
     expect(unit).toMatchObject({
       status: 'failed',
       stage: 'forage',
