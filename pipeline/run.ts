@@ -296,7 +296,7 @@ function resolvedLine(u: UnitSummary, ledger: Ledger): string {
   if (!resolved?.record)
     return `${head}: not resolved: ${u.reason ?? 'no resolve record'}\n# ${JSON.stringify({ repo: unit.location, ...(unit.commit ? { commit: unit.commit } : {}) })}`;
   const r = resolved.record;
-  const env = build?.env ?? r.env;
+  const env = build?.env ?? r.env ?? unit.env;
   const python = build?.python ?? r.python;
   const comments = [
     `${head}: ${build?.env_source ?? r.source}, python ${python}${r.cached ? ' (as repaired before, for the same evidence)' : ''}`,

@@ -33,7 +33,11 @@ export interface InstallPlan {
 export interface ResolveRecord {
   /** `manifest`: the line's own env, used as written; `inferred`: worked out from the repository's files. */
   source: 'manifest' | 'inferred';
-  env: UnitEnv;
+  /**
+   * The inferred environment (null for a manifest's own: the manifest holds it, and its variables,
+   * which may hold secrets, stay out of the ledger).
+   */
+  env: UnitEnv | null;
   python: PythonVersion;
   /** The resolution's key: a hash of the evidence, the Debian indexes and the rules (null for a manifest env). */
   key: string | null;
@@ -67,9 +71,11 @@ export interface BuildRecord {
   python_version: string;
   pytest_version: string;
   pytest_timeout: boolean;
-  /** The environment the image holds, from here on the unit's (a repair may have changed the resolved one). */
+  /** An inferred environment as the image holds it, from here on the unit's (a repair may have changed the resolved one); absent for a manifest's own. */
   env?: UnitEnv;
   python?: PythonVersion;
+  /** The Debian packages the image installed (a manifest's too). */
+  apt?: string[];
   env_source?: 'manifest' | 'inferred' | 'repaired' | 'agent';
   /** Each build of an inferred environment and its collect-only check, in order (empty for a manifest env). */
   attempts?: BuildAttempt[];

@@ -128,7 +128,7 @@ function startOf(ctx: StageContext): { env: UnitEnv; python: PythonVersion; infe
   const resolved = ctx.ledger.get<ResolveRecord>('resolve', ctx.unit.id);
   if (resolved?.status === 'ok' && resolved.record) {
     const r = resolved.record;
-    return { env: r.env, python: r.python, inferred: r.source === 'inferred', install: r.install, key: r.key };
+    return { env: r.env ?? ctx.unit.env, python: r.python, inferred: r.source === 'inferred', install: r.install, key: r.key };
   }
   return { env: ctx.unit.env, python: ctx.unit.python, inferred: false, install: null, key: null };
 }
@@ -332,8 +332,17 @@ export const buildStage: Stage<'build'> = {
         return failed(
           attempts.length ? `${built.failure} (after ${attempts.length} repair(s): ${attempts.flatMap((a) => a.changes).join('; ')})` : built.failure!,
         );
+      // A manifest's own env stays the manifest's: its variables (secrets, maybe) stay out of the ledger.
       const done = (source: NonNullable<BuildRecord['env_source']>) =>
-        ok<BuildRecord>({ ...built.record!, env, python, env_source: source, attempts, install: built.install });
+        ok<BuildRecord>({
+          ...built.record!,
+          ...(source === 'manifest' ? {} : { env }),
+          python,
+          apt: env.apt,
+          env_source: source,
+          attempts,
+          install: built.install,
+        });
       if (!start.inferred) return done('manifest');
       // null: no collect-only output to read (an image reused from another output folder's build).
       const collected = built.collect.exitCode === null || built.collect.exitCode === 0 || built.collect.exitCode === 5;

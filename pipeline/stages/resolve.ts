@@ -70,7 +70,7 @@ export const resolveStage: Stage<'resolve'> = {
     if (unit.envGiven) {
       return ok<ResolveRecord>({
         source: 'manifest',
-        env: unit.env,
+        env: null,
         python: unit.python,
         key: null,
         cached: false,

@@ -57,7 +57,7 @@ function repoRow(clone: LedgerEntry<CloneRecord>, ledger: Ledger, filter: UnitFi
     py_file_count: c?.py_file_count ?? 0,
     src_layout: c?.src_layout ?? false,
     env_source: b?.env_source ?? null,
-    env_apt: b?.env?.apt ?? [],
+    env_apt: b?.apt ?? [],
     env_packages: (resolved?.record?.packages ?? []).map((p) => `${p.package} ${p.version} <- ${p.asked.join('; ')}`),
     env_attempts: b ? Math.max(1, b.attempts?.length ?? 1) : 0,
     env_install: b?.install?.method ?? null,
