@@ -14,6 +14,7 @@ import { loadDebianIndex } from '../envs/debian_index.js';
 import { installCommand } from '../envs/install_plan.js';
 import { diagnose, repair } from '../envs/repair.js';
 import { writeRepairedEnv } from '../envs/resolution_cache.js';
+import { spoiled, workMark } from '../runtime/job_scope.js';
 import { outLayout } from '../runtime/layout.js';
 import { DEBIAN_SUITES, type PythonVersion, type UnitEnv } from '../runtime/manifest.js';
 import { redactText, unitRedactor } from '../runtime/part_redaction.js';
@@ -257,6 +258,7 @@ export const buildStage: Stage<'build'> = {
     let { env, python } = start;
     const attempts: BuildAttempt[] = [];
     const began = Date.now();
+    const mark = workMark();
     for (;;) {
       const tried = Date.now();
       const built = await buildOnce(ctx, env, python, start.install);
@@ -281,7 +283,8 @@ export const buildStage: Stage<'build'> = {
           : null;
       if (!next) {
         const repaired = attempts.length > 1;
-        if (repaired && start.key) writeRepairedEnv(start.key, requireRecord(ctx, 'clone').commit, { env, python });
+        // Remembered for other folders only when undisturbed (see executor.ts): the ledger keeps it on the same terms.
+        if (repaired && start.key && !spoiled(mark)) writeRepairedEnv(start.key, requireRecord(ctx, 'clone').commit, { env, python });
         return done(repaired ? 'repaired' : 'inferred');
       }
       attempt.changes = next.changes;
