@@ -89,7 +89,7 @@ async function stoppable<T>(work: () => Promise<T>): Promise<T> {
   try {
     return await work();
   } finally {
-    stop.dispose();
+    await stop.dispose();
   }
 }
 

@@ -38,7 +38,8 @@ export const stoppedBy = (): NodeJS.Signals | null => caught;
  * Installs the stop on SIGINT and SIGTERM for one command; `dispose` takes it off again. `onStop`
  * hears the first signal (a worker closes its queue connection's intake then).
  */
-export function stopOnSignals(log: (m: string) => void, onStop: () => void = () => undefined): { dispose(): void } {
+export function stopOnSignals(log: (m: string) => void, onStop: () => void = () => undefined): { dispose(): Promise<void> } {
+  let removal: Promise<unknown> = Promise.resolve();
   const handler = (signal: NodeJS.Signals) => {
     if (caught) {
       log(`${signal} again: exiting now; the next run or worldline gc removes what is left`);
@@ -48,7 +49,7 @@ export function stopOnSignals(log: (m: string) => void, onStop: () => void = () 
     log(`${signal}: stopping: no new work, this process's containers removed, nothing in flight recorded (another ${signal} exits at once)`);
     stopAll(`stopped by ${signal}`);
     onStop();
-    void removeOwnContainers().catch(() => 0);
+    removal = removeOwnContainers().catch(() => 0);
     const timer = setTimeout(() => {
       const disks = detachWorkDisks();
       log(`still stopping after ${STOP_GRACE_S} s: ${disks} work disk(s) detached; exiting`);
@@ -62,9 +63,11 @@ export function stopOnSignals(log: (m: string) => void, onStop: () => void = () 
   process.on('SIGINT', handler);
   process.on('SIGTERM', handler);
   return {
-    dispose() {
+    /** Takes the handlers off; after a stop, once its containers' removal is done (the engine confirmed it). */
+    async dispose() {
       process.off('SIGINT', handler);
       process.off('SIGTERM', handler);
+      await removal;
     },
   };
 }

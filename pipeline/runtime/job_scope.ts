@@ -86,11 +86,19 @@ export const JOB_LABEL = 'worldline.job';
 
 let engineLosses = 0;
 let lastLoss = '';
+const lossListeners = new Set<(why: string) => void>();
 
 /** The Docker Engine went away (a restart, a crash): every container it ran is gone, whatever their runs said. */
 export function engineWentAway(why: string): void {
   engineLosses += 1;
   lastLoss = why;
+  for (const l of lossListeners) l(why);
+}
+
+/** Calls `listener` at the next loss of the engine (until the returned function takes it off). */
+export function onEngineLoss(listener: (why: string) => void): () => void {
+  lossListeners.add(listener);
+  return () => lossListeners.delete(listener);
 }
 
 /** A mark taken when a piece of work starts, for `spoiled`. */

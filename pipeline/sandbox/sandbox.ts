@@ -10,7 +10,7 @@
 import { chmodSync, chownSync, mkdirSync, mkdtempSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type Docker from 'dockerode';
-import { JOB_LABEL, JobCancelled, jobCancelled, jobLabel, OUT_LABEL, outLabel } from '../runtime/job_scope.js';
+import { JOB_LABEL, JobCancelled, jobCancelled, jobLabel, OUT_LABEL, onEngineLoss, outLabel } from '../runtime/job_scope.js';
 import { DEFAULTS } from '../runtime/options.js';
 import { docker, engineDisturbedBy, OWNER_LABEL, tarStream, watchEngine } from './engine.js';
 import { ToolServer } from './tool_server.js';
@@ -122,6 +122,9 @@ export function claimWork(path: string): void {
   else chmodSync(path, statSync(path).isDirectory() ? 0o777 : 0o666);
 }
 
+/** Seconds the engine has to report a container's end after we killed it (at its timeout). */
+const KILL_ANSWER_S = 60;
+
 /**
  * Starts a created container with its output going to `onOutput` (and, with `stdin`, a stream to
  * write to its standard input); `finish` kills it `timeoutMs` after it is called and says how it
@@ -146,11 +149,26 @@ async function attachAndStart(
     input: stream,
     async finish(timeoutMs) {
       let timedOut = false;
+      // An engine killed mid-wait leaves the wait's response unfinished, and it would never settle.
+      let lost!: (e: Error) => void;
+      const gone = new Promise<never>((_, reject) => {
+        lost = reject;
+      });
+      gone.catch(() => undefined);
+      const unlisten = onEngineLoss((why) => lost(new Error(`the Docker Engine went away while the container ran (${why})`)));
+      let unanswered: NodeJS.Timeout | undefined;
       const timer = setTimeout(() => {
         timedOut = true;
         container.kill().catch(() => undefined);
+        unanswered = setTimeout(() => lost(new Error(`the engine did not report the container's end ${KILL_ANSWER_S} s after it was killed`)), KILL_ANSWER_S * 1000);
       }, timeoutMs);
-      const exitCode = ((await container.wait().finally(() => clearTimeout(timer))) as { StatusCode: number }).StatusCode;
+      const exitCode = (
+        (await Promise.race([container.wait(), gone]).finally(() => {
+          clearTimeout(timer);
+          clearTimeout(unanswered);
+          unlisten();
+        })) as { StatusCode: number }
+      ).StatusCode;
       const oomKilled = (await container.inspect().catch(() => null))?.State?.OOMKilled ?? false;
       // Dead of a signal that was neither ours nor the out-of-memory killer's: a stopping engine's?
       if (exitCode > 128 && !timedOut && !oomKilled) await engineDisturbedBy(container.id, startedS);
