@@ -29,10 +29,8 @@ export class Stopped extends Error {
 
 const exitCodeOf = (signal: NodeJS.Signals) => 128 + (constants.signals[signal] ?? 15);
 
-let caught: NodeJS.Signals | null = null;
-
 /** The signal that stopped this process, if one did. */
-export const stoppedBy = (): NodeJS.Signals | null => caught;
+let caught: NodeJS.Signals | null = null;
 
 /**
  * Installs the stop on SIGINT and SIGTERM for one command; `dispose` takes it off again. `onStop`

@@ -160,7 +160,10 @@ async function attachAndStart(
       const timer = setTimeout(() => {
         timedOut = true;
         container.kill().catch(() => undefined);
-        unanswered = setTimeout(() => lost(new Error(`the engine did not report the container's end ${KILL_ANSWER_S} s after it was killed`)), KILL_ANSWER_S * 1000);
+        unanswered = setTimeout(
+          () => lost(new Error(`the engine did not report the container's end ${KILL_ANSWER_S} s after it was killed`)),
+          KILL_ANSWER_S * 1000,
+        );
       }, timeoutMs);
       const exitCode = (
         (await Promise.race([container.wait(), gone]).finally(() => {
