@@ -317,27 +317,35 @@ export const fresh = (c: Chaos, name: string) => {
  */
 export async function runKills(c: Chaos, kills: number, perChain = 6): Promise<Outcome[]> {
   const outcomes: Outcome[] = [];
-  let made = 0;
-  while (made < kills) {
+  const made = { kills: 0 };
+  while (made.kills < kills) {
     const out = fresh(c, 'run-kills');
-    const points: KillPoint[] = [];
-    const problems: string[] = [];
-    for (;;) {
-      const killAt = points.length < perChain && made < kills ? 0.3 + c.rng() * left(c, out) : null;
-      const r = await runKilled(c, 'run', runArgs(c, out), killAt);
-      calibrate(c, r, points.length === 0);
-      if (r.point) {
-        points.push(r.point);
-        made += 1;
-        problems.push(...(await afterKill(c, out)));
-        continue;
-      }
-      if (r.code !== 0) problems.push(`run exited ${r.code}: ${r.stderr.slice(-600)}`);
-      break;
-    }
+    const { points, problems } = await killChain(c, 'run', runArgs(c, out), out, Math.min(perChain, kills - made.kills), made);
     outcomes.push(await settle(c, `run SIGKILLed ${points.length}x`, out, points, problems));
   }
   return outcomes;
+}
+
+/**
+ * One command on `out`, SIGKILLed at a moment drawn over what is left of its work and started
+ * again, `kills` times; then once more to its end. `made` counts the kills of every chain.
+ */
+async function killChain(c: Chaos, command: 'run' | 'worker', args: string[], out: string, kills: number, made: { kills: number }) {
+  const points: KillPoint[] = [];
+  const problems: string[] = [];
+  for (;;) {
+    const killAt = points.length < kills ? 0.3 + c.rng() * left(c, out) : null;
+    const r = await runKilled(c, command, args, killAt);
+    calibrate(c, r, points.length === 0);
+    if (r.point) {
+      points.push(r.point);
+      made.kills += 1;
+      problems.push(...(await afterKill(c, out)));
+      continue;
+    }
+    if (r.code !== 0) problems.push(`${command} exited ${r.code}: ${r.stderr.slice(-600)}`);
+    return { points, problems };
+  }
 }
 
 /** Enqueues the manifest on `queue`. */
@@ -396,29 +404,15 @@ async function queueDone(c: Chaos, out: string, redis: string, queue: string, pr
  */
 export async function workerKills(c: Chaos, redis: RedisServer, kills: number, perChain = 3): Promise<Outcome[]> {
   const outcomes: Outcome[] = [];
-  let made = 0;
-  while (made < kills) {
+  const made = { kills: 0 };
+  while (made.kills < kills) {
     const out = fresh(c, 'worker-kills');
     const queue = queueName();
     await enqueue(c, out, redis.url, queue);
-    const points: KillPoint[] = [];
-    const problems: string[] = [];
     const notes: string[] = [];
-    for (;;) {
-      const killAt = points.length < perChain && made < kills ? 0.5 + c.rng() * left(c, out) : null;
-      const r = await runKilled(c, 'worker', workerArgs(out, redis.url, queue, 2), killAt);
-      calibrate(c, r, points.length === 0);
-      if (r.point) {
-        points.push(r.point);
-        made += 1;
-        problems.push(...(await afterKill(c, out)));
-        continue;
-      }
-      if (r.code !== 0) problems.push(`worker exited ${r.code}: ${r.stderr.slice(-600)}`);
-      break;
-    }
-    await queueDone(c, out, redis.url, queue, problems, notes);
-    outcomes.push(await settle(c, `worker SIGKILLed ${points.length}x`, out, points, problems, notes));
+    const chain = await killChain(c, 'worker', workerArgs(out, redis.url, queue, 2), out, Math.min(perChain, kills - made.kills), made);
+    await queueDone(c, out, redis.url, queue, chain.problems, notes);
+    outcomes.push(await settle(c, `worker SIGKILLed ${chain.points.length}x`, out, chain.points, chain.problems, notes));
   }
   return outcomes;
 }
