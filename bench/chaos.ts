@@ -105,9 +105,13 @@ export interface Outcome {
 
 interface Proc {
   child: ChildProcess;
-  done: Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }>;
+  /** `hung`: still running after the harness's patience ran out, and SIGKILLed for it. */
+  done: Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string; hung: boolean }>;
   stderr: () => string;
 }
+
+/** Minutes any one process may take before it counts as hung (a wedged lock, a wait that never returns). */
+const PATIENCE_MIN = 15;
 
 /** The Worldline under test: this tree's build, or another's (`--cli`, WORLDLINE_CHAOS_CLI) to see what the harness finds there. */
 const cliPath = () => process.env.WORLDLINE_CHAOS_CLI ?? join(packageRoot, 'dist/bin/worldline.js');
@@ -117,10 +121,18 @@ export function worldline(c: Pick<Chaos, 'env'>, args: string[]): Proc {
   const child = spawn(process.execPath, [cliPath(), ...args], { env: { ...process.env, ...c.env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
+  let hung = false;
   child.stdout?.on('data', (d) => (stdout += d));
   child.stderr?.on('data', (d) => (stderr += d));
-  const done = new Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }>((r) =>
-    child.on('close', (code, signal) => r({ code, signal, stdout, stderr })),
+  const patience = setTimeout(() => {
+    hung = true;
+    child.kill('SIGKILL');
+  }, PATIENCE_MIN * 60_000);
+  const done = new Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string; hung: boolean }>((r) =>
+    child.on('close', (code, signal) => {
+      clearTimeout(patience);
+      r({ code, signal, stdout, stderr: hung ? `${stderr}\n[harness: SIGKILLed after ${PATIENCE_MIN} min: hung]` : stderr, hung });
+    }),
   );
   return { child, done, stderr: () => stderr };
 }
@@ -166,7 +178,7 @@ async function runKilled(c: Chaos, command: KillPoint['command'], args: string[]
   const timer = killAfterS === null ? undefined : setTimeout(() => p.child.kill('SIGKILL'), killAfterS * 1000);
   const r = await p.done;
   clearTimeout(timer);
-  const killed = r.signal === 'SIGKILL';
+  const killed = r.signal === 'SIGKILL' && !r.hung;
   const seconds = (Date.now() - started) / 1000;
   const point: KillPoint | null = killed ? { command, at: Math.round(seconds * 10) / 10, where: whereOf(r.stderr, command) } : null;
   return { ...r, killed, point, seconds };
@@ -333,8 +345,10 @@ export async function runKills(c: Chaos, kills: number, perChain = 6): Promise<O
 async function killChain(c: Chaos, command: 'run' | 'worker', args: string[], out: string, kills: number, made: { kills: number }) {
   const points: KillPoint[] = [];
   const problems: string[] = [];
+  // A worker started after a kill first waits out the dead one's job locks (10-20 s): its kills are drawn after that.
+  const wait = (n: number) => (command === 'worker' && n ? 10 : 0);
   for (;;) {
-    const killAt = points.length < kills ? 0.3 + c.rng() * left(c, out) : null;
+    const killAt = points.length < kills ? 0.3 + wait(points.length) + c.rng() * left(c, out) : null;
     const r = await runKilled(c, command, args, killAt);
     calibrate(c, r, points.length === 0);
     if (r.point) {
