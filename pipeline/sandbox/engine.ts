@@ -241,11 +241,15 @@ export async function imagesLabelled(label: string, since = 0): Promise<string[]
  */
 export const OWNER_LABEL = { 'worldline.owner': `${hostname()}:${process.pid}` };
 
+/** Containers this process removed (a timed-out job's, a stop's): their deaths are ours, not the engine's. */
+const removedByUs = new Set<string>();
+
 /** Removes the containers, running or not, with `label` (a label filter) whose labels `pick` accepts; returns how many went. */
 async function removeContainers(label: string, pick: (labels: Record<string, string>) => boolean): Promise<number> {
   let removed = 0;
   for (const c of await docker().listContainers({ all: true, filters: { label: [label] } })) {
     if (!pick(c.Labels)) continue;
+    removedByUs.add(c.Id);
     await docker()
       .getContainer(c.Id)
       .remove({ force: true })
@@ -277,6 +281,7 @@ export async function removeOrphanContainers(outId?: string): Promise<number> {
 
 /** Says so (job_scope.ts `engineWentAway`) when the container `id`, started at `sinceS`, was killed from outside. */
 export async function engineDisturbedBy(id: string, sinceS: number): Promise<void> {
+  if (removedByUs.delete(id)) return;
   const why = await killedFromOutside(id, sinceS);
   if (why) engineWentAway(why);
 }
