@@ -485,6 +485,7 @@ export async function dockerRestart(c: Chaos, stage: string, graceful: boolean):
     notes.push(`engine ${graceful ? 'restarted' : 'killed and started'} during ${stage} (${((Date.now() - t0) / 1000).toFixed(1)} s down)`);
   } else problems.push(`the run ended before any unit reached ${stage}`);
   const r = await p.done;
+  if (r.hung) problems.push(`the run under the ${graceful ? 'restart' : 'crash'} hung (SIGKILLed after ${PATIENCE_MIN} min)`);
   const lost = (r.stderr.match(/not recorded: the Docker Engine went away/g) ?? []).length;
   notes.push(`the run under the restart exited ${r.code}; ${lost} stage(s) not recorded for the engine's loss`);
   const again = await worldline(c, runArgs(c, out)).done;
