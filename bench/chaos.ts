@@ -486,8 +486,8 @@ export async function dockerRestart(c: Chaos, stage: string, graceful: boolean):
   } else problems.push(`the run ended before any unit reached ${stage}`);
   const r = await p.done;
   if (r.hung) problems.push(`the run under the ${graceful ? 'restart' : 'crash'} hung (SIGKILLed after ${PATIENCE_MIN} min)`);
-  const lost = (r.stderr.match(/not recorded: the Docker Engine went away/g) ?? []).length;
-  notes.push(`the run under the restart exited ${r.code}; ${lost} stage(s) not recorded for the engine's loss`);
+  const lost = (r.stderr.match(/"event":"unit"[^\n]*not recorded: the Docker Engine went away/g) ?? []).length;
+  notes.push(`the run under the restart exited ${r.code}; ${lost} unit(s) had a stage not recorded for the engine's loss`);
   const again = await worldline(c, runArgs(c, out)).done;
   if (again.code !== 0) problems.push(`the rerun exited ${again.code}: ${again.stderr.slice(-600)}`);
   return settle(c, `Docker Engine ${graceful ? 'restart' : 'crash'} in ${stage}`, out, [], problems, notes);

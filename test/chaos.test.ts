@@ -181,7 +181,7 @@ describe('crash consistency: stops, kills, an engine restart, a full disk, a Red
   it('the Docker Engine restarted while a unit traces: nothing of the lost work recorded, the rerun gives the same rows, nothing left', async () => {
     const o = await dockerRestart(c, 'trace', true);
     expectSurvived(o);
-    expect(o.notes.join('\n')).toMatch(/[1-9]\d* stage\(s\) not recorded for the engine's loss/);
+    expect(o.notes.join('\n')).toMatch(/[1-9]\d* unit\(s\) had a stage not recorded for the engine's loss/);
   }, 600_000);
 
   it('a full disk while shard writes: the shard fails and is retried while full, the previous version readable throughout; with space it publishes the same rows', async () => {
