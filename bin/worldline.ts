@@ -47,6 +47,7 @@ import { DEFAULTS } from '../pipeline/runtime/options.js';
 import { Progress, progressMode } from '../pipeline/runtime/progress.js';
 import { formatStatus, readStatus, statusBeside } from '../pipeline/runtime/status.js';
 import { shardOutput } from '../pipeline/stages/shard.js';
+import { Stopped, stopOnSignals, throwIfStopped } from '../pipeline/stop.js';
 import { allTraced, formatScriptTraces, scriptContamination, traceScript } from '../pipeline/trace_script.js';
 import {
   commaList,
@@ -80,8 +81,21 @@ function knownConfig(dir: string, config: string): void {
   if (!configs.includes(config)) throw new UsageError(`--config ${config}: ${dir} has ${configs.join(', ')}`);
 }
 
-/** The documented exit codes: 0 done, 1 some units (or a check) failed, 2 usage error, 3 Docker or Redis unreachable. */
-const exitCodeOf = (e: unknown) => (e instanceof UsageError ? 2 : e instanceof EnvironmentUnavailable ? 3 : 1);
+/**
+ * The documented exit codes: 0 done, 1 some units (or a check) failed, 2 usage error, 3 Docker or
+ * Redis unreachable, 128 + the signal's number when stopped by one (130 SIGINT, 143 SIGTERM).
+ */
+const exitCodeOf = (e: unknown) => (e instanceof UsageError ? 2 : e instanceof EnvironmentUnavailable ? 3 : e instanceof Stopped ? e.exitCode : 1);
+
+/** Runs a command that works on an output folder with the graceful stop (pipeline/stop.ts) installed. */
+async function stoppable<T>(work: () => Promise<T>): Promise<T> {
+  const stop = stopOnSignals(log);
+  try {
+    return await work();
+  } finally {
+    await stop.dispose();
+  }
+}
 
 // The queue's modules load BullMQ and ioredis (about a second on a busy machine): only enqueue,
 // worker and status --redis import them, when they run.
@@ -94,7 +108,7 @@ process.stdout.on('error', (e: NodeJS.ErrnoException) => {
 
 async function pipelineCommand(a: PipelineArgs, stages: string[]): Promise<void> {
   const progress = new Progress(progressMode(a.progress));
-  const run = await runPipeline(a.manifest, stages, toPipelineOptions(a), progress.log, progress);
+  const run = await stoppable(() => runPipeline(a.manifest, stages, toPipelineOptions(a), progress.log, progress));
   process.stdout.write((a.json ? JSON.stringify(runJson(run), null, 2) : formatRun(forTerminal(run))) + '\n');
   process.exitCode = run.exitCode;
 }
@@ -125,7 +139,7 @@ await yargs(hideBin(process.argv))
     builder: pipelineOptions,
     handler: async (a: PipelineArgs) => {
       const progress = new Progress(progressMode(a.progress));
-      const { text, exitCode } = await resolveManifest(a.manifest, toPipelineOptions(a), progress.log, progress);
+      const { text, exitCode } = await stoppable(() => resolveManifest(a.manifest, toPipelineOptions(a), progress.log, progress));
       process.stdout.write(text);
       process.exitCode = exitCode;
     },
@@ -150,7 +164,10 @@ await yargs(hideBin(process.argv))
       }),
     handler: async (a) => {
       const policy = toContentPolicy(a);
-      const { mix, ...manifest } = await shardOutput(resolve(a.out), {}, toLayout(a), a['issue-fix-share'], policy);
+      const { mix, ...manifest } = await stoppable(() => shardOutput(resolve(a.out), {}, toLayout(a), a['issue-fix-share'], policy)).catch((e: unknown) => {
+        throwIfStopped('the dataset was not written; the published version is as it was');
+        throw e;
+      });
       if (mix.warning) log(`warning: ${mix.warning}`);
       const { excluded, warning } = policyExclusions(manifest, policy);
       if (warning) log(`warning: ${warning}`);
@@ -215,19 +232,22 @@ await yargs(hideBin(process.argv))
       await requireDocker();
       const progress = new Progress(progressMode(a.progress));
       const { runWorker } = await import('../pipeline/queue/unit_worker.js');
-      const totals = await runWorker(
-        {
-          redis: a.redis!,
-          queue: a.queue,
-          out: resolve(a.out),
-          concurrency: a.concurrency,
-          lockDurationMs: a['lock-duration'] * 1000,
-          exitWhenDrained: a['exit-when-drained'],
-          imageBudgetGb: imageBudgetGb(a['image-budget']),
-        },
-        progress.log,
-        progress,
+      const totals = await stoppable(() =>
+        runWorker(
+          {
+            redis: a.redis!,
+            queue: a.queue,
+            out: resolve(a.out),
+            concurrency: a.concurrency,
+            lockDurationMs: a['lock-duration'] * 1000,
+            exitWhenDrained: a['exit-when-drained'],
+            imageBudgetGb: imageBudgetGb(a['image-budget']),
+          },
+          progress.log,
+          progress,
+        ),
       );
+      throwIfStopped(`${totals.done} unit(s) done; the jobs in flight went back on the queue`);
       process.stdout.write((a.json ? JSON.stringify(totals) : `${totals.done} unit(s) done, ${totals.retried} retried, ${totals.dead} dead`) + '\n');
     },
   })
@@ -246,20 +266,27 @@ await yargs(hideBin(process.argv))
   })
   .command({
     command: 'gc',
-    describe: "Free disk an output folder left on this host: work folders, unpublished dataset versions, dead runs' containers; --images: its env images",
+    describe:
+      "Free what an output folder's runs left on this host: work folders and their mounts, temporary files, unpublished dataset versions, dead runs' containers; --images: its env images",
     builder: (y) =>
-      existingOut(outputOptions(y)).option('images', {
-        type: 'boolean',
-        default: false,
-        describe: "Also remove the env images of the output folder's units (rebuilt when needed)",
-      }),
+      existingOut(outputOptions(y))
+        .option('images', {
+          type: 'boolean',
+          default: false,
+          describe: "Also remove the env images of the output folder's units (rebuilt when needed)",
+        })
+        .option('host-wide', {
+          type: 'boolean',
+          default: false,
+          describe: "Remove the containers of every dead Worldline run on this host, whatever its output folder (by default only this folder's runs')",
+        }),
     handler: async (a) => {
       await requireDocker();
-      const r = await collectGarbage(resolve(a.out), { images: a.images });
+      const r = await collectGarbage(resolve(a.out), { images: a.images, hostWide: a['host-wide'] });
       process.stdout.write(
         (a.json
           ? JSON.stringify(r, null, 2)
-          : `work folders: ${gb(r.work_bytes)}; dataset versions removed: ${r.versions_removed.length}; containers removed: ${r.containers_removed}; env images removed: ${r.images_removed.length} (${gb(r.image_bytes)})`) +
+          : `work folders: ${gb(r.work_bytes)}; temporary files removed: ${r.temps_removed}; dataset versions removed: ${r.versions_removed.length}; containers removed: ${r.containers_removed}${a['host-wide'] ? ' (host-wide)' : ''}; env images removed: ${r.images_removed.length} (${gb(r.image_bytes)})`) +
           '\n',
       );
     },
@@ -494,7 +521,9 @@ await yargs(hideBin(process.argv))
   .strict()
   .help()
   .wrap(Math.min(100, process.stdout.isTTY ? process.stdout.columns : 100))
-  .epilogue('Exit codes: 0 done; 1 some units failed (each with its reason) or a check failed; 2 usage error; 3 Docker Engine or Redis unreachable.')
+  .epilogue(
+    'Exit codes: 0 done; 1 some units failed (each with its reason) or a check failed; 2 usage error; 3 Docker Engine or Redis unreachable; 130 or 143 stopped by SIGINT or SIGTERM (128 + the signal).',
+  )
   .fail((msg, err) => {
     if (err && !(err instanceof UsageError)) {
       process.stderr.write(`worldline: ${terminalSafe(err.message, true)}\n`);

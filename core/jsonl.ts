@@ -1,7 +1,8 @@
 /** The one JSON Lines reader (bounded memory) and writer (atomic) of the project. */
-import { closeSync, createWriteStream, mkdirSync, openSync, readSync, renameSync } from 'node:fs';
+import { closeSync, createWriteStream, mkdirSync, openSync, readSync, renameSync, rmSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
+import { tempPath } from './atomic.js';
 
 /** Non-empty lines of a file, read in 4 MB chunks so a large file never sits whole in memory. */
 export function* readLines(path: string): Generator<string> {
@@ -40,17 +41,31 @@ export function jsonObjectLine(text: string): Record<string, unknown> {
 /** Writes rows as JSON Lines to `path` (atomically: a temp file renamed when complete). */
 export async function writeJsonl(path: string, rows: AsyncIterable<object>): Promise<number> {
   mkdirSync(dirname(path), { recursive: true });
-  const tmp = `${path}.tmp`;
+  const tmp = tempPath(path);
   const sink = createWriteStream(tmp);
-  let n = 0;
-  for await (const row of rows) {
-    n += 1;
-    if (!sink.write(JSON.stringify(row) + '\n')) await new Promise<void>((r) => sink.once('drain', () => r()));
-  }
-  await new Promise<void>((resolve, reject) => {
-    sink.once('error', reject);
-    sink.end(() => resolve());
+  // A failed write (a full disk) is thrown from the next write or the end, not lost.
+  let failed: Error | null = null;
+  sink.on('error', (e) => {
+    failed = e;
   });
-  renameSync(tmp, path);
+  let n = 0;
+  try {
+    for await (const row of rows) {
+      n += 1;
+      if (failed) throw failed;
+      if (!sink.write(JSON.stringify(row) + '\n')) await new Promise<void>((r) => sink.once('drain', () => r()).once('error', () => r()));
+    }
+    await new Promise<void>((resolve, reject) => {
+      if (failed) reject(failed);
+      sink.once('error', reject);
+      sink.end(() => resolve());
+    });
+    if (failed) throw failed;
+    renameSync(tmp, path);
+  } catch (e) {
+    sink.destroy();
+    rmSync(tmp, { force: true });
+    throw e;
+  }
   return n;
 }

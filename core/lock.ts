@@ -1,11 +1,14 @@
 /**
- * A cross-process lock on a folder name: mkdir is atomic. A lock whose owner died is taken over,
- * so a killed run never wedges the next one. The owner is written as host:pid: on a folder that
- * several hosts share only the owner's host can tell that it died, so other hosts wait.
+ * A cross-process lock on a folder name. A claim folder holding its owner (host:pid) is renamed to
+ * the lock's name in one step: rename onto a folder that holds an owner fails, so the lock is never
+ * seen without its owner (a lock made by mkdir and then written could be, by a process killed
+ * between the two or a full disk, and would wedge every later run). A lock whose owner died is
+ * taken over, so a killed run never wedges the next one. On a folder several hosts share only the
+ * owner's host can tell that it died, so other hosts wait.
  */
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /** Whether a process of this machine is alive (EPERM: alive, someone else's). */
@@ -18,23 +21,42 @@ export function alive(pid: number): boolean {
   }
 }
 
+/** The owner a lock (or claim) folder names, when it is a process of this host; null otherwise. */
+function localOwner(path: string): number | null {
+  try {
+    const [host, pid] = readFileSync(join(path, 'pid'), 'utf8').split(':');
+    return host === hostname() && Number(pid) > 0 ? Number(pid) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Claims beside `path` that processes of this host left when they died between making and renaming them. */
+function removeDeadClaims(path: string): void {
+  const prefix = `${basename(path)}.claim-${hostname()}-`;
+  for (const name of readdirSync(dirname(path))) {
+    if (!name.startsWith(prefix)) continue;
+    const pid = Number(name.slice(prefix.length).split('-')[0]);
+    if (pid > 0 && !alive(pid)) rmSync(join(dirname(path), name), { recursive: true, force: true });
+  }
+}
+
 export async function withLock<T>(path: string, fn: () => Promise<T>): Promise<T> {
   mkdirSync(dirname(path), { recursive: true });
+  removeDeadClaims(path);
+  const claim = `${path}.claim-${hostname()}-${process.pid}-${Math.random().toString(36).slice(2, 10)}`;
   for (;;) {
     try {
-      mkdirSync(path);
-      writeFileSync(join(path, 'pid'), `${hostname()}:${process.pid}`);
+      mkdirSync(claim);
+      writeFileSync(join(claim, 'pid'), `${hostname()}:${process.pid}`);
+      renameSync(claim, path);
       break;
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
-      let owner = NaN;
-      try {
-        const [host, pid] = readFileSync(join(path, 'pid'), 'utf8').split(':');
-        if (host === hostname()) owner = Number(pid);
-      } catch {
-        // The owner is between mkdir and writing its pid; wait for it.
-      }
-      if (Number.isFinite(owner) && owner > 0 && !alive(owner)) rmSync(path, { recursive: true, force: true });
+      rmSync(claim, { recursive: true, force: true });
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code !== 'ENOTEMPTY' && code !== 'EEXIST') throw e;
+      const owner = localOwner(path);
+      if (owner !== null && !alive(owner)) rmSync(path, { recursive: true, force: true });
       else await sleep(200);
     }
   }

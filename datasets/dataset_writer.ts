@@ -5,7 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import { createReadStream, existsSync, lstatSync, mkdirSync, readdirSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { dirname, join, relative } from 'node:path';
+import { basename, dirname, join, relative } from 'node:path';
 import { withLock } from '../core/lock.js';
 import { hfFeatures, type RecordSchema, tokenColumn, withTokenCounts } from '../schemas/schema.js';
 import type { ExclusionSummary } from './content_policy.js';
@@ -65,6 +65,8 @@ export interface DatasetOptions {
   licenses?: Record<string, number>;
   /** What the content policy left out and redacted; asked for once every row has been read. */
   content?: () => ContentSummary;
+  /** Stops the write (a stopping process): the version being written is removed, the published one stays. */
+  signal?: AbortSignal;
 }
 
 /** Content safety, for the card, manifest.json and `audit`. */
@@ -234,6 +236,7 @@ async function writeConfig(root: string, source: ConfigSource, opts: DatasetOpti
         writer.writeValidated(next.value.row, next.value.size);
         for (const [c, col] of tokenColumns) tokens[c] += (next.value.row[col] as number | null) ?? 0;
         if (++written === killAfter) process.kill(process.pid, 'SIGKILL');
+        if ((written & 1023) === 0) opts.signal?.throwIfAborted();
       }
       const file = writer.close();
       renameSync(file.path, path);
@@ -425,12 +428,15 @@ export function versionsDir(datasetDir: string): string {
   return `${datasetDir}-versions`;
 }
 
+/** The link a writer makes beside `datasetDir` before renaming it onto `datasetDir`. */
+const linkName = (datasetDir: string) => `${datasetDir}.link-${process.pid}`;
+
 /**
  * Points `datasetDir` (a symlink) at `version` with one rename, the only atomic replace POSIX
  * has: a reader sees the old complete version or the new one, never a mix and never nothing.
  */
 function publish(datasetDir: string, version: string): void {
-  const link = `${datasetDir}.link-${process.pid}`;
+  const link = linkName(datasetDir);
   rmSync(link, { force: true });
   symlinkSync(relative(dirname(datasetDir), version), link);
   if (existsSync(datasetDir) && !lstatSync(datasetDir).isSymbolicLink()) {
@@ -440,8 +446,13 @@ function publish(datasetDir: string, version: string): void {
   renameSync(link, datasetDir);
 }
 
-/** Drops every version but the published one: superseded ones and those a killed run left. */
+/**
+ * Drops every version but the published one: superseded ones and those a killed run left, and the
+ * links a killed writer made beside the dataset. Only under the writers' lock: no writer is at work.
+ */
 function pruneVersions(datasetDir: string): string[] {
+  const links = `${basename(datasetDir)}.link-`;
+  for (const name of readdirSync(dirname(datasetDir))) if (name.startsWith(links)) rmSync(join(dirname(datasetDir), name), { force: true });
   if (!existsSync(versionsDir(datasetDir))) return [];
   const current = existsSync(datasetDir) ? realpathSync(datasetDir) : null;
   const removed = readdirSync(versionsDir(datasetDir)).filter((name) => join(versionsDir(datasetDir), name) !== current);
@@ -464,12 +475,27 @@ const writerLock = (datasetDir: string) => `${versionsDir(datasetDir)}.lock`;
 export async function writeDataset(datasetDir: string, sources: ConfigSource[], opts: DatasetOptions = {}): Promise<DatasetManifest> {
   // One writer at a time: two `shard` runs at once would otherwise each prune the other's
   // version while it is being written. The second waits, then publishes its own complete version.
-  return withLock(writerLock(datasetDir), () => writeVersion(datasetDir, sources, opts));
+  return withLock(writerLock(datasetDir), async () => {
+    const version = join(versionsDir(datasetDir), `v${Date.now()}-${process.pid}`);
+    let manifest: DatasetManifest;
+    try {
+      manifest = await writeVersion(datasetDir, version, sources, opts);
+    } catch (e) {
+      // A write that fails (a full disk, a stop) takes its version and link with it: the published
+      // version stays as it was, and the space goes back for the next try.
+      rmSync(version, { recursive: true, force: true });
+      rmSync(linkName(datasetDir), { force: true });
+      throw e;
+    }
+    pruneVersions(datasetDir);
+    return manifest;
+  });
 }
 
-async function writeVersion(datasetDir: string, sources: ConfigSource[], opts: DatasetOptions): Promise<DatasetManifest> {
+/** Writes every config into `version`, then publishes it. */
+async function writeVersion(datasetDir: string, version: string, sources: ConfigSource[], opts: DatasetOptions): Promise<DatasetManifest> {
   await ensureZstd();
-  const version = join(versionsDir(datasetDir), `v${Date.now()}-${process.pid}`);
+  opts.signal?.throwIfAborted();
   mkdirSync(version, { recursive: true });
   const shuffle = opts.shuffle ?? true;
   const manifest: DatasetManifest = {
@@ -539,7 +565,7 @@ async function writeVersion(datasetDir: string, sources: ConfigSource[], opts: D
       opts,
     ),
   );
+  opts.signal?.throwIfAborted();
   publish(datasetDir, version);
-  pruneVersions(datasetDir);
   return manifest;
 }

@@ -1,32 +1,39 @@
 /**
  * `worldline gc --out OUT`: frees what runs over an output folder left on this host: scratch work
- * folders, dataset versions that are neither published nor being written (the shard lock), the
- * containers of dead Worldline processes, and with `--images` the env images its units built
- * (build runs again where a later stage needs one). The ledger, part files and the published
- * dataset are kept. Run it when no run or worker is writing to OUT (work folders are in use then).
+ * folders (a killed run's work disks detached first), temporary files of dead writers, dataset
+ * versions that are neither published nor being written (the shard lock), the containers of dead
+ * Worldline processes that worked for this folder (`--host-wide`: for any folder), and with
+ * `--images` the env images its units built (build runs again where a later stage needs one). The
+ * ledger, part files and the published dataset are kept. Run it when no run or worker is writing
+ * to OUT (work folders are in use then).
  */
 import { dirBytes } from '../core/disk.js';
 import { removeTree } from '../core/mounts.js';
 import { pruneUnpublished } from '../datasets/dataset_writer.js';
+import { outIdentity } from './runtime/job_scope.js';
 import { outLayout } from './runtime/layout.js';
 import { Ledger } from './runtime/ledger.js';
+import { removeDeadTemps } from './runtime/leftovers.js';
 import type { BuildRecord } from './runtime/records.js';
 import { inspectImage, removeImage, removeOrphanContainers } from './sandbox/engine.js';
 
 export interface GcReport {
   work_bytes: number;
+  temps_removed: number;
   versions_removed: string[];
   containers_removed: number;
   images_removed: string[];
   image_bytes: number;
 }
 
-export async function collectGarbage(out: string, opts: { images: boolean }): Promise<GcReport> {
+export async function collectGarbage(out: string, opts: { images: boolean; hostWide?: boolean }): Promise<GcReport> {
+  // Containers first: a dead run's may still run, writing into the work disks below.
+  const containers_removed = await removeOrphanContainers(opts.hostWide ? undefined : outIdentity(out));
   const work = outLayout.workRoot(out);
   const work_bytes = dirBytes(work);
   removeTree(work);
+  const temps_removed = removeDeadTemps(out);
   const versions_removed = await pruneUnpublished(outLayout.dataset(out));
-  const containers_removed = await removeOrphanContainers();
   const images_removed: string[] = [];
   let image_bytes = 0;
   if (opts.images) {
@@ -38,5 +45,5 @@ export async function collectGarbage(out: string, opts: { images: boolean }): Pr
       image_bytes += info.Size;
     }
   }
-  return { work_bytes, versions_removed, containers_removed, images_removed, image_bytes };
+  return { work_bytes, temps_removed, versions_removed, containers_removed, images_removed, image_bytes };
 }

@@ -10,8 +10,10 @@ import { type MixPlan, mixSummary } from '../datasets/mix.js';
 import { installCommand } from './envs/install_plan.js';
 import { runStages, type UnitSummary, unitsForRank } from './runtime/executor.js';
 import { runHistory } from './runtime/history.js';
+import { outIdentity, stopSignal } from './runtime/job_scope.js';
 import { outLayout } from './runtime/layout.js';
 import { Ledger } from './runtime/ledger.js';
+import { removeDeadTemps } from './runtime/leftovers.js';
 import { type Manifest, ManifestUnreadable, readManifest } from './runtime/manifest.js';
 import type { PipelineOptions } from './runtime/options.js';
 import { envSecrets } from './runtime/part_redaction.js';
@@ -29,6 +31,7 @@ import { resolveStage } from './stages/resolve.js';
 import { shardOutput } from './stages/shard.js';
 import { traceStage } from './stages/trace.js';
 import { validateStage } from './stages/validate.js';
+import { throwIfStopped } from './stop.js';
 
 export const UNIT_STAGES: Record<string, Stage> = {
   clone: cloneStage as Stage,
@@ -70,6 +73,20 @@ function stageSecondsOf(out: string, units: UnitSummary[]): PipelineRun['stageSe
 }
 
 export class UsageError extends Error {}
+
+/**
+ * Before a run or worker starts on `out`: the temporary files and, when it runs containers, the
+ * containers that killed processes of this host left there (the latter may still be running and
+ * writing into work folders). Only that folder's: another folder's runs are none of its business.
+ */
+export async function cleanUpAfterKilled(out: string, stages: Stage[] | null, log: (m: string) => void): Promise<void> {
+  const temps = removeDeadTemps(out);
+  if (temps) log(`removed ${temps} temporary file(s) left by a killed run`);
+  if (stages && !stages.some((s) => s.name !== 'clone' && s.name !== 'resolve')) return;
+  await requireDocker();
+  const orphans = await removeOrphanContainers(outIdentity(out));
+  if (orphans) log(`removed ${orphans} container(s) left by a killed run`);
+}
 
 /** Something a command needs outside Worldline (the Docker Engine, Redis) does not answer: exit 3, not a unit's failure. */
 export class EnvironmentUnavailable extends Error {}
@@ -136,11 +153,7 @@ export async function runPipeline(
     }
   })();
   const stages = unitStages(stageNames);
-  if (stages.some((s) => s.name !== 'clone' && s.name !== 'resolve')) {
-    await requireDocker();
-    const orphans = await removeOrphanContainers();
-    if (orphans) log(`removed ${orphans} container(s) left by a killed run`);
-  }
+  await cleanUpAfterKilled(options.out, stages, log);
   progress?.start(
     mine.length,
     stages.map((s) => s.name),
@@ -156,6 +169,11 @@ export async function runPipeline(
     (e) => progress?.event(e),
     async (unit) => budget?.unitDone(ledger, unit.id),
   );
+  if (stopSignal().aborted) {
+    progress?.end();
+    const finished = units.filter((u) => u.status === 'ok').length;
+    throwIfStopped(`${finished} of ${units.length} unit(s) finished, the others' work in flight not recorded; the same command again goes on`);
+  }
   // Older commits are extra data: their failures are recorded but do not fail the run.
   const history = options.historyCommits > 0 ? await runHistory(units, stages, options, log) : [];
   let dataset: string | null = null;
@@ -177,7 +195,11 @@ export async function runPipeline(
       options.layout,
       options.issueFixShare,
       policy,
-    );
+    ).catch((e: unknown) => {
+      progress?.end();
+      throwIfStopped('every unit finished; the dataset was not written (the published version is as it was): `worldline shard` writes it');
+      throw e;
+    });
     configs = sharded.configs;
     mix = sharded.mix;
     if (mix.warning) log(`warning: ${mix.warning}`);

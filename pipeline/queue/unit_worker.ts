@@ -13,15 +13,18 @@
  * - A timed-out attempt fails like any other. Its job is cancelled (runtime/job_scope.ts): its
  *   containers, labelled with the job, are removed; it can start no new ones; and the stage it
  *   was in records nothing in the ledger, so the retry runs that stage again.
+ * - A stopped worker (SIGINT, SIGTERM: pipeline/stop.ts) takes no new job, its containers are
+ *   removed and its jobs in flight go back on the queue as they were (no attempt spent), their
+ *   stages in flight recorded nothing.
  */
 import { hostname } from 'node:os';
-import { Queue, Worker } from 'bullmq';
-import { requireDocker, unitStages } from '../run.js';
+import { Queue, WaitingError, Worker } from 'bullmq';
+import { cleanUpAfterKilled, unitStages } from '../run.js';
 import { removeWorkFolders, runUnit, type UnitSummary } from '../runtime/executor.js';
-import { cancelJob, inJob, type JobScope, jobCancelled } from '../runtime/job_scope.js';
+import { cancelJob, inJob, type JobScope, jobCancelled, stopSignal } from '../runtime/job_scope.js';
 import { Ledger, type StageName } from '../runtime/ledger.js';
 import type { Progress, StepsEvent } from '../runtime/progress.js';
-import { removeJobContainers, removeOrphanContainers } from '../sandbox/engine.js';
+import { removeJobContainers } from '../sandbox/engine.js';
 import { ImageBudget } from '../sandbox/image_budget.js';
 import { redisConnection } from './connection.js';
 import { jobPipelineOptions, stageOfReason, type UnitJobData, type UnitJobProgress, type UnitJobResult } from './unit_job.js';
@@ -87,11 +90,7 @@ function withTimeout<T>(work: Promise<T>, seconds: number, reason: () => string,
 }
 
 export async function runWorker(o: WorkerOptions, log: (m: string) => void, progress?: Progress): Promise<WorkerTotals> {
-  if (!o.handler) {
-    await requireDocker();
-    const orphans = await removeOrphanContainers();
-    if (orphans) log(`removed ${orphans} container(s) left by a killed run`);
-  }
+  if (!o.handler) await cleanUpAfterKilled(o.out, null, log);
   const connection = redisConnection(o.redis);
   const queue = new Queue(o.queue, { connection });
   queue.on('error', (e) => log(`queue: ${e.message}`));
@@ -110,7 +109,7 @@ export async function runWorker(o: WorkerOptions, log: (m: string) => void, prog
 
   const worker = new Worker<UnitJobData, UnitJobResult>(
     o.queue,
-    async (job) => {
+    async (job, token) => {
       const { unit, stages, timeoutS } = job.data;
       const slot = slots.indexOf(null);
       slots[slot] = unit.id;
@@ -147,6 +146,13 @@ export async function runWorker(o: WorkerOptions, log: (m: string) => void, prog
           () => `${current}: job timed out after ${timeoutS} s`,
           cancel,
         );
+        // Stopped (SIGINT, SIGTERM): the job goes back on the queue as it was, no attempt spent,
+        // for this worker's next start or another worker; what it had in flight recorded nothing.
+        if (stopSignal().aborted) {
+          await job.moveToWait(token);
+          log(`${unit.id}: put back on the queue (${String(stopSignal().reason)})`);
+          throw new WaitingError();
+        }
         if (summary.status === 'failed') throw new Error(`${summary.stage}: ${summary.reason}`);
         progress?.event({ event: 'unit', unit_id: unit.id, status: 'ok', stage: summary.stage, reason: null, seconds: (Date.now() - started) / 1000 });
         totals.done++;
@@ -181,9 +187,10 @@ export async function runWorker(o: WorkerOptions, log: (m: string) => void, prog
   worker.on('error', (e) => log(`queue: ${e.message}`));
 
   const closed = new Promise<void>((r) => worker.once('closed', () => r()));
+  // A stop (pipeline/stop.ts) takes no new job; those in flight unwind and go back on the queue.
   const stop = () => void worker.close();
-  process.once('SIGTERM', stop);
-  process.once('SIGINT', stop);
+  if (stopSignal().aborted) stop();
+  stopSignal().addEventListener('abort', stop);
   const first = await unsettled().catch(() => ({ left: 0, settled: 0 }));
   progress?.start(first.left + first.settled, [], o.concurrency);
   // Every second: the whole queue's bar, and (batch mode) whether the queue is drained.
@@ -197,8 +204,7 @@ export async function runWorker(o: WorkerOptions, log: (m: string) => void, prog
   await queue.close();
   await closed;
   await Promise.all(removals);
-  process.off('SIGTERM', stop);
-  process.off('SIGINT', stop);
+  stopSignal().removeEventListener('abort', stop);
   progress?.end();
   return totals;
 }

@@ -10,7 +10,7 @@ import { hashOf } from '../../core/hashing.js';
 import { mapLimit } from '../../core/map_limit.js';
 import { removeTree } from '../../core/mounts.js';
 import { BudgetSpent, checkBudget } from './budgets.js';
-import { jobCancelled } from './job_scope.js';
+import { forOutput, spoiled, stopSignal, workMark } from './job_scope.js';
 import { outLayout, WORK_KINDS } from './layout.js';
 import { Ledger, type StageName } from './ledger.js';
 import type { PythonVersion, Unit, UnitEnv } from './manifest.js';
@@ -63,6 +63,18 @@ export async function runUnit(
   onStage: (stage: StageName) => void = () => undefined,
   onSteps: (steps: StepsEvent) => void = () => undefined,
 ): Promise<UnitSummary> {
+  return forOutput(options.out, () => unitStagesOf(unit, stages, options, ledger, log, onStage, onSteps));
+}
+
+async function unitStagesOf(
+  unit: Unit,
+  stages: Stage[],
+  options: PipelineOptions,
+  ledger: Ledger,
+  log: (m: string) => void,
+  onStage: (stage: StageName) => void,
+  onSteps: (steps: StepsEvent) => void,
+): Promise<UnitSummary> {
   const summary: UnitSummary = { unit, status: 'ok', stage: null, reason: null, ran: [] };
   const deadline = options.unitBudgetS ? Date.now() + options.unitBudgetS * 1000 : null;
   const steps = (done: number, total: number, of: 'tests' | 'tasks') => {
@@ -71,6 +83,8 @@ export async function runUnit(
   const ctx: StageContext = { unit: withLedgerEnv(unit, ledger), options, ledger, log, deadline, steps };
   const ref = { repo: unit.repo, url: unit.location, ref: unit.commit ?? null, python: unit.python, history_of: unit.historyOf ?? null };
   for (const stage of stages) {
+    // A stopping process starts no stage: the next run starts it.
+    if (stopSignal().aborted) return { ...summary, status: 'failed', reason: `not run: ${String(stopSignal().reason)}` };
     summary.stage = stage.name;
     onStage(stage.name);
     let key: string;
@@ -103,6 +117,7 @@ export async function runUnit(
       log(`${stage.name} ${unit.id}: its result is gone from this host; running it again`);
     }
     const started = Date.now();
+    const mark = workMark();
     let result: StageResult<unknown>;
     let budgetCut = false;
     try {
@@ -114,8 +129,15 @@ export async function runUnit(
       else
         result = { status: 'failed', reason: `internal error in ${stage.name}: ${(e as Error).stack?.split('\n').slice(0, 3).join(' ') ?? e}`, record: null };
     }
-    // A job abandoned at its timeout (its containers removed under it) records nothing: its retry does.
-    if (jobCancelled()) return { ...summary, status: 'failed', reason: 'job cancelled' };
+    // Work disturbed while it ran records nothing, so the ledger holds only what an undisturbed run
+    // gives: a job abandoned at its timeout or a stopping process (their containers removed under
+    // them), or a stage whose containers a Docker Engine restart killed. The next run (or the job's
+    // retry) runs the stage again.
+    const why = spoiled(mark);
+    if (why) {
+      log(`${stage.name} ${unit.id}: not recorded: ${why}`);
+      return { ...summary, status: 'failed', reason: `${stage.name} not recorded: ${why}` };
+    }
     summary.ran.push(stage.name);
     const logFile = outLayout.log(options.out, stage.name, unit.id);
     ledger.put({
@@ -169,6 +191,8 @@ export async function runStages(
 ): Promise<UnitSummary[]> {
   const ledger = new Ledger(options.out);
   return mapLimit(units, options.concurrency, async (unit, slot) => {
+    // A stopping process starts no unit.
+    if (stopSignal().aborted) return { unit, status: 'failed', stage: null, reason: `not started: ${String(stopSignal().reason)}`, ran: [] };
     const started = Date.now();
     const s = await runUnit(
       unit,
@@ -180,7 +204,7 @@ export async function runStages(
       (steps) => onEvent({ event: 'steps', unit_id: unit.id, slot, ...steps }),
     );
     removeWorkFolders(options.out, unit.id);
-    await afterUnit(unit);
+    if (!stopSignal().aborted) await afterUnit(unit);
     onEvent({ event: 'unit', unit_id: unit.id, status: s.status, stage: s.stage, reason: s.reason, seconds: (Date.now() - started) / 1000 });
     return s;
   });

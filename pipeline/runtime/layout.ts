@@ -53,12 +53,14 @@ export const outLayout = {
   checkoutRel: (unitId: string) => join('checkouts', unitId),
   checkout: (out: string, unitId: string) => join(out, 'checkouts', unitId),
   part: (out: string, kind: PartKind, unitId: string) => join(out, 'parts', kind, `${unitId}.jsonl`),
+  partsRoot: (out: string) => join(out, 'parts'),
   logDir: (out: string, stage: string) => join(out, 'logs', stage),
   log: (out: string, stage: string, unitId: string) => join(out, 'logs', stage, `${unitId}.log`),
   work: (out: string, kind: WorkKind, unitId: string, ...sub: string[]) => join(out, 'work', kind, unitId, ...sub),
   workRoot: (out: string) => join(out, 'work'),
   /** A stage's finished pieces of one unit, kept until the stage finishes so a cut run goes on from them. */
   progress: (out: string, stage: string, unitId: string) => join(out, 'progress', stage, unitId),
+  progressRoot: (out: string) => join(out, 'progress'),
   /** The published dataset: a symlink the dataset writer swaps to a complete version beside it. */
   dataset: (out: string) => join(out, 'dataset'),
   datasetManifest: (out: string) => join(out, 'dataset', 'manifest.json'),

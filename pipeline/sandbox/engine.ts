@@ -5,18 +5,86 @@
 
 import { spawn } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
+import type { IncomingMessage } from 'node:http';
 import { hostname } from 'node:os';
 import type { Readable } from 'node:stream';
 import Docker from 'dockerode';
 import { alive } from '../../core/lock.js';
-import { abortOnCancel, JOB_LABEL, jobCancelled } from '../runtime/job_scope.js';
+import { abortOnCancel, engineWentAway, JOB_LABEL, jobCancelled, OUT_LABEL } from '../runtime/job_scope.js';
 
 let client: Docker | undefined;
 
-/** The engine's client, for the other files of pipeline/sandbox/ only. */
+/** Errors that mean the engine itself is gone (stopped, restarting), not that a request was refused. */
+const ENGINE_GONE = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOENT', 'EPIPE']);
+
+/**
+ * The engine's client, for the other files of pipeline/sandbox/ only. Every request that finds the
+ * engine gone says so (job_scope.ts `engineWentAway`): what was in flight then is not recorded.
+ */
 export function docker(): Docker {
-  client ??= new Docker({ socketPath: process.env.DOCKER_SOCKET ?? '/var/run/docker.sock' });
+  if (client) return client;
+  client = new Docker({ socketPath: process.env.DOCKER_SOCKET ?? '/var/run/docker.sock' });
+  const modem = client.modem as { dial(options: { path?: string }, callback: (err: NodeJS.ErrnoException | null, data: unknown) => void): void };
+  const dial = modem.dial.bind(modem);
+  modem.dial = (options, callback) =>
+    dial(options, (err, data) => {
+      if (err?.code && ENGINE_GONE.has(err.code)) engineWentAway(`${err.code} from the engine on ${options.path?.split('?')[0]}`);
+      callback(err, data);
+    });
   return client;
+}
+
+let watching = false;
+
+/**
+ * Watches the engine while containers of ours may run: one idle event stream, which an engine
+ * restart closes whatever it was doing then. Started before a container is made; after a loss the
+ * next container starts it again.
+ */
+export function watchEngine(): void {
+  if (watching) return;
+  watching = true;
+  docker()
+    .getEvents({ filters: { type: ['daemon'] } })
+    .then((stream) => {
+      const events = stream as IncomingMessage;
+      // It must not keep a finished process alive.
+      events.socket?.unref();
+      events.on('error', () => undefined);
+      events.once('close', () => {
+        watching = false;
+        engineWentAway('its event stream closed');
+      });
+      events.resume();
+    })
+    .catch(() => {
+      watching = false;
+    });
+}
+
+/**
+ * Whether a container that died of a signal we did not send was killed from outside: an engine
+ * stopping (it answers until its containers are down, so their runs end with an exit code that
+ * looks like any other), or a person. The engine's own event log says; a test inside cannot
+ * signal the container's init.
+ */
+async function killedFromOutside(id: string, sinceS: number): Promise<string | null> {
+  try {
+    const stream = (await docker().getEvents({
+      since: sinceS - 1,
+      until: Math.ceil(Date.now() / 1000) + 1,
+      filters: { container: [id], event: ['kill'] },
+    })) as IncomingMessage;
+    let text = '';
+    for await (const chunk of stream) text += String(chunk);
+    const kill = text
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { Actor?: { Attributes?: { signal?: string } } })[0];
+    return kill ? `container ${id.slice(0, 12)} was killed from outside (signal ${kill.Actor?.Attributes?.signal ?? '?'})` : null;
+  } catch (e) {
+    return `cannot read the engine's events for container ${id.slice(0, 12)}: ${(e as Error).message}`;
+  }
 }
 
 export async function assertDockerUp(): Promise<void> {
@@ -173,11 +241,15 @@ export async function imagesLabelled(label: string, since = 0): Promise<string[]
  */
 export const OWNER_LABEL = { 'worldline.owner': `${hostname()}:${process.pid}` };
 
+/** Containers this process removed (a timed-out job's, a stop's): their deaths are ours, not the engine's. */
+const removedByUs = new Set<string>();
+
 /** Removes the containers, running or not, with `label` (a label filter) whose labels `pick` accepts; returns how many went. */
 async function removeContainers(label: string, pick: (labels: Record<string, string>) => boolean): Promise<number> {
   let removed = 0;
   for (const c of await docker().listContainers({ all: true, filters: { label: [label] } })) {
     if (!pick(c.Labels)) continue;
+    removedByUs.add(c.Id);
     await docker()
       .getContainer(c.Id)
       .remove({ force: true })
@@ -190,15 +262,26 @@ async function removeContainers(label: string, pick: (labels: Record<string, str
 /** Removes the containers of one queue job (`runtime/job_scope.ts`); returns how many went. */
 export const removeJobContainers = (jobId: string): Promise<number> => removeContainers(`${JOB_LABEL}=${jobId}`, () => true);
 
+/** Removes every container this process made (a stop: running or not); returns how many went. */
+export const removeOwnContainers = (): Promise<number> => removeContainers(`worldline.owner=${OWNER_LABEL['worldline.owner']}`, () => true);
+
 /**
  * Removes the containers of dead Worldline processes on this host (a killed run's orphans, which
- * may still be running and writing into a work folder a rerun reuses); a live run's stay.
- * Returns how many went.
+ * may still be running and writing into a work folder a rerun reuses); a live run's stay. With
+ * `outId` (job_scope.ts `outIdentity`) only those of that output folder's runs, else of every
+ * folder's. Returns how many went.
  */
-export async function removeOrphanContainers(): Promise<number> {
+export async function removeOrphanContainers(outId?: string): Promise<number> {
   const host = hostname();
-  return removeContainers('worldline.owner', (labels) => {
+  return removeContainers(outId ? `${OUT_LABEL}=${outId}` : 'worldline.owner', (labels) => {
     const [owner, pid] = (labels['worldline.owner'] ?? '').split(':');
     return owner === host && !alive(Number(pid));
   });
+}
+
+/** Says so (job_scope.ts `engineWentAway`) when the container `id`, started at `sinceS`, was killed from outside. */
+export async function engineDisturbedBy(id: string, sinceS: number): Promise<void> {
+  if (removedByUs.delete(id)) return;
+  const why = await killedFromOutside(id, sinceS);
+  if (why) engineWentAway(why);
 }

@@ -16,9 +16,9 @@
 import { chmodSync, chownSync, mkdirSync, mkdtempSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type Docker from 'dockerode';
-import { JOB_LABEL, jobLabel } from '../runtime/job_scope.js';
+import { JOB_LABEL, JobCancelled, jobCancelled, jobLabel, OUT_LABEL, onEngineLoss, outLabel } from '../runtime/job_scope.js';
 import { DEFAULTS } from '../runtime/options.js';
-import { docker, OWNER_LABEL, tarStream } from './engine.js';
+import { docker, engineDisturbedBy, OWNER_LABEL, tarStream, watchEngine } from './engine.js';
 import { emptyFile, expandOurPython, libDir, OUR_ENV, OUR_PYTHON, type OurPython, ourPython, suiteEnvChange } from './our_python.js';
 import { ToolServer } from './tool_server.js';
 import { tracersDir } from './tracers.js';
@@ -59,8 +59,21 @@ const OPEN_FILES = 4096;
  */
 const SANDBOX_HOSTNAME = 'worldline';
 
-/** A new container's labels: the caller's, the queue job it runs for (if any), and its owner. */
-const labelsOf = (labels: Record<string, string> = {}): Record<string, string> => ({ ...labels, ...jobLabel(), ...OWNER_LABEL });
+/**
+ * A new container: its labels are the caller's, the queue job it runs for (if any), the output
+ * folder it works for (if any) and its owner. None is made for a cancelled job or a stopping
+ * process; one made while that happened (its removal swept past it) goes at once.
+ */
+async function newContainer(opts: Docker.ContainerCreateOptions): Promise<Docker.Container> {
+  const labels = { ...opts.Labels, ...jobLabel(), ...outLabel(), ...OWNER_LABEL };
+  watchEngine();
+  const container = await docker().createContainer({ ...opts, Labels: labels });
+  if (jobCancelled()) {
+    await container.remove({ force: true, v: true }).catch(() => undefined);
+    throw new JobCancelled('cancelled while its container was made');
+  }
+  return container;
+}
 
 /**
  * What every container gets: no network, the limits, and no way to gain privileges: a non-root
@@ -117,6 +130,9 @@ export function claimWork(path: string): void {
   else chmodSync(path, statSync(path).isDirectory() ? 0o777 : 0o666);
 }
 
+/** Seconds the engine has to report a container's end after we killed it (at its timeout). */
+const KILL_ANSWER_S = 60;
+
 /**
  * Starts a created container with its output going to `onOutput` (and, with `stdin`, a stream to
  * write to its standard input); `finish` kills it `timeoutMs` after it is called and says how it
@@ -135,17 +151,38 @@ async function attachAndStart(
     },
   };
   docker().modem.demuxStream(stream, sink as unknown as NodeJS.WritableStream, sink as unknown as NodeJS.WritableStream);
+  const startedS = Math.floor(Date.now() / 1000);
   await container.start();
   return {
     input: stream,
     async finish(timeoutMs) {
       let timedOut = false;
+      // An engine killed mid-wait leaves the wait's response unfinished, and it would never settle.
+      let lost!: (e: Error) => void;
+      const gone = new Promise<never>((_, reject) => {
+        lost = reject;
+      });
+      gone.catch(() => undefined);
+      const unlisten = onEngineLoss((why) => lost(new Error(`the Docker Engine went away while the container ran (${why})`)));
+      let unanswered: NodeJS.Timeout | undefined;
       const timer = setTimeout(() => {
         timedOut = true;
         container.kill().catch(() => undefined);
+        unanswered = setTimeout(
+          () => lost(new Error(`the engine did not report the container's end ${KILL_ANSWER_S} s after it was killed`)),
+          KILL_ANSWER_S * 1000,
+        );
       }, timeoutMs);
-      const exitCode = ((await container.wait().finally(() => clearTimeout(timer))) as { StatusCode: number }).StatusCode;
+      const exitCode = (
+        (await Promise.race([container.wait(), gone]).finally(() => {
+          clearTimeout(timer);
+          clearTimeout(unanswered);
+          unlisten();
+        })) as { StatusCode: number }
+      ).StatusCode;
       const oomKilled = (await container.inspect().catch(() => null))?.State?.OOMKilled ?? false;
+      // Dead of a signal that was neither ours nor the out-of-memory killer's: a stopping engine's?
+      if (exitCode > 128 && !timedOut && !oomKilled) await engineDisturbedBy(container.id, startedS);
       return { exitCode, timedOut, oomKilled };
     },
   };
@@ -176,7 +213,7 @@ interface ContainerRun {
  */
 function createRunContainer(opts: Omit<ContainerRun, 'timeoutMs'>, gate?: string): Promise<Docker.Container> {
   const start = gate ? `${PREPARE_REPO} && ${gate} && exec "$@" </dev/null` : `${PREPARE_REPO} && exec "$@"`;
-  return docker().createContainer({
+  return newContainer({
     Image: opts.image,
     // Every container has its own empty /repo: the checkout goes in before the command runs.
     Cmd: opts.direct ? opts.cmd : ['sh', '-c', start, 'sh', ...opts.cmd],
@@ -184,7 +221,7 @@ function createRunContainer(opts: Omit<ContainerRun, 'timeoutMs'>, gate?: string
     User: `${SANDBOX_UID}:${SANDBOX_UID}`,
     Hostname: SANDBOX_HOSTNAME,
     WorkingDir: opts.workdir,
-    Labels: labelsOf({ 'worldline.role': 'run', ...opts.labels }),
+    Labels: { 'worldline.role': 'run', ...opts.labels },
     NetworkDisabled: true,
     ...(gate ? { OpenStdin: true, StdinOnce: true } : {}),
     HostConfig: hostConfig(opts.binds ?? [], opts.limits),
@@ -406,7 +443,7 @@ export class SandboxSession {
   }): Promise<SandboxSession> {
     const limits = toRunLimits(opts.limits);
     const py = await ourPython(opts.image);
-    const container = await docker().createContainer({
+    const container = await newContainer({
       Image: opts.image,
       Cmd: ['sleep', 'infinity'],
       Env: Object.entries(BASE_ENV).map(([k, v]) => `${k}=${v}`),
@@ -414,7 +451,7 @@ export class SandboxSession {
       Hostname: SANDBOX_HOSTNAME,
       WorkingDir: '/repo',
       NetworkDisabled: true,
-      Labels: labelsOf(opts.labels),
+      Labels: opts.labels,
       HostConfig: hostConfig([`${libDir()}:/worldline/lib:ro`, ...py.binds], limits),
     });
     const session = new SandboxSession(container, py, opts.env);
@@ -526,14 +563,14 @@ export async function runAndCommit(opts: {
   onOutput: (chunk: Buffer) => void;
 }): Promise<{ imageId: string | null; exitCode: number | null; timedOut: boolean; oomKilled: boolean }> {
   const limits = toRunLimits(opts.limits);
-  const container = await docker().createContainer({
+  const container = await newContainer({
     Image: opts.image,
     Cmd: ['sh', '-c', opts.script],
     WorkingDir: '/repo',
     User: '0:0',
     Hostname: SANDBOX_HOSTNAME,
     NetworkDisabled: true,
-    Labels: labelsOf({ 'worldline.role': 'build' }),
+    Labels: { 'worldline.role': 'build' },
     HostConfig: {
       NetworkMode: 'none',
       Memory: limits.memoryBytes,
@@ -559,7 +596,7 @@ export async function runAndCommit(opts: {
     if (exitCode !== 0 || timedOut) return { imageId: null, exitCode, timedOut, oomKilled };
     const [repo, tag] = opts.tag.split(':');
     // The build container's owner and job labels must not pass to every container of the image.
-    const changes = [...opts.changes, 'LABEL worldline.owner=', 'LABEL worldline.role=', `LABEL ${JOB_LABEL}=`];
+    const changes = [...opts.changes, 'LABEL worldline.owner=', 'LABEL worldline.role=', `LABEL ${JOB_LABEL}=`, `LABEL ${OUT_LABEL}=`];
     const committed = (await container.commit({ repo, tag, changes })) as { Id: string };
     return { imageId: committed.Id, exitCode, timedOut, oomKilled };
   } finally {

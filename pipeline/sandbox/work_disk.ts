@@ -26,6 +26,24 @@ const FULL_BELOW = 1 << 20;
 let warned = false;
 let unavailable = false;
 
+/** Work folders whose disk this process has mounted and not yet released. */
+const mounted = new Set<string>();
+
+/**
+ * Detaches every work disk this process still has mounted (a stop that ran out of time: the
+ * containers are gone or going), so no mount outlives the process; returns how many. The folders
+ * stay for the next run or `gc` to remove.
+ */
+export function detachWorkDisks(): number {
+  const n = mounted.size;
+  for (const work of mounted) {
+    unmountUnder(work);
+    rmSync(`${work}.disk`, { force: true });
+  }
+  mounted.clear();
+  return n;
+}
+
 interface WorkDisk {
   /** Copies the results back into the plain folder, detaches the disk; says whether it was filled. */
   release(): Promise<{ full: boolean }>;
@@ -79,8 +97,10 @@ async function mountWorkDisk(work: string, budgetMb: number, uid: number): Promi
     'rm -rf "$2/lost+found"',
   ].join(' && ');
   try {
+    mounted.add(work);
     await exec('sh', ['-c', make, 'sh', image, work]);
   } catch (e) {
+    mounted.delete(work);
     unmountUnder(work);
     rmSync(image, { force: true });
     // A host where root may not mount a loop device (a container without the right): say so, go on.
@@ -105,6 +125,7 @@ async function mountWorkDisk(work: string, budgetMb: number, uid: number): Promi
       } finally {
         removeTree(work);
         rmSync(image, { force: true });
+        mounted.delete(work);
       }
       renameSync(stash, work);
       return { full };

@@ -17,6 +17,7 @@ import { AGENT_SYSTEM, agentQuestion, readAgentAnswer } from '../envs/env_agent.
 import { installCommand } from '../envs/install_plan.js';
 import { diagnose, lastResort, type Problem, reachedCollection, repair } from '../envs/repair.js';
 import { writeRepairedEnv } from '../envs/resolution_cache.js';
+import { spoiled, workMark } from '../runtime/job_scope.js';
 import { buildOutputPath, outLayout } from '../runtime/layout.js';
 import { DEBIAN_SUITES, PYTHON_VERSIONS, type PythonVersion, type UnitEnv } from '../runtime/manifest.js';
 import { redactText, unitRedactor } from '../runtime/part_redaction.js';
@@ -325,6 +326,7 @@ export const buildStage: Stage<'build'> = {
     let { env, python } = start;
     const attempts: BuildAttempt[] = [];
     const began = Date.now();
+    const mark = workMark();
     for (;;) {
       const tried = Date.now();
       const built = await buildOnce(ctx, env, python, start.install);
@@ -358,7 +360,8 @@ export const buildStage: Stage<'build'> = {
           : null;
       if (!next) {
         const repaired = attempts.length > 1;
-        if (repaired && start.key) writeRepairedEnv(start.key, requireRecord(ctx, 'clone').commit, { env, python });
+        // Remembered for other folders only when undisturbed (see executor.ts): the ledger keeps it on the same terms.
+        if (repaired && start.key && !spoiled(mark)) writeRepairedEnv(start.key, requireRecord(ctx, 'clone').commit, { env, python });
         return done(attempts.some((a) => a.changes.some((c) => c.includes(AGENT_MARK))) ? 'agent' : repaired ? 'repaired' : 'inferred');
       }
       attempt.changes = next.changes;

@@ -19,6 +19,7 @@ import { type ReplayPolicy, replayBudgets, replayOutcome, replayPolicy } from '.
 import type { Policy } from '../agent/policy.js';
 import { type Budgets, rollout } from '../agent/rollout.js';
 import { checkBudget, earnedS, measuredStartupS, validatedDurations } from '../runtime/budgets.js';
+import { spoiled, workMark } from '../runtime/job_scope.js';
 import { outLayout } from '../runtime/layout.js';
 import { redactRows, unitRedactor } from '../runtime/part_redaction.js';
 import type { BuildRecord, CandidateFate, CloneRecord, TaskCost, TraceCut } from '../runtime/records.js';
@@ -161,8 +162,11 @@ async function piece<T>(ctx: StageContext, file: string, what: string, work: () 
     ctx.log(`forage ${ctx.unit.id}: ${what} done in an earlier run; kept`);
     return JSON.parse(readFileSync(file, 'utf8')) as T;
   }
+  const mark = workMark();
   const result = await work();
-  writeFileAtomic(file, JSON.stringify(result));
+  // A piece its containers were taken from under (a stop, a cancelled job, an engine restart) is
+  // not the undisturbed run's result: not kept, so the next run does it again.
+  if (!spoiled(mark)) writeFileAtomic(file, JSON.stringify(result));
   return result;
 }
 

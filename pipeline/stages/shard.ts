@@ -26,6 +26,7 @@ import {
   tracesSchema,
   trajectoriesSchema,
 } from '../../schemas/index.js';
+import { stopSignal } from '../runtime/job_scope.js';
 import { outLayout } from '../runtime/layout.js';
 import { Ledger, type LedgerEntry } from '../runtime/ledger.js';
 import type { BuildRecord, CloneRecord, ResolveRecord, TraceStageRecord, ValidateRecord } from '../runtime/records.js';
@@ -195,6 +196,8 @@ export async function shardOutput(
     ],
     {
       ...layout,
+      // A stopping process (SIGINT, SIGTERM) leaves the published version as it was.
+      signal: stopSignal(),
       licenses,
       content: () => ({ redaction: redactor?.summary() ?? null, exclusions: filter.result() }),
       provenance: {
