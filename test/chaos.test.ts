@@ -108,6 +108,32 @@ describe('crash consistency: stops, kills, an engine restart, a full disk, a Red
     expect(leftovers(c, out)).toEqual([]);
   }, 600_000);
 
+  it('a second SIGINT on run exits at once with 130; gc --out removes what it left, and the rerun gives the same rows', async () => {
+    const out = fresh(c, 'sigint-twice');
+    const p = worldline(c, runArgs(c, out));
+    expect(await untilStage(p, ['trace'])).toBe(true);
+    const stopped = Date.now();
+    let ended = false;
+    void p.done.then(() => (ended = true));
+    p.child.kill('SIGINT');
+    while (!ended && !/SIGINT: stopping/.test(p.stderr())) await new Promise((r) => setTimeout(r, 20));
+    p.child.kill('SIGINT');
+    const r = await p.done;
+    expect({ code: r.code, signal: r.signal }).toEqual({ code: 130, signal: null });
+    // It did not wait out the grace the first signal gives the work in flight.
+    expect(Date.now() - stopped).toBeLessThan(STOP_GRACE_S * 1000);
+    expect(r.stderr).toMatch(/SIGINT again: exiting now/);
+    ledgerWhole(out);
+    const gc = await worldline(c, ['gc', '--out', out]).done;
+    expect(gc.code, gc.stderr).toBe(0);
+    expect(c.engine.containers()).toEqual([]);
+    expect(mountsUnder(out)).toEqual([]);
+    const again = await worldline(c, runArgs(c, out)).done;
+    expect(again.code, again.stderr.slice(-2000)).toBe(0);
+    expect(await compareRows(out, c.ref)).toMatchObject({ missing: 0, extra: 0 });
+    expect(leftovers(c, out)).toEqual([]);
+  }, 600_000);
+
   it('SIGTERM on a worker: it exits 143 within the stop bound, no container or mount left, its jobs back on the queue with no attempt spent; another worker finishes them', async () => {
     const out = fresh(c, 'sigterm-worker');
     const queue = queueName();
