@@ -41,6 +41,9 @@ export class PrivateDocker {
   /** Starts an engine whose state lives under `dir` (`name`: a short, unique name for its run-time paths). */
   static async start(dir: string, name = `worldline-chaos-${process.pid}`): Promise<PrivateDocker> {
     const d = new PrivateDocker(dir, name);
+    // An engine starts empty: a harness killed before its stop left its data (overlay mounts,
+    // containers) here, which a rerun in the same folder would otherwise count as its leftovers.
+    removeTree(dir);
     mkdirSync(dir, { recursive: true });
     await d.startContainerd();
     await d.up();
