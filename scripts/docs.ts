@@ -28,7 +28,7 @@ const flags = (text: string) => [...text.matchAll(/^ {2}--([a-z-]+)/gm)].map((m)
  * `--stages`), its head and a pointer to run's, so the reference shows the long list once.
  */
 function commandSection(command: string, run: string): string[] {
-  const text = help([command]);
+  const text = command === 'run' ? run : help([command]);
   const same =
     command !== 'run' &&
     flags(text).join() ===

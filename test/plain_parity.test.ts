@@ -90,6 +90,15 @@ describe('the comparison with plain pytest', () => {
     expect(p).toMatchObject({ plain_runs: 2, mismatches: 0, plain_flaky: 1, equal: 5 });
   });
 
+  it("keeps the first run's findings when the second plain run wrote no report (killed at the suite timeout)", () => {
+    const p = compare(ours, [
+      { exitCode: 1, cases, output: '' },
+      { exitCode: 124, cases: null, output: '' },
+    ]);
+    expect(p).toMatchObject({ plain_runs: 2, plain_exit_codes: [1, 124], compared: 7, equal: 5, mismatches: 1, plain_flaky: 0 });
+    expect(p.plain_only).toEqual(['::tests.test_broken (collection error: collection failure)']);
+  });
+
   it('says why when plain pytest wrote no report, with its first error line', () => {
     const output =
       "ImportError while loading conftest '/repo/tests/conftest.py'.\ntests/conftest.py:1: in <module>\n    import hypothesis\nE   ModuleNotFoundError: No module named 'hypothesis'\n";

@@ -253,7 +253,7 @@ class _Report:
 
     def __init__(self, path, key):
         self.file = open(path, "w", encoding="utf-8")
-        self.sign = signer(key) if key is not None else (lambda record: json.dumps(record, sort_keys=True) + "\n")
+        self.sign = signer_of(key)
         self.phases = set()
         self.finished = False
         self.finished_at = None

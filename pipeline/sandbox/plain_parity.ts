@@ -31,10 +31,8 @@ export interface PlainSpec {
   imageId: string;
   srcLayout: boolean;
   options: PipelineOptions;
-  pytestArgs: string[];
-  /** The per-test timeout our runs had (the same ini override, when pytest-timeout is there). */
-  testTimeoutS: number;
-  hasTimeoutPlugin: boolean;
+  /** pytest's arguments as our runs had them (suite_run.ts `suiteArgs`). */
+  suiteArgs: string[];
 }
 
 interface PlainRun {
@@ -49,10 +47,9 @@ async function plainRun(spec: PlainSpec, i: number): Promise<PlainRun> {
   const { unit, options } = spec;
   const work = freshWork(outLayout.work(options.out, 'validate', unit.id, `plain-${i}`));
   try {
-    const timeout = spec.hasTimeoutPlugin && spec.testTimeoutS > 0 ? ['-o', `timeout=${spec.testTimeoutS}`] : [];
     const result = await runSandboxed({
       image: spec.imageId,
-      cmd: ['python3', '-m', 'pytest', ...timeout, ...spec.pytestArgs, '--junitxml=/worldline/out/junit.xml'],
+      cmd: ['python3', '-m', 'pytest', ...spec.suiteArgs, '--junitxml=/worldline/out/junit.xml'],
       work,
       vars: unit.env.vars,
       srcLayout: spec.srcLayout,
@@ -75,7 +72,8 @@ async function plainRun(spec: PlainSpec, i: number): Promise<PlainRun> {
 export async function plainParity(spec: PlainSpec, verdicts: TestVerdict[]): Promise<PlainParity> {
   const runs = [await plainRun(spec, 1)];
   let parity = compare(verdicts, runs);
-  if (parity.mismatches || parity.ours_only.length || parity.plain_only.length) {
+  // A second run tells flaky from mismatched; with no verdicts of ours (our run never started) there is nothing to tell.
+  if (verdicts.length && (parity.mismatches || parity.ours_only.length || parity.plain_only.length)) {
     runs.push(await plainRun(spec, 2));
     parity = compare(verdicts, runs);
   }
@@ -95,7 +93,8 @@ export function compare(verdicts: TestVerdict[], runs: PlainRun[]): PlainParity 
     const line = firstErrorLine(first.output);
     return empty(exitCodes, `plain pytest wrote no JUnit report (${why})${line ? `: ${line}` : ''}`);
   }
-  const plain = runs.map((r) => new Map((r.cases ?? []).map((c) => [c.key, c])));
+  // A later run that wrote no report (killed at the suite timeout) is no evidence of flakiness.
+  const plain = runs.flatMap((r) => (r.cases ? [new Map(r.cases.map((c) => [c.key, c]))] : []));
   const ours = new Map(verdicts.filter((v) => !v.unstableId).map((v) => [junitKey(v.nodeid), v]));
   const parity = empty(exitCodes, null);
   for (const [key, v] of ours) {

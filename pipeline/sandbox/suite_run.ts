@@ -29,9 +29,20 @@ export const TIMEOUT_EXIT = 124;
  * watchdog bounds every test from outside whatever it says). Callers may append test paths.
  */
 export function pytestCommand(pytestArgs: string[], testTimeoutS: number, hasTimeoutPlugin: boolean, plugins: string[] = []): string[] {
-  const cmd = ['python3', '-S', '/worldline/lib/worldline_pytest.py', '--plugins', plugins.join(','), '--'];
-  if (hasTimeoutPlugin && testTimeoutS > 0) cmd.push('-o', `timeout=${testTimeoutS}`);
-  return [...cmd, ...pytestArgs];
+  return [
+    'python3',
+    '-S',
+    '/worldline/lib/worldline_pytest.py',
+    '--plugins',
+    plugins.join(','),
+    '--',
+    ...suiteArgs(pytestArgs, testTimeoutS, hasTimeoutPlugin),
+  ];
+}
+
+/** What pytest is given, ours or plain: the per-test timeout as an ini override (when pytest-timeout is there), then the unit's arguments. */
+export function suiteArgs(pytestArgs: string[], testTimeoutS: number, hasTimeoutPlugin: boolean): string[] {
+  return [...(hasTimeoutPlugin && testTimeoutS > 0 ? ['-o', `timeout=${testTimeoutS}`] : []), ...pytestArgs];
 }
 
 /**

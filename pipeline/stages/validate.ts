@@ -15,7 +15,7 @@ import type { BuildRecord, CloneRecord, PlainParity, ValidateRecord } from '../r
 import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
 import { plainParity } from '../sandbox/plain_parity.js';
 import { countVerdicts, mergeRuns, type TestVerdict } from '../sandbox/pytest_report.js';
-import { firstProblem, pytestCommand, runSuite, TIMEOUT_EXIT } from '../sandbox/suite_run.js';
+import { firstProblem, pytestCommand, runSuite, suiteArgs, TIMEOUT_EXIT } from '../sandbox/suite_run.js';
 import { TRACER_CODE, tracerCodeHash } from '../sandbox/tracers.js';
 
 /** Bump when how the suite is run changes in a way the key's other fields do not show. */
@@ -70,9 +70,7 @@ export const validateStage: Stage<'validate'> = {
               imageId: build.image_id,
               srcLayout: clone.src_layout,
               options,
-              pytestArgs: unit.env.pytest_args,
-              testTimeoutS: options.testTimeoutS,
-              hasTimeoutPlugin: build.pytest_timeout,
+              suiteArgs: suiteArgs(unit.env.pytest_args, options.testTimeoutS, build.pytest_timeout),
             },
             verdicts,
           )
