@@ -458,16 +458,19 @@ export async function shardKills(c: Chaos, from: string, kills: number): Promise
   return settle(c, `shard SIGKILLed ${points.length}x`, out, points, problems, [`an uninterrupted shard took ${seconds.toFixed(1)} s`]);
 }
 
-/** Waits until a process's progress shows a unit in one of `stages`; false when it ended first. */
-export async function untilStage(p: Proc, stages: string[]): Promise<boolean> {
+/** Waits until a process's stderr matches `seen`; false when it ended first. */
+export async function untilStderr(p: Proc, seen: RegExp, everyMs = 100): Promise<boolean> {
   let ended = false;
   void p.done.then(() => {
     ended = true;
   });
-  const seen = new RegExp(`"event":"stage","unit_id":"[^"]+","stage":"(${stages.join('|')})"`);
-  while (!ended && !seen.test(p.stderr())) await sleep(100);
+  while (!ended && !seen.test(p.stderr())) await sleep(everyMs);
   return !ended;
 }
+
+/** Waits until a process's progress shows a unit in one of `stages`; false when it ended first. */
+export const untilStage = (p: Proc, stages: string[]): Promise<boolean> =>
+  untilStderr(p, new RegExp(`"event":"stage","unit_id":"[^"]+","stage":"(${stages.join('|')})"`));
 
 /**
  * The Docker Engine restarted while a unit runs in `stage` (graceful: as a service manager

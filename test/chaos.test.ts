@@ -30,6 +30,7 @@ import {
   runKills,
   shardKills,
   untilStage,
+  untilStderr,
   workerArgs,
   workerKills,
   worldline,
@@ -64,6 +65,14 @@ const ledgerWhole = (out: string) => {
 describe('crash consistency: stops, kills, an engine restart, a full disk, a Redis restart', () => {
   let c: Chaos;
   let redis: RedisServer;
+
+  /** `run` again over `out` after a stop: it finishes, with the uninterrupted run's rows and nothing left. */
+  const rerunSame = async (out: string) => {
+    const again = await worldline(c, runArgs(c, out)).done;
+    expect(again.code, again.stderr.slice(-2000)).toBe(0);
+    expect(await compareRows(out, c.ref)).toMatchObject({ missing: 0, extra: 0 });
+    expect(leftovers(c, out)).toEqual([]);
+  };
 
   beforeAll(async () => {
     const dir = tempDir('chaos');
@@ -102,10 +111,7 @@ describe('crash consistency: stops, kills, an engine restart, a full disk, a Red
     expect(c.engine.containers()).toEqual([]);
     expect(mountsUnder(out)).toEqual([]);
     ledgerWhole(out);
-    const again = await worldline(c, runArgs(c, out)).done;
-    expect(again.code, again.stderr.slice(-2000)).toBe(0);
-    expect(await compareRows(out, c.ref)).toMatchObject({ missing: 0, extra: 0 });
-    expect(leftovers(c, out)).toEqual([]);
+    await rerunSame(out);
   }, 600_000);
 
   it('a second SIGINT on run exits at once with 130; gc --out removes what it left, and the rerun gives the same rows', async () => {
@@ -113,10 +119,8 @@ describe('crash consistency: stops, kills, an engine restart, a full disk, a Red
     const p = worldline(c, runArgs(c, out));
     expect(await untilStage(p, ['trace'])).toBe(true);
     const stopped = Date.now();
-    let ended = false;
-    void p.done.then(() => (ended = true));
     p.child.kill('SIGINT');
-    while (!ended && !/SIGINT: stopping/.test(p.stderr())) await new Promise((r) => setTimeout(r, 20));
+    expect(await untilStderr(p, /SIGINT: stopping/, 20)).toBe(true);
     p.child.kill('SIGINT');
     const r = await p.done;
     expect({ code: r.code, signal: r.signal }).toEqual({ code: 130, signal: null });
@@ -128,10 +132,7 @@ describe('crash consistency: stops, kills, an engine restart, a full disk, a Red
     expect(gc.code, gc.stderr).toBe(0);
     expect(c.engine.containers()).toEqual([]);
     expect(mountsUnder(out)).toEqual([]);
-    const again = await worldline(c, runArgs(c, out)).done;
-    expect(again.code, again.stderr.slice(-2000)).toBe(0);
-    expect(await compareRows(out, c.ref)).toMatchObject({ missing: 0, extra: 0 });
-    expect(leftovers(c, out)).toEqual([]);
+    await rerunSame(out);
   }, 600_000);
 
   it('SIGTERM on a worker: it exits 143 within the stop bound, no container or mount left, its jobs back on the queue with no attempt spent; another worker finishes them', async () => {
