@@ -63,6 +63,14 @@ export async function withLock<T>(path: string, fn: () => Promise<T>): Promise<T
   try {
     return await fn();
   } finally {
-    rmSync(path, { recursive: true, force: true });
+    // Renamed away first, whole: removed in place, the folder would stand empty for a moment, and a
+    // waiter's claim renamed onto it then would be removed with it (or make this removal fail).
+    // A kill between the two leaves a claim of a dead process, which the next withLock removes.
+    try {
+      renameSync(path, claim);
+      rmSync(claim, { recursive: true, force: true });
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+    }
   }
 }
