@@ -169,13 +169,13 @@ export async function runPipeline(
     (e) => progress?.event(e),
     async (unit) => budget?.unitDone(ledger, unit.id),
   );
+  // Older commits are extra data: their failures are recorded but do not fail the run.
+  const history = options.historyCommits > 0 ? await runHistory(units, stages, options, log) : [];
   if (stopSignal().aborted) {
     progress?.end();
     const finished = units.filter((u) => u.status === 'ok').length;
     throwIfStopped(`${finished} of ${units.length} unit(s) finished, the others' work in flight not recorded; the same command again goes on`);
   }
-  // Older commits are extra data: their failures are recorded but do not fail the run.
-  const history = options.historyCommits > 0 ? await runHistory(units, stages, options, log) : [];
   let dataset: string | null = null;
   let configs: DatasetManifest['configs'] | null = null;
   let mix: MixPlan | null = null;

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { git } from '../../core/git.js';
 import { hashOf } from '../../core/hashing.js';
 import { runStages, type UnitSummary } from './executor.js';
+import { stopSignal } from './job_scope.js';
 import { mirrorPath } from './layout.js';
 import { Ledger } from './ledger.js';
 import type { Unit } from './manifest.js';
@@ -39,6 +40,8 @@ export async function runHistory(heads: UnitSummary[], stages: Stage[], options:
   const tries = options.historyTries > 0 ? options.historyTries : Math.min(40, 10 * options.historyCommits);
   const all: UnitSummary[] = [];
   for (const head of heads.filter((h) => h.status === 'ok')) {
+    // A stopped run starts no more history (its caller says it was stopped).
+    if (stopSignal().aborted) break;
     const clone = ledger.get<CloneRecord>('clone', head.unit.id);
     if (!clone?.record) continue;
     let kept = 0;
