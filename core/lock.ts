@@ -63,14 +63,21 @@ export async function withLock<T>(path: string, fn: () => Promise<T>): Promise<T
   try {
     return await fn();
   } finally {
-    // Renamed away first, whole: removed in place, the folder would stand empty for a moment, and a
-    // waiter's claim renamed onto it then would be removed with it (or make this removal fail).
-    // A kill between the two leaves a claim of a dead process, which the next withLock removes.
-    try {
-      renameSync(path, claim);
-      rmSync(claim, { recursive: true, force: true });
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
-    }
+    release(path, claim);
   }
+}
+
+/**
+ * Renamed away first, whole, then removed: removed in place, the lock folder would stand empty for
+ * a moment, and a waiter's claim renamed onto it then would be removed with it (or fail the
+ * removal). A kill between the two leaves a claim of a dead process, which the next withLock removes.
+ */
+function release(path: string, claim: string): void {
+  try {
+    renameSync(path, claim);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return;
+    throw e;
+  }
+  rmSync(claim, { recursive: true, force: true });
 }
