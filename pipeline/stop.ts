@@ -32,11 +32,8 @@ const exitCodeOf = (signal: NodeJS.Signals) => 128 + (constants.signals[signal] 
 /** The signal that stopped this process, if one did. */
 let caught: NodeJS.Signals | null = null;
 
-/**
- * Installs the stop on SIGINT and SIGTERM for one command; `dispose` takes it off again. `onStop`
- * hears the first signal (a worker closes its queue connection's intake then).
- */
-export function stopOnSignals(log: (m: string) => void, onStop: () => void = () => undefined): { dispose(): Promise<void> } {
+/** Installs the stop on SIGINT and SIGTERM for one command; `dispose` takes it off again. */
+export function stopOnSignals(log: (m: string) => void): { dispose(): Promise<void> } {
   let removal: Promise<unknown> = Promise.resolve();
   const handler = (signal: NodeJS.Signals) => {
     if (caught) {
@@ -46,7 +43,6 @@ export function stopOnSignals(log: (m: string) => void, onStop: () => void = () 
     caught = signal;
     log(`${signal}: stopping: no new work, this process's containers removed, nothing in flight recorded (another ${signal} exits at once)`);
     stopAll(`stopped by ${signal}`);
-    onStop();
     removal = removeOwnContainers().catch(() => 0);
     const timer = setTimeout(() => {
       const disks = detachWorkDisks();
