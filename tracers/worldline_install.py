@@ -29,7 +29,9 @@ import subprocess
 import sys
 import sysconfig
 
-PIP_FLAGS = ["--no-index", "--no-deps", "--no-build-isolation", "--break-system-packages", "--ignore-installed", "--no-cache-dir"]
+# Debian 12's pip needs the permission to install beside Debian's packages; bullseye's (20.3, the
+# 3.9 base) knows no such option and stops at the flag, but ignores the variable (PIP_BREAK_SYSTEM_PACKAGES).
+PIP_FLAGS = ["--no-index", "--no-deps", "--no-build-isolation", "--ignore-installed", "--no-cache-dir"]
 
 
 def _normalized(name):
@@ -48,7 +50,7 @@ def write_version_files(plan):
 def with_backend(plan):
     """(True, None) once pip installed the project through its backend; (False, why) otherwise."""
     env = dict(os.environ, SETUPTOOLS_SCM_PRETEND_VERSION=plan["version"], HATCH_METADATA_CLASSIFIERS_NO_VERIFY="1",
-               PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1")
+               PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1", PIP_BREAK_SYSTEM_PACKAGES="1")
     proc = subprocess.run([sys.executable, "-m", "pip", "install"] + PIP_FLAGS + ["-e", "/repo"],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd="/repo")
     out = proc.stdout.decode("utf-8", "replace")
