@@ -191,11 +191,12 @@ async function buildOnce(ctx: StageContext, env: UnitEnv, python: PythonVersion,
     ...(pipInstalled.length ? { pip_installed: pipInstalled } : {}),
   });
   const logFile = outLayout.log(options.out, 'build', unit.id);
-  // Same key, same image: a tag already present (built for another output folder) is reused, and what its build said is in its log.
+  // Same key, same image: a tag already present (built for another output folder) is reused, and
+  // what its build said is kept by tag (the unit's own log may hold another try's build).
   const existing = await inspectImage(tag);
   if (existing) {
-    const kept = [buildOutputPath(tag), logFile].find((f) => existsSync(f));
-    const said = kept ? readFileSync(kept, 'utf8') : '';
+    const kept = buildOutputPath(tag);
+    const said = existsSync(kept) ? readFileSync(kept, 'utf8') : '';
     pipInstalled = pipLines(said);
     return { record: record(existing.Id), collect: collectOf(said), install: installOf(said) };
   }
@@ -260,7 +261,8 @@ async function buildOnce(ctx: StageContext, env: UnitEnv, python: PythonVersion,
     return { failure: `image build failed: ${why}${tail && !setup.timedOut ? ` (last output: ${tail})` : ''}`, ...none };
   }
   writeFileAtomic(buildOutputPath(tag), readFileSync(logFile, 'utf8'));
-  return { record: record(setup.imageId), collect: collectOf(said), install: installOf(said) };
+  // The redacted output, as the reused-image path reads it: problems from it reach the ledger and a model's prompt.
+  return { record: record(setup.imageId), collect: collectOf(redacted), install: installOf(redacted) };
 }
 
 /** How a change the environment agent made says so (env_agent.ts). */

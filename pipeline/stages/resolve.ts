@@ -9,6 +9,7 @@
  * cache (resolution_cache.ts) instead of being repaired again. `build` installs and checks it.
  */
 
+import { hashOf } from '../../core/hashing.js';
 import { type DebianIndex, loadDebianIndex } from '../envs/debian_index.js';
 import { readEvidence } from '../envs/evidence.js';
 import { installPlan } from '../envs/install_plan.js';
@@ -85,7 +86,9 @@ export const resolveStage: Stage<'resolve'> = {
     const checkout = outLayout.checkout(options.out, unit.id);
     const evidence = readEvidence(checkout);
     const resolution = resolveDebian(evidence, await suiteIndexes(unit));
-    const repaired = readRepairedEnv(resolution.key, clone.commit);
+    // A repair made with a pip index may hold pip packages: kept apart from one made without.
+    const cacheKey = hashOf({ resolution: resolution.key, pipIndex: options.pipIndex ?? null });
+    const repaired = readRepairedEnv(cacheKey, clone.commit);
     // Through the project's own backend when Debian has it and the image gets packages anyway;
     // else its metadata is written directly, and a unit with nothing to install needs no network.
     const backendPackages = resolution.build.unresolved.length ? [] : resolution.build.packages.map((p) => p.package);
@@ -104,7 +107,7 @@ export const resolveStage: Stage<'resolve'> = {
       source: 'inferred',
       env,
       python: repaired?.python ?? resolution.python,
-      key: resolution.key,
+      key: cacheKey,
       cached: !!repaired,
       evidence_files: evidence.files.map((f) => f.path),
       notes: evidence.notes.map((n) => `${source(n.source)}: ${n.message}`),
