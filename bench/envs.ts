@@ -18,13 +18,13 @@
  * remembered). Env images already on the host are reused: remove them first for cold builds.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { packageRoot } from '../core/package.js';
 import { median } from '../core/stats.js';
 import { table } from '../core/table.js';
-import type { LedgerEntry } from '../pipeline/runtime/ledger.js';
+import { Ledger, type LedgerEntry, type StageName } from '../pipeline/runtime/ledger.js';
 import type { BuildRecord, ResolveRecord, ValidateRecord } from '../pipeline/runtime/records.js';
 import { CORPUS, materializeCorpus } from '../test/corpus.js';
 
@@ -53,15 +53,8 @@ function run(manifest: string, out: string, stages: string): number {
   return (Date.now() - started) / 1000;
 }
 
-function entries<R>(out: string, stage: string): Map<string, LedgerEntry<R>> {
-  const dir = join(out, 'ledger', stage);
-  const found = new Map<string, LedgerEntry<R>>();
-  for (const f of existsSync(dir) ? readdirSync(dir).filter((n) => n.endsWith('.json')) : []) {
-    const e = JSON.parse(readFileSync(join(dir, f), 'utf8')) as LedgerEntry<R>;
-    found.set(e.unit.url, e);
-  }
-  return found;
-}
+/** A stage's ledger entries by repository (the bare and hand folders name the same repository by different unit ids). */
+const entries = <R>(out: string, stage: StageName): Map<string, LedgerEntry<R>> => new Map(new Ledger(out).all<R>(stage).map((e) => [e.unit.url, e]));
 
 /** Bare and hand manifests of the corpus projects, laid out under `dir`. */
 async function corpusManifests(dir: string): Promise<{ bare: string; hand: string }> {
@@ -138,7 +131,7 @@ const n = resolved.size;
 process.stdout.write(
   [
     `resolution + repair added per repository: median ${s1(median(added))} s (goal: at most 30 s on 2 cores); max ${s1(Math.max(...added))} s`,
-    `cached (same evidence, a second folder): resolve median ${median(cachedResolve)?.toFixed(2) ?? '-'} s (goal: under 1 s); ${[...again.values()].filter((e) => e.record?.cached).length} of ${again.size} answered from the repaired-environment cache`,
+    `cached (same evidence, a second folder): resolve median ${cachedResolve.length ? median(cachedResolve).toFixed(2) : '-'} s (goal: under 1 s); ${[...again.values()].filter((e) => e.record?.cached).length} of ${again.size} answered from the repaired-environment cache`,
     `validated: ${ok} of ${n} bare lines${compared ? `; ${atLeast90} of ${compared} reach 90% of the passing tests of their hand-written environment` : ''}`,
     `wall: bare run ${s1(wall.bare)} s, second folder ${s1(wall.again)} s${wall.hand ? `, hand-written run ${s1(wall.hand)} s` : ''}`,
     '',

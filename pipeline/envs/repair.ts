@@ -29,7 +29,7 @@ const PLUGIN_OF: [RegExp, string][] = [
   [/^(--reruns.*|flaky|reruns)$/, 'pytest-rerunfailures'],
   [/^(trio|trio_mode)$/, 'pytest-trio'],
   [/^(anyio)$/, 'anyio'],
-  [/^(--randomly-.*|-p randomly)$/, 'pytest-randomly'],
+  [/^(--randomly-.*)$/, 'pytest-randomly'],
   [/^(--mypy.*|mypy)$/, 'pytest-mypy'],
   [/^(django_db|DJANGO_SETTINGS_MODULE|--ds)$/, 'pytest-django'],
   [/^(--doctest-plus|doctest_plus|doctest_optionflags_plus)$/, 'pytest-doctestplus'],
@@ -69,7 +69,11 @@ const RULES: [RegExp, (m: RegExpExecArray, line: string) => [string, Problem][]]
   [/Unknown config option: ([\w-]+)/, (m, line) => [unknownName(m[1], line)]],
   [
     /Missing required plugins: (.+)$/,
-    (m, line) => m[1].split(/,\s*/).map((p) => [`plugin:${p}`, { kind: 'plugin', plugin: p.split(/[<>=!~ ]/)[0], line }] as [string, Problem]),
+    (m, line) =>
+      m[1]
+        .split(/,\s*/)
+        .map((spec) => spec.split(/[<>=!~ ]/)[0])
+        .map((plugin) => [`plugin:${plugin}`, { kind: 'plugin', plugin, line }] as [string, Problem]),
   ],
   [/Interrupted: \d+ errors? during collection/, (_m, line) => [['collection', { kind: 'collection', line }]]],
   [
