@@ -10,7 +10,7 @@ import { hostname } from 'node:os';
 import type { Readable } from 'node:stream';
 import Docker from 'dockerode';
 import { alive } from '../../core/lock.js';
-import { abortOnCancel, engineWentAway, JOB_LABEL, jobCancelled, OUT_LABEL } from '../runtime/job_scope.js';
+import { abortOnCancel, engineWentAway, JOB_LABEL, JobCancelled, jobCancelled, jobLabel, OUT_LABEL, outLabel } from '../runtime/job_scope.js';
 
 let client: Docker | undefined;
 
@@ -240,6 +240,22 @@ export async function imagesLabelled(label: string, since = 0): Promise<string[]
  * clean up) leaves containers the next run on this host can recognise as orphans.
  */
 export const OWNER_LABEL = { 'worldline.owner': `${hostname()}:${process.pid}` };
+
+/**
+ * A new container: its labels are the caller's, the queue job it runs for (if any), the output
+ * folder it works for (if any) and its owner. None is made for a cancelled job or a stopping
+ * process; one made while that happened (its removal swept past it) goes at once.
+ */
+export async function newContainer(opts: Docker.ContainerCreateOptions): Promise<Docker.Container> {
+  const labels = { ...opts.Labels, ...jobLabel(), ...outLabel(), ...OWNER_LABEL };
+  watchEngine();
+  const container = await docker().createContainer({ ...opts, Labels: labels });
+  if (jobCancelled()) {
+    await container.remove({ force: true, v: true }).catch(() => undefined);
+    throw new JobCancelled('cancelled while its container was made');
+  }
+  return container;
+}
 
 /** Containers this process removed (a timed-out job's, a stop's): their deaths are ours, not the engine's. */
 const removedByUs = new Set<string>();

@@ -23,11 +23,10 @@ import { execFile as execFileCb, spawn } from 'node:child_process';
 import { cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { promisify } from 'node:util';
-import type Docker from 'dockerode';
 import { hashTree } from '../../core/hashing.js';
 import { withLock } from '../../core/lock.js';
 import { cacheDir } from '../runtime/layout.js';
-import { docker } from './engine.js';
+import { docker, newContainer } from './engine.js';
 import { tracersDir } from './tracers.js';
 
 const execFile = promisify(execFileCb);
@@ -138,7 +137,7 @@ function locate(root: string): Omit<Exported, 'version'> {
 
 /** Runs `cmd` as root in a container of `image` with `dir` at MOUNT (writable): its output. */
 async function runWithExport(image: string, dir: string, cmd: string[]): Promise<string> {
-  const container = await docker().createContainer({
+  const container = await newContainer({
     Image: image,
     Cmd: cmd,
     User: '0:0',
@@ -184,7 +183,7 @@ async function exportPython(base: string, dir: string): Promise<Exported> {
   rmSync(tmp, { recursive: true, force: true });
   mkdirSync(tmp, { recursive: true });
   try {
-    const container = (await docker().createContainer({ Image: base, Cmd: ['true'] })) as Docker.Container;
+    const container = await newContainer({ Image: base, Cmd: ['true'] });
     try {
       const tar = spawn('tar', ['-x', '-C', tmp, '--wildcards', '--no-same-owner', ...MEMBERS], { stdio: ['pipe', 'ignore', 'pipe'] });
       let err = '';

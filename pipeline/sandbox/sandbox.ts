@@ -16,9 +16,9 @@
 import { chmodSync, chownSync, mkdirSync, mkdtempSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type Docker from 'dockerode';
-import { JOB_LABEL, JobCancelled, jobCancelled, jobLabel, OUT_LABEL, onEngineLoss, outLabel } from '../runtime/job_scope.js';
+import { JOB_LABEL, OUT_LABEL, onEngineLoss } from '../runtime/job_scope.js';
 import { DEFAULTS } from '../runtime/options.js';
-import { docker, engineDisturbedBy, OWNER_LABEL, tarStream, watchEngine } from './engine.js';
+import { docker, engineDisturbedBy, newContainer, tarStream } from './engine.js';
 import { emptyFile, expandOurPython, libDir, OUR_ENV, OUR_PYTHON, type OurPython, ourPython, suiteEnvChange } from './our_python.js';
 import { ToolServer } from './tool_server.js';
 import { tracersDir } from './tracers.js';
@@ -58,22 +58,6 @@ const OPEN_FILES = 4096;
  * traced locals, which would make two runs of the same unit differ.
  */
 const SANDBOX_HOSTNAME = 'worldline';
-
-/**
- * A new container: its labels are the caller's, the queue job it runs for (if any), the output
- * folder it works for (if any) and its owner. None is made for a cancelled job or a stopping
- * process; one made while that happened (its removal swept past it) goes at once.
- */
-async function newContainer(opts: Docker.ContainerCreateOptions): Promise<Docker.Container> {
-  const labels = { ...opts.Labels, ...jobLabel(), ...outLabel(), ...OWNER_LABEL };
-  watchEngine();
-  const container = await docker().createContainer({ ...opts, Labels: labels });
-  if (jobCancelled()) {
-    await container.remove({ force: true, v: true }).catch(() => undefined);
-    throw new JobCancelled('cancelled while its container was made');
-  }
-  return container;
-}
 
 /**
  * What every container gets: no network, the limits, and no way to gain privileges: a non-root
