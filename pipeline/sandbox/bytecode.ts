@@ -35,7 +35,7 @@ export const PYCACHE_PREFIX = '/opt/worldline/pyc';
 /** How long the build may spend collecting the tests to rewrite them (a hung conftest is not the build's failure). */
 const COLLECT_TIMEOUT_S = 300;
 
-/** Around the collect-only run's output in the build's output: what the build's repair loop reads (collect_probe.ts). */
+/** Around the collect-only run's output in the build's output: what the build's repair loop reads (build.ts `collectOf`). */
 export const COLLECT_MARKS = { start: '==== worldline: collect-only ====', end: '==== worldline: collect-only exit ' };
 
 /**
