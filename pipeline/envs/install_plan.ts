@@ -6,19 +6,14 @@
  * files a VCS-versioning backend writes at build time (humanize, filelock and prettytable import
  * them). Without its dist-info, `importlib.metadata.version()` and entry points fail in the tests.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { shQuote } from '../../core/shell.js';
 import type { InstallPlan } from '../runtime/records.js';
-import type { Evidence } from './evidence_context.js';
+import { Checkout, type Evidence } from './evidence_context.js';
 import { parseIni } from './ini.js';
 import { parseVersion } from './pep440.js';
 import { parseToml, type TomlTable, tableAt } from './toml_lines.js';
-
-function readText(checkout: string, rel: string): string | null {
-  const path = join(checkout, rel);
-  return existsSync(path) ? readFileSync(path, 'utf8') : null;
-}
 
 /** The import root: the src layout's folder, a setuptools `package-dir` root, else the repository. */
 function importRoot(checkout: string, srcLayout: boolean, pyproject: TomlTable | null, setupCfg: string | null): string {
@@ -30,11 +25,11 @@ function importRoot(checkout: string, srcLayout: boolean, pyproject: TomlTable |
 }
 
 /** `__version__ = "1.2.3"` in the package's __init__.py or module, as flit and setuptools' `attr:` read it. */
-function moduleVersion(checkout: string, root: string, name: string): string | null {
+function moduleVersion(files: Checkout, root: string, name: string): string | null {
   const rel = root.replace(/^\/repo\/?/, '');
   const pkg = name.replace(/[-.]/g, '_').toLowerCase();
   for (const file of [join(rel, pkg, '__init__.py'), join(rel, `${pkg}.py`), join(rel, pkg, '_version.py'), join(rel, pkg, '__about__.py')]) {
-    const m = /^__version__\s*(?::\s*\w+\s*)?=\s*["']([^"']+)["']/m.exec(readText(checkout, file) ?? '');
+    const m = /^__version__\s*(?::\s*\w+\s*)?=\s*["']([^"']+)["']/m.exec(files.read(file) ?? '');
     if (m) return m[1];
   }
   return null;
@@ -98,12 +93,14 @@ export function versionFileText(path: string, version: string): string {
 export function installPlan(checkout: string, srcLayout: boolean, ev: Evidence, scmVersion: string, backend: boolean): InstallPlan | null {
   const name = ev.project.name;
   if (!name) return null;
-  const pyText = readText(checkout, 'pyproject.toml');
+  // Read as evidence is: inside the checkout only, regular files of sane size.
+  const files = new Checkout(checkout);
+  const pyText = files.read('pyproject.toml') ?? null;
   const parsed = pyText ? parseToml(pyText) : null;
   const pyproject = parsed && 'table' in parsed ? parsed.table : null;
-  const setupCfg = readText(checkout, 'setup.cfg');
+  const setupCfg = files.read('setup.cfg') ?? null;
   const root = importRoot(checkout, srcLayout, pyproject, setupCfg);
-  const version = ev.project.version.static ?? (ev.project.version.scm ? null : moduleVersion(checkout, root, name)) ?? scmVersion;
+  const version = ev.project.version.static ?? (ev.project.version.scm ? null : moduleVersion(files, root, name)) ?? scmVersion;
   return {
     name,
     version,
