@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 /** The one JSON Lines reader (bounded memory) and writer (atomic) of the project. */
 import { closeSync, createWriteStream, mkdirSync, openSync, readSync, renameSync, rmSync } from 'node:fs';
 import { dirname } from 'node:path';
@@ -53,7 +54,8 @@ export async function writeJsonl(path: string, rows: AsyncIterable<object>): Pro
     for await (const row of rows) {
       n += 1;
       if (failed) throw failed;
-      if (!sink.write(JSON.stringify(row) + '\n')) await new Promise<void>((r) => sink.once('drain', () => r()).once('error', () => r()));
+      // events.once takes its listeners off again whichever fires: one left per wait added up to a leak warning.
+      if (!sink.write(JSON.stringify(row) + '\n')) await once(sink, 'drain');
     }
     await new Promise<void>((resolve, reject) => {
       if (failed) reject(failed);
