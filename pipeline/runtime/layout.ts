@@ -13,6 +13,11 @@ export function cacheDir(): string {
   return process.env.WORLDLINE_CACHE ?? '/var/cache/worldline';
 }
 
+/** A host-wide lock (core/lock.ts) on a machine-wide resource: a base image, an engine's build network. */
+export function machineLock(name: string): string {
+  return join(cacheDir(), 'locks', name);
+}
+
 /** The Debian mirror base images, env images and the Debian resolver's indexes come from. */
 export function debianMirror(): string {
   return process.env.WORLDLINE_DEBIAN_MIRROR ?? 'http://deb.debian.org/debian';

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { hashOf } from '../../core/hashing.js';
 import { withLock } from '../../core/lock.js';
-import { cacheDir, debianMirror } from '../runtime/layout.js';
+import { cacheDir, debianMirror, machineLock } from '../runtime/layout.js';
 import { DEBIAN_SUITES, type DebianSuite, type PythonVersion } from '../runtime/manifest.js';
 import { importImage, inspectImage, tarStream } from './engine.js';
 import { runContainer } from './sandbox.js';
@@ -91,7 +91,7 @@ function labelsOf(info: { Config?: { Labels?: Record<string, string> | null } })
 export async function ensureBaseImage(python: PythonVersion, log: (line: string) => void = () => undefined): Promise<BaseImage> {
   const recipe = BASE_RECIPES[python];
   const tag = baseTag(recipe);
-  return withLock(join(cacheDir(), 'locks', `base-${python}`), async () => {
+  return withLock(machineLock(`base-${python}`), async () => {
     let info = await inspectImage(tag);
     if (!info) {
       log(`building base image ${tag} (debootstrap ${recipe.suite}; about a minute)`);
@@ -149,6 +149,9 @@ async function addNative(recipe: BaseRecipe, root: string): Promise<void> {
   }
 }
 
+/** The label every base image of ours carries (its recipe's hash): `gc --host-wide --images` finds them by it. */
+export const BASE_LABEL = 'worldline.recipe';
+
 async function buildBase(recipe: BaseRecipe, tag: string): Promise<void> {
   const root = join(cacheDir(), 'rootfs', `${recipe.suite}-${hashOf(recipe)}`);
   try {
@@ -169,7 +172,7 @@ async function buildBase(recipe: BaseRecipe, tag: string): Promise<void> {
       'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
       'ENV LANG=C.UTF-8',
       'ENV DEBIAN_FRONTEND=noninteractive',
-      `LABEL worldline.recipe=${hashOf(recipe)}`,
+      `LABEL ${BASE_LABEL}=${hashOf(recipe)}`,
       `LABEL worldline.suite=${recipe.suite}`,
       `LABEL worldline.python=${probe.python}`,
       `LABEL worldline.pytest=${probe.pytest}`,

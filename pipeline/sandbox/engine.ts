@@ -9,8 +9,10 @@ import type { IncomingMessage } from 'node:http';
 import { hostname } from 'node:os';
 import type { Readable } from 'node:stream';
 import Docker from 'dockerode';
-import { alive } from '../../core/lock.js';
+import { hashOf } from '../../core/hashing.js';
+import { alive, withLock } from '../../core/lock.js';
 import { abortOnCancel, engineWentAway, JOB_LABEL, JobCancelled, jobCancelled, jobLabel, OUT_LABEL, outLabel } from '../runtime/job_scope.js';
+import { machineLock } from '../runtime/layout.js';
 
 let client: Docker | undefined;
 
@@ -126,15 +128,104 @@ export interface BuildResult {
  */
 export const BUILD_NETWORK = 'worldline-build';
 
-export async function ensureBuildNetwork(): Promise<void> {
-  const found = await docker().listNetworks({ filters: { name: [BUILD_NETWORK] } });
-  if (found.some((n) => n.Name === BUILD_NETWORK)) return;
-  await docker()
-    .createNetwork({ Name: BUILD_NETWORK, Driver: 'bridge', CheckDuplicate: true, Options: { 'com.docker.network.bridge.enable_icc': 'false' } })
-    .catch((e: { statusCode?: number }) => {
-      // Another run made it first.
-      if (e.statusCode !== 409) throw e;
+/** The build network's id, once this process has it: builds name it by id, which no duplicate can make ambiguous. */
+let buildNetworkId: Promise<string> | null = null;
+
+/**
+ * The build network's id, made once per engine however many runs and workers start together on
+ * it. The engine does not make create-if-absent atomic (CheckDuplicate is a list and then a
+ * create), so the look-and-make runs under a host-wide lock per engine; copies made anyway (by an
+ * older Worldline, or by a process on another host sharing the engine) are repaired: the one in
+ * use (else the oldest) is kept, the empty others removed, with a log line.
+ */
+export function buildNetwork(): Promise<string> {
+  buildNetworkId ??= findOrMakeBuildNetwork().catch((e) => {
+    buildNetworkId = null;
+    throw e;
+  });
+  return buildNetworkId;
+}
+
+/** Forgets the build network's id: the next build looks again (it was removed, or the engine restarted). */
+function forgetBuildNetwork(): void {
+  buildNetworkId = null;
+}
+
+async function findOrMakeBuildNetwork(): Promise<string> {
+  const { ID } = (await docker().info()) as { ID: string };
+  return withLock(machineLock(`build-network-${hashOf(ID)}`), async () => {
+    const found = await buildNetworks();
+    if (found.length === 1) return found[0].Id;
+    if (found.length > 1) return keepOneBuildNetwork(found);
+    const made = await docker().createNetwork({
+      Name: BUILD_NETWORK,
+      Driver: 'bridge',
+      CheckDuplicate: true,
+      Labels: { 'worldline.role': 'build-network' },
+      Options: { 'com.docker.network.bridge.enable_icc': 'false' },
     });
+    return made.id as string;
+  });
+}
+
+/** Every network of the build network's name (the engine's name filter matches substrings too). */
+async function buildNetworks(): Promise<Docker.NetworkInspectInfo[]> {
+  const listed = await docker().listNetworks({ filters: { name: [BUILD_NETWORK] } });
+  return Promise.all(listed.filter((n) => n.Name === BUILD_NETWORK).map((n) => docker().getNetwork(n.Id).inspect() as Promise<Docker.NetworkInspectInfo>));
+}
+
+/** Keeps the copy a build is using (else the oldest; ties by id) and removes the empty others; returns the kept one's id. */
+async function keepOneBuildNetwork(found: Docker.NetworkInspectInfo[]): Promise<string> {
+  const used = (n: Docker.NetworkInspectInfo) => Object.keys(n.Containers ?? {}).length;
+  const [keep, ...others] = [...found].sort((a, b) => used(b) - used(a) || a.Created.localeCompare(b.Created) || a.Id.localeCompare(b.Id));
+  const removed: string[] = [];
+  for (const n of others) {
+    if (used(n)) continue;
+    await docker()
+      .getNetwork(n.Id)
+      .remove()
+      .then(() => removed.push(n.Id.slice(0, 12)))
+      .catch(() => undefined);
+  }
+  console.error(
+    `worldline: found ${found.length} networks named ${BUILD_NETWORK}; kept ${keep.Id.slice(0, 12)}, removed ${removed.length ? removed.join(', ') : 'none'}` +
+      (removed.length < others.length ? ` (${others.length - removed.length} in use by a build stay until it ends)` : ''),
+  );
+  return keep.Id;
+}
+
+/** Removes the build network (every copy) when no build uses it: the next build makes it again. Returns how many went. */
+export async function removeBuildNetworks(): Promise<number> {
+  let removed = 0;
+  for (const n of await buildNetworks()) {
+    if (Object.keys(n.Containers ?? {}).length) continue;
+    await docker()
+      .getNetwork(n.Id)
+      .remove()
+      .then(() => removed++)
+      .catch(() => undefined);
+  }
+  forgetBuildNetwork();
+  return removed;
+}
+
+/**
+ * What a failed build said that is the engine's fault, not the build's: a layer the build cache
+ * named is gone (an image removed under it, a build stopped half-way), the build network missing
+ * or made twice, the daemon gone. Such a build is tried once more without the cache.
+ */
+const ENGINE_FAULTS = [
+  /unable to find image/i,
+  /no such image/i,
+  /network [^ ]+ not found/i,
+  /network [^ ]+ is ambiguous/i,
+  /layer does not exist/i,
+  /failed to (get|compute cache key|register layer)/i,
+  /socket hang up|ECONNRESET|ECONNREFUSED|EPIPE/,
+];
+
+export function engineFault(message: string | null | undefined): boolean {
+  return !!message && ENGINE_FAULTS.some((p) => p.test(message));
 }
 
 /**
@@ -151,8 +242,11 @@ export async function buildImage(opts: {
   memoryBytes: number;
   cpus: number;
   labels?: Record<string, string>;
+  /** Build every step afresh: the retry after an engine fault (`engineFault`). */
+  noCache?: boolean;
 }): Promise<BuildResult> {
-  await ensureBuildNetwork();
+  watchEngine();
+  const network = await buildNetwork();
   const log = createWriteStream(opts.logFile);
   const controller = new AbortController();
   let timedOut = false;
@@ -165,7 +259,8 @@ export async function buildImage(opts: {
   try {
     const stream = await docker().buildImage(opts.context(), {
       t: opts.tag,
-      networkmode: BUILD_NETWORK,
+      networkmode: network,
+      nocache: opts.noCache ?? false,
       memory: opts.memoryBytes,
       memswap: opts.memoryBytes,
       cpuperiod: 100_000,
@@ -197,7 +292,11 @@ export async function buildImage(opts: {
   }
   if (jobCancelled()) return { ok: false, error: 'job cancelled: the build was stopped', imageId: null, timedOut };
   if (timedOut) return { ok: false, error: `build exceeded its timeout of ${Math.round(opts.timeoutMs / 1000)} s`, imageId: null, timedOut };
-  if (lastError) return { ok: false, error: lastError, imageId: null, timedOut };
+  if (lastError) {
+    // The network may be gone or doubled since this process looked: the retry looks again.
+    if (engineFault(lastError)) forgetBuildNetwork();
+    return { ok: false, error: lastError, imageId: null, timedOut };
+  }
   const info = await inspectImage(opts.tag);
   if (!info) return { ok: false, error: 'the build reported success but no image was tagged', imageId: null, timedOut };
   return { ok: true, error: null, imageId: info.Id, timedOut };

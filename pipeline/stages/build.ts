@@ -17,7 +17,7 @@ import { AGENT_SYSTEM, agentQuestion, readAgentAnswer } from '../envs/env_agent.
 import { installCommand } from '../envs/install_plan.js';
 import { diagnose, lastResort, type Problem, reachedCollection, repair } from '../envs/repair.js';
 import { writeRepairedEnv } from '../envs/resolution_cache.js';
-import { spoiled, workMark } from '../runtime/job_scope.js';
+import { engineWentAway, spoiled, workMark } from '../runtime/job_scope.js';
 import { buildOutputPath, outLayout } from '../runtime/layout.js';
 import { DEBIAN_SUITES, PYTHON_VERSIONS, type PythonVersion, type UnitEnv } from '../runtime/manifest.js';
 import { redactText, unitRedactor } from '../runtime/part_redaction.js';
@@ -25,7 +25,7 @@ import type { BuildAttempt, BuildRecord, InstallPlan, ResolveRecord } from '../r
 import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
 import { type BaseImage, resolveBase } from '../sandbox/base_images.js';
 import { bytecodeScript, COLLECT_MARKS, PYCACHE_PREFIX } from '../sandbox/bytecode.js';
-import { buildImage, inspectImage, removeImage, tarStream } from '../sandbox/engine.js';
+import { buildImage, engineFault, inspectImage, removeImage, tarStream } from '../sandbox/engine.js';
 import { firstErrorLine } from '../sandbox/pytest_output.js';
 import { freshWork, PRISTINE_REPO, runAndCommit, SANDBOX_UID } from '../sandbox/sandbox.js';
 
@@ -138,6 +138,8 @@ function startOf(ctx: StageContext): { env: UnitEnv; python: PythonVersion; infe
 interface Built {
   record?: BuildRecord;
   failure?: string;
+  /** The failure was the engine's (engine.ts `engineFault`), not the environment's: worth one more try without the build cache. */
+  engineFault?: boolean;
   collect: { output: string; exitCode: number | null };
   install: BuildRecord['install'];
 }
@@ -167,7 +169,7 @@ function installOf(output: string): Built['install'] {
 }
 
 /** One environment image for `env` on `python`'s base: the package phase, then the repository's (see the top of this file). */
-async function buildOnce(ctx: StageContext, env: UnitEnv, python: PythonVersion, install: InstallPlan | null): Promise<Built> {
+async function buildOnce(ctx: StageContext, env: UnitEnv, python: PythonVersion, install: InstallPlan | null, noCache: boolean): Promise<Built> {
   const { unit, options } = ctx;
   const clone = requireRecord(ctx, 'clone');
   const base = await resolveBase(python, options.baseImage, ctx.log);
@@ -219,10 +221,15 @@ async function buildOnce(ctx: StageContext, env: UnitEnv, python: PythonVersion,
       timeoutMs: deadline - Date.now(),
       memoryBytes: options.memoryMb << 20,
       cpus: options.cpus,
+      noCache,
     }).finally(() => rmSync(work, { recursive: true, force: true }));
     if (!result.ok || !result.imageId) {
       const tail = tailOf(logFile, 3);
-      return { failure: `image build failed: ${result.error}${tail && !result.timedOut ? ` (last output: ${tail})` : ''}`, ...none };
+      return {
+        failure: `image build failed: ${result.error}${tail && !result.timedOut ? ` (last output: ${tail})` : ''}`,
+        engineFault: engineFault(result.error),
+        ...none,
+      };
     }
     from = result.imageId;
     pipInstalled = pipLines(readFileSync(logFile, 'utf8'));
@@ -231,6 +238,7 @@ async function buildOnce(ctx: StageContext, env: UnitEnv, python: PythonVersion,
   let dropped = 0;
   // Repository-controlled output: held (capped) in memory and redacted before it reaches the disk.
   const setupLog: Buffer[] = [];
+  // The package image may be gone by now (removed under this build by another's): the engine's fault, not the setup's.
   const setup = await runAndCommit({
     image: from,
     checkout: outLayout.checkout(options.out, unit.id),
@@ -245,7 +253,11 @@ async function buildOnce(ctx: StageContext, env: UnitEnv, python: PythonVersion,
       logged += keep.length;
       dropped += chunk.length - keep.length;
     },
+  }).catch((e: Error) => {
+    if (!engineFault(e.message)) throw e;
+    return { failure: e.message };
   });
+  if ('failure' in setup) return { failure: `image build failed: ${setup.failure}`, engineFault: true, ...none };
   const said = Buffer.concat(setupLog).toString('utf8');
   const redacted = redactText(unitRedactor(options, unit), said);
   appendFileSync(logFile, redacted);
@@ -263,6 +275,23 @@ async function buildOnce(ctx: StageContext, env: UnitEnv, python: PythonVersion,
   writeFileAtomic(buildOutputPath(tag), readFileSync(logFile, 'utf8'));
   // The redacted output, as the reused-image path reads it: problems from it reach the ledger and a model's prompt.
   return { record: record(setup.imageId), collect: collectOf(redacted), install: installOf(redacted) };
+}
+
+/**
+ * One image build, tried once more without the build cache when the engine failed it (a cached
+ * layer gone, the build network missing or doubled): a unit is not failed for the engine's fault
+ * alone. A second engine fault is the engine's too: the unit is not recorded (job_scope.ts), so the
+ * next run builds it again.
+ */
+async function buildWithRetry(ctx: StageContext, env: UnitEnv, python: PythonVersion, install: InstallPlan | null): Promise<Built> {
+  const first = await buildOnce(ctx, env, python, install, false);
+  if (!first.engineFault) return first;
+  ctx.log(`build ${ctx.unit.id}: the engine failed the build (${first.failure}); trying once more without the build cache`);
+  const again = await buildOnce(ctx, env, python, install, true);
+  if (again.engineFault) engineWentAway(`a build failed twice on the engine's fault: ${again.failure}`);
+  return again.failure
+    ? { ...again, failure: `${again.failure} (the second try, without the build cache; the first failed on the engine: ${first.failure})` }
+    : again;
 }
 
 /** How a change the environment agent made says so (env_agent.ts). */
@@ -331,7 +360,7 @@ export const buildStage: Stage<'build'> = {
     const mark = workMark();
     for (;;) {
       const tried = Date.now();
-      const built = await buildOnce(ctx, env, python, start.install);
+      const built = await buildWithRetry(ctx, env, python, start.install);
       if (!built.record)
         return failed(
           attempts.length ? `${built.failure} (after ${attempts.length} repair(s): ${attempts.flatMap((a) => a.changes).join('; ')})` : built.failure!,
