@@ -278,7 +278,8 @@ await yargs(hideBin(process.argv))
         .option('host-wide', {
           type: 'boolean',
           default: false,
-          describe: "Remove the containers of every dead Worldline run on this host, whatever its output folder (by default only this folder's runs')",
+          describe:
+            "Remove the containers of every dead Worldline run on this host, whatever its output folder (by default only this folder's runs'), and the build network when no build uses it; with --images, the base images too",
         }),
     handler: async (a) => {
       await requireDocker();
@@ -286,7 +287,7 @@ await yargs(hideBin(process.argv))
       process.stdout.write(
         (a.json
           ? JSON.stringify(r, null, 2)
-          : `work folders: ${gb(r.work_bytes)}; temporary files removed: ${r.temps_removed}; dataset versions removed: ${r.versions_removed.length}; containers removed: ${r.containers_removed}${a['host-wide'] ? ' (host-wide)' : ''}; env images removed: ${r.images_removed.length} (${gb(r.image_bytes)})`) +
+          : `work folders: ${gb(r.work_bytes)}; temporary files removed: ${r.temps_removed}; dataset versions removed: ${r.versions_removed.length}; containers removed: ${r.containers_removed}${a['host-wide'] ? ` (host-wide); build networks removed: ${r.networks_removed}` : ''}; images removed: ${r.images_removed.length} (${gb(r.image_bytes)})`) +
           '\n',
       );
     },

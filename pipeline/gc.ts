@@ -3,8 +3,10 @@
  * folders (a killed run's work disks detached first), temporary files of dead writers, dataset
  * versions that are neither published nor being written (the shard lock), the containers of dead
  * Worldline processes that worked for this folder (`--host-wide`: for any folder), and with
- * `--images` the env images its units built (build runs again where a later stage needs one). The
- * ledger, part files and the published dataset are kept. Run it when no run or worker is writing
+ * `--images` the env images its units built (build runs again where a later stage needs one). With
+ * `--host-wide`, also the engine-wide resources every run shares: the build network when no build
+ * uses it, and with `--images` the base images (each made again on first use). The ledger, part
+ * files and the published dataset are kept. Run it when no run or worker is writing
  * to OUT (work folders are in use then).
  */
 import { dirBytes } from '../core/disk.js';
@@ -15,7 +17,8 @@ import { outLayout } from './runtime/layout.js';
 import { Ledger } from './runtime/ledger.js';
 import { removeDeadTemps } from './runtime/leftovers.js';
 import type { BuildRecord } from './runtime/records.js';
-import { inspectImage, removeImage, removeOrphanContainers } from './sandbox/engine.js';
+import { BASE_LABEL } from './sandbox/base_images.js';
+import { imagesLabelled, inspectImage, removeBuildNetworks, removeImage, removeOrphanContainers } from './sandbox/engine.js';
 
 export interface GcReport {
   work_bytes: number;
@@ -24,6 +27,7 @@ export interface GcReport {
   containers_removed: number;
   images_removed: string[];
   image_bytes: number;
+  networks_removed: number;
 }
 
 export async function collectGarbage(out: string, opts: { images: boolean; hostWide?: boolean }): Promise<GcReport> {
@@ -37,13 +41,22 @@ export async function collectGarbage(out: string, opts: { images: boolean; hostW
   const images_removed: string[] = [];
   let image_bytes = 0;
   if (opts.images) {
-    for (const b of new Ledger(out).all<BuildRecord>('build')) {
-      const info = b.status === 'ok' && b.record ? await inspectImage(b.record.image) : null;
-      if (!info || !b.record) continue;
-      await removeImage(b.record.image);
-      images_removed.push(b.record.image);
+    const bases = opts.hostWide ? await imagesLabelled(BASE_LABEL) : [];
+    for (const image of [...new Ledger(out).all<BuildRecord>('build').flatMap((b) => (b.status === 'ok' && b.record ? [b.record.image] : [])), ...bases]) {
+      const info = await inspectImage(image);
+      // A base image that env images still stand on stays (the engine refuses): they go first, or not at all.
+      if (
+        !info ||
+        !(await removeImage(image).then(
+          () => true,
+          () => false,
+        ))
+      )
+        continue;
+      images_removed.push(image);
       image_bytes += info.Size;
     }
   }
-  return { work_bytes, temps_removed, versions_removed, containers_removed, images_removed, image_bytes };
+  const networks_removed = opts.hostWide ? await removeBuildNetworks() : 0;
+  return { work_bytes, temps_removed, versions_removed, containers_removed, images_removed, image_bytes, networks_removed };
 }
