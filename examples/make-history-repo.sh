@@ -43,6 +43,9 @@ cat > pyproject.toml <<'TXT'
 name = "ledger"
 version = "0.1.0"
 requires-python = ">=3.8"
+
+[project.optional-dependencies]
+test = ["pytest", "hypothesis"]
 TXT
 cat > ledger/__init__.py <<'PY'
 from .money import format_amount, parse_amount
@@ -73,6 +76,7 @@ def format_amount(cents):
 PY
 cat > tests/test_money.py <<'PY'
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from ledger.money import format_amount, parse_amount
 
@@ -95,6 +99,12 @@ def test_parse_rejects_three_decimals():
 def test_format_round_trip():
     for text in ["0.00", "12.34", "-3.10", "1000.01"]:
         assert format_amount(parse_amount(text)) == text
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, database=None)
+@given(st.integers(min_value=-10**9, max_value=10**9))
+def test_parse_inverts_format(cents):
+    assert parse_amount(format_amount(cents)) == cents
 PY
 commit "Amounts as integer cents: parse and format"
 
