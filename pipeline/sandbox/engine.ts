@@ -220,7 +220,7 @@ const ENGINE_FAULTS = [
   /network [^ ]+ not found/i,
   /network [^ ]+ is ambiguous/i,
   /layer does not exist/i,
-  /failed to (get|compute cache key|register layer)/i,
+  /failed to register layer/i,
   /socket hang up|ECONNRESET|ECONNREFUSED|EPIPE/,
 ];
 
