@@ -253,7 +253,7 @@ class _Report:
 
     def __init__(self, path, key):
         self.file = open(path, "w", encoding="utf-8")
-        self.sign = signer_of(key)
+        self.sign = signer_of(key, os.path.basename(path))
         self.phases = set()
         self.finished = False
         self.finished_at = None
@@ -379,18 +379,20 @@ def forbid_dumping():
         sys.exit("worldline_runs: prctl(PR_SET_DUMPABLE) failed: the key would be readable by tests")
 
 
-def signer_of(key):
-    """The signer of our records: plain JSON lines when no key was given."""
-    return signer(key) if key is not None else lambda record: json.dumps(record, sort_keys=True) + "\n"
+def signer_of(key, file):
+    """The signer of our records for OUT/`file`: plain JSON lines when no key was given."""
+    return signer(key, file) if key is not None else lambda record: json.dumps(record, sort_keys=True) + "\n"
 
 
-def signer(key):
-    """Signs records (`<hmac-sha256 hex> <json with seq>`): the reporting plugin's, and a driver's
-    own results; tests can write the folder they land in, but not sign a line."""
+def signer(key, file):
+    """Signs the records of OUT/`file` (`<hmac-sha256 hex> <json with seq and file>`): the reporting
+    plugin's, and a driver's own results; tests can write the folder they land in, but not sign a
+    line. Each line names the file it was signed for, and the key is this container's alone, so a
+    signed line moved to another run's report, another file or another container is caught."""
     state = {"seq": 0}
 
     def sign(record):
-        body = json.dumps(dict(record, seq=state["seq"]), sort_keys=True)
+        body = json.dumps(dict(record, seq=state["seq"], file=file), sort_keys=True)
         state["seq"] += 1
         return hmac.new(key, body.encode("utf-8"), hashlib.sha256).hexdigest() + " " + body + "\n"
 
@@ -623,7 +625,7 @@ def _sh_step(script, cap, keep):
 
 def run_steps(out, plan_name):
     key, suite_env, inputs = boot(out, [plan_name])
-    sign = signer_of(key)
+    sign = signer_of(key, "steps.jsonl")
     plan = json.loads(inputs[plan_name].decode("utf-8"))
     cap = int(plan["cap"])
     runs = [step for step in plan["steps"] if "run" in step and Zygote.serves(step["run"], step.get("env"))]
