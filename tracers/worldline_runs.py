@@ -104,16 +104,29 @@ def _kill_group(proc):
         pass
 
 
-def _foreign_mappings():
-    """Files mapped into this process from outside our interpreter's tree."""
+def _memory_device():
+    """The device of memory-backed files (a memfd, shared anonymous memory) as /proc/self/maps names it."""
+    fd = os.memfd_create("worldline-probe")
+    try:
+        dev = os.fstat(fd).st_dev
+    finally:
+        os.close(fd)
+    return "%02x:%02x" % (os.major(dev), os.minor(dev))
+
+
+def _foreign_mappings(maps_lines, memory_device):
+    """Files mapped into this process (`maps_lines`: /proc/self/maps) from outside our interpreter's tree."""
     found = set()
-    with open("/proc/self/maps") as f:
-        for line in f:
-            fields = line.split(None, 5)
-            path = fields[5].strip() if len(fields) == 6 else ""
-            # Anonymous memory, [heap] and the like, and libffi's memfd trampolines are no file of the image.
-            if path.startswith("/") and not path.startswith((OUR_PYTHON_ROOT, "/memfd:", "/dev/zero")):
-                found.add(path)
+    for line in maps_lines:
+        fields = line.split(None, 5)
+        path = fields[5].strip() if len(fields) == 6 else ""
+        if not path.startswith("/") or path.startswith(OUR_PYTHON_ROOT):
+            continue
+        # libffi's memfd trampolines and shared anonymous memory are no file of the image's; a file
+        # the image names /memfd:x/evil.so is, and lies on another device.
+        if path.startswith(("/memfd:", "/dev/zero")) and fields[3] == memory_device:
+            continue
+        found.add(path)
     return sorted(found)
 
 
@@ -221,7 +234,8 @@ def boot(out, inputs=()):
     inputs before one does. A held run's key and inputs are written while it waits, so no program
     of the image runs before its gate: its checkout is copied by our own code."""
     if BOOT is not None:
-        foreign = _foreign_mappings()
+        with open("/proc/self/maps") as f:
+            foreign = _foreign_mappings(f, _memory_device())
         if foreign:
             sys.exit("worldline_runs: refusing to run: %s is mapped from outside our interpreter (%s)" % (foreign[0], OUR_PYTHON_ROOT))
     forbid_dumping()
