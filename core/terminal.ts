@@ -21,7 +21,10 @@ function acts(c: number): boolean {
 /** `value` as JSON (JSON.stringify's `space`) with no character in it that acts on a terminal. */
 export function machineJson(value: unknown, space?: number): string {
   // JSON.stringify escapes C0 controls itself; what is left to escape lies at or above DEL.
-  return JSON.stringify(value, null, space).replace(/[\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return JSON.stringify(value, null, space).replace(
+    /[\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
 }
 
 /**

@@ -221,7 +221,7 @@ async function exportPython(base: string, dir: string): Promise<Exported> {
     }
     relativizeLinks(tmp);
     mkdirSync(join(tmp, 'worldline', 'empty'), { recursive: true });
-    writeFileSync(join(tmp, 'worldline', 'openssl.cnf'), '# Worldline: no configuration (our processes read this, never the image\'s openssl.cnf)\n');
+    writeFileSync(join(tmp, 'worldline', 'openssl.cnf'), "# Worldline: no configuration (our processes read this, never the image's openssl.cnf)\n");
     const found = locate(tmp);
     const probe = JSON.parse((await runWithExport(base, tmp, [...argvOf({ ...found, version: '' }), '-c', VERIFY])).trim().split('\n').pop() as string) as {
       version: string;

@@ -212,7 +212,12 @@ export async function mutationTasks(ctx: StageContext, clone: CloneRecord, build
       labels: { 'worldline.unit': unit.id, 'worldline.stage': 'forage' },
     });
     outcome.seconds = (Date.now() - started) / 1000;
-    const { lines: results, tampered } = signedLines<DriverResult>(readResult(work, 'results.jsonl') ?? '', { key, file: 'results.jsonl' }, 'the mutant results', 'the mutant driver');
+    const { lines: results, tampered } = signedLines<DriverResult>(
+      readResult(work, 'results.jsonl') ?? '',
+      { key, file: 'results.jsonl' },
+      'the mutant results',
+      'the mutant driver',
+    );
     if (tampered) throw new UnitFailure(`mutant checks: ${tampered}`);
     const seen = new Set<string>();
     for (const r of results) {
