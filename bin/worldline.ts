@@ -6,7 +6,7 @@ import yargs from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { gb } from '../core/disk.js';
 import { writeStdout } from '../core/stdout.js';
-import { forTerminal, terminalSafe } from '../core/terminal.js';
+import { forTerminal, machineJson, terminalSafe } from '../core/terminal.js';
 import { auditDataset, DEFAULT_TOP_K } from '../datasets/audit.js';
 import { auditHtml } from '../datasets/audit_html.js';
 import { formatAudit } from '../datasets/audit_text.js';
@@ -109,7 +109,7 @@ process.stdout.on('error', (e: NodeJS.ErrnoException) => {
 async function pipelineCommand(a: PipelineArgs, stages: string[]): Promise<void> {
   const progress = new Progress(progressMode(a.progress));
   const run = await stoppable(() => runPipeline(a.manifest, stages, toPipelineOptions(a), progress.log, progress));
-  process.stdout.write((a.json ? JSON.stringify(runJson(run), null, 2) : formatRun(forTerminal(run))) + '\n');
+  process.stdout.write((a.json ? machineJson(runJson(run), 2) : formatRun(forTerminal(run))) + '\n');
   process.exitCode = run.exitCode;
 }
 
@@ -171,7 +171,7 @@ await yargs(hideBin(process.argv))
       if (mix.warning) log(`warning: ${mix.warning}`);
       const { excluded, warning } = policyExclusions(manifest, policy);
       if (warning) log(`warning: ${warning}`);
-      process.stdout.write((a.json ? JSON.stringify(manifest, null, 2) : formatShard(manifest.configs, mix, excluded)) + '\n');
+      process.stdout.write((a.json ? machineJson(manifest, 2) : formatShard(manifest.configs, mix, excluded)) + '\n');
     },
   })
   .command({
@@ -206,7 +206,7 @@ await yargs(hideBin(process.argv))
         { redis: a.redis!, name: a.queue, retry: { attempts: a.attempts, backoffMs: a.backoff * 1000 }, timeoutS: a['job-timeout'] },
         log,
       );
-      process.stdout.write((a.json ? JSON.stringify(report, null, 2) : `${report.added} unit(s) queued, ${report.already} already on the queue`) + '\n');
+      process.stdout.write((a.json ? machineJson(report, 2) : `${report.added} unit(s) queued, ${report.already} already on the queue`) + '\n');
       process.exitCode = report.manifest_errors ? 1 : 0;
     },
   })
@@ -248,7 +248,7 @@ await yargs(hideBin(process.argv))
         ),
       );
       throwIfStopped(`${totals.done} unit(s) done; the jobs in flight went back on the queue`);
-      process.stdout.write((a.json ? JSON.stringify(totals) : `${totals.done} unit(s) done, ${totals.retried} retried, ${totals.dead} dead`) + '\n');
+      process.stdout.write((a.json ? machineJson(totals) : `${totals.done} unit(s) done, ${totals.retried} retried, ${totals.dead} dead`) + '\n');
     },
   })
   .command({
@@ -260,7 +260,7 @@ await yargs(hideBin(process.argv))
       const s = readStatus(resolve(a.out), { disk: true });
       const queue = a.redis ? await import('../pipeline/queue/queue_status.js') : null;
       const q = queue && a.redis ? await queue.readQueueStatus(a.redis, a.queue, s) : null;
-      if (a.json) process.stdout.write(JSON.stringify(q ? { ...s, queue: q } : s, null, 2) + '\n');
+      if (a.json) process.stdout.write(machineJson(q ? { ...s, queue: q } : s, 2) + '\n');
       else process.stdout.write((q && queue ? queue.formatQueueStatus(forTerminal(q), forTerminal(s)) : formatStatus(forTerminal(s))) + '\n');
     },
   })
@@ -286,7 +286,7 @@ await yargs(hideBin(process.argv))
       const r = await collectGarbage(resolve(a.out), { images: a.images, hostWide: a['host-wide'] });
       process.stdout.write(
         (a.json
-          ? JSON.stringify(r, null, 2)
+          ? machineJson(r, 2)
           : `work folders: ${gb(r.work_bytes)}; temporary files removed: ${r.temps_removed}; dataset versions removed: ${r.versions_removed.length}; containers removed: ${r.containers_removed}${a['host-wide'] ? ` (host-wide); build networks removed: ${r.networks_removed}` : ''}; images removed: ${r.images_removed.length} (${gb(r.image_bytes)})`) +
           '\n',
       );
@@ -298,7 +298,7 @@ await yargs(hideBin(process.argv))
     builder: (y) => datasetDir(y).option('json', { type: 'boolean', default: false }),
     handler: async (a) => {
       const report = await verifyDataset(resolve(a.dir));
-      process.stdout.write((a.json ? JSON.stringify(report, null, 2) : formatVerify(forTerminal(report))) + '\n');
+      process.stdout.write((a.json ? machineJson(report, 2) : formatVerify(forTerminal(report))) + '\n');
       process.exitCode = report.ok ? 0 : 1;
     },
   })
@@ -336,7 +336,7 @@ await yargs(hideBin(process.argv))
         runStatus: statusBeside(resolve(a.dir)),
       });
       if (a.html) writeFileSync(resolve(a.html), auditHtml(report));
-      process.stdout.write((a.json ? JSON.stringify(report, null, 2) : formatAudit(forTerminal(report))) + '\n');
+      process.stdout.write((a.json ? machineJson(report, 2) : formatAudit(forTerminal(report))) + '\n');
       if (a.html && !a.json) process.stdout.write(`report: ${resolve(a.html)}\n`);
       if (a['fail-on-drift'] && (report.mix.status === 'DRIFT' || report.mix.status === 'CLOSEST')) process.exitCode = 1;
     },
@@ -367,7 +367,7 @@ await yargs(hideBin(process.argv))
           throw e instanceof MixUnreachable || e instanceof RebalanceRefused ? new UsageError(e.message) : e;
         },
       );
-      process.stdout.write((a.json ? JSON.stringify(report, null, 2) : formatRebalance(forTerminal(report))) + '\n');
+      process.stdout.write((a.json ? machineJson(report, 2) : formatRebalance(forTerminal(report))) + '\n');
       process.exitCode = report.verify.ok ? 0 : 1;
     },
   })
@@ -398,7 +398,7 @@ await yargs(hideBin(process.argv))
         worldSize: a['world-size'],
       });
       try {
-        for await (const row of rows) await writeStdout(JSON.stringify(row) + '\n');
+        for await (const row of rows) await writeStdout(machineJson(row) + '\n');
       } catch (e) {
         // A column the config does not have is the caller's to fix, as DuckDB's binder says.
         if ((e as Error).message.startsWith('Binder Error')) throw new UsageError(`--columns: ${(e as Error).message.split('\n')[0]}`);

@@ -5,7 +5,10 @@
  * of a table. So every command's human output escapes control characters at the point it is
  * printed: C0 and C1 controls and DEL as `\n`, `\r`, `\t`, `\xNN`, the Unicode line separators
  * and bidirectional overrides (which reorder what a reader sees) as `\uNNNN`. The data (Parquet,
- * the ledger, JSON output, which JSON escapes itself) keep the exact bytes.
+ * the ledger) keep the exact bytes. Machine-readable output (`--json`, JSON progress lines) is
+ * read by people too, in a terminal or a CI log: `machineJson` escapes in it what JSON.stringify
+ * leaves raw (C1 controls such as U+009B, a CSI of its own, DEL, the separators and overrides),
+ * as `\uNNNN`, which a JSON reader decodes to the same string.
  */
 
 const NAMED: Record<string, string> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
@@ -13,6 +16,15 @@ const NAMED: Record<string, string> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
 /** Whether code point `c` would act on a terminal (or on how a reader sees the line) rather than print. */
 function acts(c: number): boolean {
   return c < 0x20 || (c >= 0x7f && c <= 0x9f) || c === 0x2028 || c === 0x2029 || (c >= 0x202a && c <= 0x202e) || (c >= 0x2066 && c <= 0x2069);
+}
+
+/** `value` as JSON (JSON.stringify's `space`) with no character in it that acts on a terminal. */
+export function machineJson(value: unknown, space?: number): string {
+  // JSON.stringify escapes C0 controls itself; what is left to escape lies at or above DEL.
+  return JSON.stringify(value, null, space).replace(
+    /[\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
 }
 
 /**

@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { sha256 } from '../core/hashing.js';
 import { table } from '../core/table.js';
+import { machineJson, terminalSafe } from '../core/terminal.js';
 import { type ContentPolicy, DEFAULT_CONTENT_POLICY, type ExcludedUnit, keepOptions } from '../datasets/content_policy.js';
 import type { DatasetManifest } from '../datasets/dataset_writer.js';
 import { type MixPlan, mixSummary } from '../datasets/mix.js';
@@ -316,7 +317,7 @@ function resolvedLine(u: UnitSummary, ledger: Ledger): string {
   const clone = ledger.get<CloneRecord>('clone', unit.id)?.record;
   const head = `# ${unit.repo}${clone ? ` @ ${clone.commit.slice(0, 12)}` : ''}`;
   if (!resolved?.record)
-    return `${head}: not resolved: ${u.reason ?? 'no resolve record'}\n# ${JSON.stringify({ repo: unit.location, ...(unit.commit ? { commit: unit.commit } : {}) })}`;
+    return `${terminalSafe(`${head}: not resolved: ${u.reason ?? 'no resolve record'}`)}\n# ${machineJson({ repo: unit.location, ...(unit.commit ? { commit: unit.commit } : {}) })}`;
   const r = resolved.record;
   const env = build?.env ?? r.env ?? unit.env;
   const python = build?.python ?? r.python;
@@ -333,7 +334,8 @@ function resolvedLine(u: UnitSummary, ledger: Ledger): string {
   // As a manifest's own env, it is built as written: the project's install goes in as a setup step.
   const setup = r.install && r.source === 'inferred' ? [...env.setup, installCommand(r.install)] : env.setup;
   const line = { repo: unit.location, commit: clone?.commit ?? unit.commit, python, env: { ...env, setup } };
-  return [...comments, JSON.stringify(line)].join('\n');
+  // A comment holds text of the repository's (a reason, a note): escaped, a newline in it starts no manifest line of its own.
+  return [...comments.map((c) => terminalSafe(c)), machineJson(line)].join('\n');
 }
 
 /**

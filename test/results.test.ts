@@ -8,7 +8,7 @@ import { execFileSync } from 'node:child_process';
 import { lstatSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { LOG_TAIL, ResultRefused, readLogTail, readResult, streamResult } from '../pipeline/sandbox/results.js';
+import { LOG_TAIL, ResultRefused, readLogTail, readResult, resultLines } from '../pipeline/sandbox/results.js';
 import { cli, tempDir } from './helpers.js';
 
 describe('reading a work folder a container wrote', () => {
@@ -35,8 +35,29 @@ describe('reading a work folder a container wrote', () => {
     // A FIFO would block a plain read forever; it is refused at once.
     expect(() => readResult(work, 'fifo')).toThrow(/not a regular file/);
     expect(() => readResult(work, 'big', 999)).toThrow(/1000 bytes, over the 999-byte cap/);
-    expect(() => streamResult(work, 'report-1.jsonl')).toThrow(ResultRefused);
     expect(() => readLogTail(work, 'report-1.jsonl')).toThrow(ResultRefused);
+  });
+
+  it('streams the lines of a large result, refusing one past the line cap (an unterminated gigabyte ended the process)', async () => {
+    const work = tempDir('result-lines');
+    const lines = async (rel: string, cap?: number) => {
+      const got: string[] = [];
+      for await (const l of resultLines(work, rel, cap)) got.push(l);
+      return got;
+    };
+    writeFileSync(join(work, 'traces.jsonl'), '{"a":"é"}\n\n{"b":2}\n{"torn"');
+    expect(await lines('traces.jsonl')).toEqual(['{"a":"é"}', '', '{"b":2}', '{"torn"']);
+    expect(await lines('absent')).toEqual([]);
+    writeFileSync(join(work, 'long'), `short\n${'x'.repeat(100)}\nafter\n`);
+    await expect(lines('long', 99)).rejects.toThrow(/result file long has a line longer than 99 bytes; refused/);
+    expect(await lines('long', 100)).toEqual(['short', 'x'.repeat(100), 'after']);
+    // A sparse gigabyte with no newline: refused after the cap, not read to its end.
+    execFileSync('truncate', ['-s', '1G', join(work, 'padded')]);
+    const started = Date.now();
+    await expect(lines('padded')).rejects.toThrow(ResultRefused);
+    expect(Date.now() - started).toBeLessThan(10_000);
+    symlinkSync('/etc/passwd', join(work, 'linked.jsonl'));
+    await expect(lines('linked.jsonl')).rejects.toThrow(/is a symlink; refused/);
   });
 
   it('keeps only the tail of a huge log', () => {

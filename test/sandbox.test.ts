@@ -144,7 +144,7 @@ describe('the sandbox', () => {
     expect(output).not.toContain(key);
     expect(readResult(work, 'key')).toBeNull();
     // The report is signed with the key: by the runner, the one process the tests cannot read.
-    const folded = foldReport(run.report ?? '', run.exitCode, false, key);
+    const folded = foldReport(run.report ?? '', run.exitCode, false, { key, file: 'report-1.jsonl' });
     expect(folded.problem).toBeNull();
     expect(folded.tests.map((t) => t.outcome)).toEqual(['passed']);
   });
@@ -187,7 +187,7 @@ describe('the sandbox', () => {
     expect(run.testTimedOut).toBe('test_spin.py::test_spin');
     expect(runnerProblem(run, 3)).toBe('test timed out: test_spin.py::test_spin (per-test limit: 3 s, killed by the runner)');
     // The tests before it reported (signed); the one after never ran.
-    const folded = foldReport(run.report ?? '', null, true, key);
+    const folded = foldReport(run.report ?? '', null, true, { key, file: 'report-1.jsonl' });
     expect(Object.fromEntries(folded.tests.map((t) => [t.nodeid, t.outcome]))).toMatchObject({
       'test_spin.py::test_ok': 'passed',
       'test_spin.py::test_after': 'missing',

@@ -116,7 +116,7 @@ describe('signed reports (validate, trace, grading)', () => {
   it('accepts what the plugin signed and catches rewritten, cut, injected and post-session tampering', async () => {
     const { report, exit } = await signedRun('def test_ok():\n    pass\n\ndef test_bad():\n    assert 1 == 2\n');
     expect(exit).toBe(1);
-    const honest = foldReport(report, exit, false, key);
+    const honest = foldReport(report, exit, false, { key, file: 'report-1.jsonl' });
     expect(honest.problem).toBeNull();
     expect(honest.tests.map((t) => [t.nodeid, t.outcome])).toEqual([
       ['test_x.py::test_ok', 'passed'],
@@ -124,16 +124,20 @@ describe('signed reports (validate, trace, grading)', () => {
     ]);
     // Unsigned, the same report reads as plain JSON Lines would not: every line carries a MAC.
     expect(report.split('\n')[0]).toMatch(/^[0-9a-f]{64} \{/);
-    expect(foldReport(report, exit, false, 'x'.repeat(64)).problem).toMatch(/not signed by the reporting plugin/);
+    expect(foldReport(report, exit, false, { key: 'x'.repeat(64), file: 'report-1.jsonl' }).problem).toMatch(/not signed by the reporting plugin/);
     const forged = report.replace('"outcome": "failed"', '"outcome": "passed"');
     expect(forged).not.toBe(report);
-    expect(foldReport(forged, 0, false, key).problem).toMatch(/line \d+ of the report is not signed/);
+    expect(foldReport(forged, 0, false, { key, file: 'report-1.jsonl' }).problem).toMatch(/line \d+ of the report is not signed/);
     const lines = report.trim().split('\n');
     const cut = lines.filter((l) => !(l.includes('test_bad') && l.includes('"when": "call"'))).join('\n') + '\n';
-    expect(foldReport(cut, 0, false, key).problem).toMatch(/out of sequence/);
-    expect(foldReport(lines.slice(0, -1).join('\n') + '\n', 1, false, key).problem).toMatch(/never finished/);
+    expect(foldReport(cut, 0, false, { key, file: 'report-1.jsonl' }).problem).toMatch(/out of sequence/);
+    expect(foldReport(lines.slice(0, -1).join('\n') + '\n', 1, false, { key, file: 'report-1.jsonl' }).problem).toMatch(/never finished/);
     // pytest said 1; a process that exits 0 anyway had something run after the session.
-    expect(foldReport(report, 0, false, key).problem).toMatch(/finished with status 1 but the process exited 0/);
+    expect(foldReport(report, 0, false, { key, file: 'report-1.jsonl' }).problem).toMatch(/finished with status 1 but the process exited 0/);
+    // Signed for run 1's file: moved into run 2's place (a test that hides a failing second run), it is caught and named.
+    expect(foldReport(report, exit, false, { key, file: 'report-2.jsonl' }).problem).toBe(
+      'the report was tampered with: line 1 of the report was signed for "report-1.jsonl", not report-2.jsonl (moved from another run or file)',
+    );
   }, 120_000);
 
   it('code under test can neither read the key nor reroute the hooks', async () => {
@@ -154,7 +158,7 @@ describe('signed reports (validate, trace, grading)', () => {
         '',
       ].join('\n'),
     );
-    const run = foldReport(report, exit, false, key);
+    const run = foldReport(report, exit, false, { key, file: 'report-1.jsonl' });
     expect(run.problem).toBeNull();
     expect(run.tests[0].message).toBeNull();
     expect(run.tests.map((t) => [t.nodeid, t.outcome])).toEqual([
@@ -167,7 +171,7 @@ describe('signed reports (validate, trace, grading)', () => {
     /** The problem of a run whose test module (`body`) writes down the plugin's pipe to the runner. */
     const problemOf = async (...body: string[]) => {
       const { report, exit } = await signedRun(['import atexit, json, os, sys', 'fd = sys.modules["worldline_report"]._state["fd"]', ...body, ''].join('\n'));
-      return foldReport(report, exit, false, key).problem;
+      return foldReport(report, exit, false, { key, file: 'report-1.jsonl' }).problem;
     };
     const pass = 'json.dumps({"event": "test", "nodeid": "test_x.py::test_lie", "when": "call", "outcome": "passed", "duration": 0})';
     // A passing call phase sent ahead of pytest's own (failing) one.

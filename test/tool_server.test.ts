@@ -124,6 +124,23 @@ describe('the tool server', () => {
     }
   }, 120_000);
 
+  it("a command that floods the server's channel (its stdout, opened through /proc) is cut at the answer's room, not read without end", async () => {
+    const session = await start(true);
+    try {
+      // 256 MiB, no newline, written into the channel the host reads the server's answers from.
+      const flood = `for p in /proc/[0-9]*; do grep -q tool_server.py $p/cmdline 2>/dev/null && head -c 268435456 /dev/zero > $p/fd/1; done; echo flooded`;
+      const started = Date.now();
+      const flooding = await session.exec(['bash', '-c', flood], 30, 1000);
+      expect(flooding.exitCode).toBeNull();
+      // Given up at the first chunk past the room: read into one growing buffer, it held the host until the answer's deadline (45 s).
+      expect(Date.now() - started).toBeLessThan(20_000);
+      expect(session.served).toBe(false);
+      expect(await session.exec(['bash', '-c', 'echo next'], 10, 1000)).toEqual({ output: 'next\n', exitCode: 0 });
+    } finally {
+      await session.close();
+    }
+  }, 120_000);
+
   it('a command that stops the server is answered at its deadline, and the next runs by exec', async () => {
     const session = await start(true);
     try {

@@ -84,7 +84,7 @@ def restore_tree(expected):
 def main(plan_file, out_dir):
     plan_name = os.path.relpath(plan_file, out_dir)
     key, suite_env, inputs = worldline_runs.boot(out_dir, [plan_name])
-    sign = worldline_runs.signer_of(key)
+    sign = worldline_runs.signer_of(key, "results.jsonl")
     plan = json.loads(inputs[plan_name].decode("utf-8"))
     pristine = tree_digest(PRISTINE) if os.path.isdir(PRISTINE) else None
     # Each mutant's run forks from one zygote (pytest imported once), which never imports /repo's modules.

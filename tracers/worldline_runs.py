@@ -104,16 +104,29 @@ def _kill_group(proc):
         pass
 
 
-def _foreign_mappings():
-    """Files mapped into this process from outside our interpreter's tree."""
+def _memory_device():
+    """The device of memory-backed files (a memfd, shared anonymous memory) as /proc/self/maps names it."""
+    fd = os.memfd_create("worldline-probe")
+    try:
+        dev = os.fstat(fd).st_dev
+    finally:
+        os.close(fd)
+    return "%02x:%02x" % (os.major(dev), os.minor(dev))
+
+
+def _foreign_mappings(maps_lines, memory_device):
+    """Files mapped into this process (`maps_lines`: /proc/self/maps) from outside our interpreter's tree."""
     found = set()
-    with open("/proc/self/maps") as f:
-        for line in f:
-            fields = line.split(None, 5)
-            path = fields[5].strip() if len(fields) == 6 else ""
-            # Anonymous memory, [heap] and the like, and libffi's memfd trampolines are no file of the image.
-            if path.startswith("/") and not path.startswith((OUR_PYTHON_ROOT, "/memfd:", "/dev/zero")):
-                found.add(path)
+    for line in maps_lines:
+        fields = line.split(None, 5)
+        path = fields[5].strip() if len(fields) == 6 else ""
+        if not path.startswith("/") or path.startswith(OUR_PYTHON_ROOT):
+            continue
+        # libffi's memfd trampolines and shared anonymous memory are no file of the image's; a file
+        # the image names /memfd:x/evil.so is, and lies on another device.
+        if path.startswith(("/memfd:", "/dev/zero")) and fields[3] == memory_device:
+            continue
+        found.add(path)
     return sorted(found)
 
 
@@ -221,7 +234,8 @@ def boot(out, inputs=()):
     inputs before one does. A held run's key and inputs are written while it waits, so no program
     of the image runs before its gate: its checkout is copied by our own code."""
     if BOOT is not None:
-        foreign = _foreign_mappings()
+        with open("/proc/self/maps") as f:
+            foreign = _foreign_mappings(f, _memory_device())
         if foreign:
             sys.exit("worldline_runs: refusing to run: %s is mapped from outside our interpreter (%s)" % (foreign[0], OUR_PYTHON_ROOT))
     forbid_dumping()
@@ -253,7 +267,7 @@ class _Report:
 
     def __init__(self, path, key):
         self.file = open(path, "w", encoding="utf-8")
-        self.sign = signer_of(key)
+        self.sign = signer_of(key, os.path.basename(path))
         self.phases = set()
         self.finished = False
         self.finished_at = None
@@ -379,18 +393,20 @@ def forbid_dumping():
         sys.exit("worldline_runs: prctl(PR_SET_DUMPABLE) failed: the key would be readable by tests")
 
 
-def signer_of(key):
-    """The signer of our records: plain JSON lines when no key was given."""
-    return signer(key) if key is not None else lambda record: json.dumps(record, sort_keys=True) + "\n"
+def signer_of(key, file):
+    """The signer of our records for OUT/`file`: plain JSON lines when no key was given."""
+    return signer(key, file) if key is not None else lambda record: json.dumps(record, sort_keys=True) + "\n"
 
 
-def signer(key):
-    """Signs records (`<hmac-sha256 hex> <json with seq>`): the reporting plugin's, and a driver's
-    own results; tests can write the folder they land in, but not sign a line."""
+def signer(key, file):
+    """Signs the records of OUT/`file` (`<hmac-sha256 hex> <json with seq and file>`): the reporting
+    plugin's, and a driver's own results; tests can write the folder they land in, but not sign a
+    line. Each line names the file it was signed for, and the key is this container's alone, so a
+    signed line moved to another run's report, another file or another container is caught."""
     state = {"seq": 0}
 
     def sign(record):
-        body = json.dumps(dict(record, seq=state["seq"]), sort_keys=True)
+        body = json.dumps(dict(record, seq=state["seq"], file=file), sort_keys=True)
         state["seq"] += 1
         return hmac.new(key, body.encode("utf-8"), hashlib.sha256).hexdigest() + " " + body + "\n"
 
@@ -623,7 +639,7 @@ def _sh_step(script, cap, keep):
 
 def run_steps(out, plan_name):
     key, suite_env, inputs = boot(out, [plan_name])
-    sign = signer_of(key)
+    sign = signer_of(key, "steps.jsonl")
     plan = json.loads(inputs[plan_name].decode("utf-8"))
     cap = int(plan["cap"])
     runs = [step for step in plan["steps"] if "run" in step and Zygote.serves(step["run"], step.get("env"))]

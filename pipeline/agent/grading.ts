@@ -207,7 +207,7 @@ async function gradeOnce(task: TaskRecord, submission: string | null, env: Grade
       graded = undefined; // a step list not the runner's: no exit status to trust
     }
     const exitCode = graded ? graded.exit : null;
-    const run = foldReport(read('report-graded.jsonl'), exitCode, exitCode === null || exitCode === TIMEOUT_EXIT, key);
+    const run = foldReport(read('report-graded.jsonl'), exitCode, exitCode === null || exitCode === TIMEOUT_EXIT, { key, file: 'report-graded.jsonl' });
     const outcomes = Object.fromEntries(run.tests.map((t) => [t.nodeid, t.outcome])) as Record<string, Outcome>;
     const split = (ids: string[]) => ({ passed: ids.filter((id) => outcomes[id] === 'passed'), failed: ids.filter((id) => outcomes[id] !== 'passed') });
     const fail_to_pass = split(task.FAIL_TO_PASS);

@@ -5,7 +5,7 @@
  * stderr for log collectors, the last one the totals. The report on stdout is unchanged.
  */
 import { MultiBar, Presets, type SingleBar } from 'cli-progress';
-import { terminalSafe } from '../../core/terminal.js';
+import { machineJson, terminalSafe } from '../../core/terminal.js';
 import type { StageName } from './ledger.js';
 
 export type ProgressMode = 'bars' | 'json' | 'none';
@@ -65,7 +65,7 @@ export class Progress {
   };
 
   private json(e: object): void {
-    this.stream.write(`${JSON.stringify({ ...e, t: Math.round((Date.now() - this.started) / 100) / 10 })}\n`);
+    this.stream.write(`${machineJson({ ...e, t: Math.round((Date.now() - this.started) / 100) / 10 })}\n`);
   }
 
   start(units: number, stages: StageName[], slots: number): void {

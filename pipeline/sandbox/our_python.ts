@@ -8,10 +8,14 @@
  * (`<cache>/python/<base id>`: the interpreter, its standard library, the shared libraries of
  * its lib folders, absolute links made relative so none leads out), mounted read-only at
  * /worldline/py in every container, and started through its own loader with its own library
- * path and no ld.so.cache (`--inhibit-cache`), isolated (`-I -S -B`) and with LC_ALL=C (no
- * locale file or charset module of the image is read). /etc/ld.so.preload is an empty file of
- * ours in every run. The runner checks /proc/self/maps at start and refuses to go on when a file
- * is mapped from anywhere else (tracers/worldline_runs.py).
+ * path and no ld.so.cache (`--inhibit-cache`), isolated (`-I -S -B`), in an environment of ours
+ * (OUR_ENV, `ourEnv`): no locale file or charset module of the image is read (LC_ALL=C), nor its
+ * OpenSSL configuration, providers or engines (libcrypto reads them when hashlib is imported,
+ * before the key is taken: a config naming a provider in the image ran its code in the key
+ * holder), nor its time zone files; every other variable of the image's is set empty.
+ * /etc/ld.so.preload is an empty file of ours in every run. The runner checks /proc/self/maps at
+ * start and refuses to go on when a file is mapped from anywhere else (tracers/worldline_runs.py).
+ * docs/sandbox.md lists what our processes read, and why each is safe.
  *
  * The tracers folder goes into containers the same way, as a copy in the cache
  * (`<cache>/lib/<hash>`), so /proc/self/mountinfo names no folder of the host's checkout.
@@ -35,10 +39,25 @@ const execFile = promisify(execFileCb);
 export const OUR_PYTHON = 'worldline:python';
 /** Where containers see our interpreter's tree. */
 const MOUNT = '/worldline/py';
-/** The environment our processes start with, over the image's: no locale file is read. */
-export const OUR_ENV: Record<string, string> = { LC_ALL: 'C' };
+/** Files of ours in every export (made by exportPython): an empty OpenSSL configuration, an empty folder. */
+const OURS = `${MOUNT}/worldline`;
+/**
+ * The environment our processes start with, over the image's: the C locale (built into libc: no
+ * locale archive, no gconv module), an empty OpenSSL configuration of ours in place of the image's
+ * /usr/lib/ssl/openssl.cnf and an empty folder for its providers and engines (sha256 is built into
+ * libcrypto), a time zone given as a rule (`UTC0`) whose lookup as a file finds nothing in our
+ * empty folder, so neither /etc/localtime nor the image's zoneinfo is parsed.
+ */
+const OUR_ENV: Record<string, string> = {
+  LC_ALL: 'C',
+  OPENSSL_CONF: `${OURS}/openssl.cnf`,
+  OPENSSL_MODULES: `${OURS}/empty`,
+  OPENSSL_ENGINES: `${OURS}/empty`,
+  TZ: 'UTC0',
+  TZDIR: `${OURS}/empty`,
+};
 /** Bump when what an export holds or how it is started changes. */
-const EXPORT_REVISION = 1;
+const EXPORT_REVISION = 2;
 
 /** What a container needs to run our Python: its argv (before the script) and the mounts. */
 export interface OurPython {
@@ -67,8 +86,10 @@ const VERIFY = [
   'import compileall, ctypes, hashlib, hmac, json, os, select, signal, socket, subprocess, sys, threading',
   'import _hashlib',
   'compileall.compile_dir(os.path.dirname(os.__file__), quiet=2, workers=0)',
-  'maps = [l.split(None, 5)[5].strip() for l in open("/proc/self/maps") if len(l.split(None, 5)) == 6]',
-  `outside = sorted({p for p in maps if p.startswith("/") and not p.startswith(("${MOUNT}/", "/memfd:", "/dev/zero"))})`,
+  // Memory-backed files (libffi's memfd trampolines) lie on the device of a memfd; an image's file named /memfd:... does not.
+  'fd = os.memfd_create("probe"); dev = os.fstat(fd).st_dev; memory = "%02x:%02x" % (os.major(dev), os.minor(dev))',
+  'maps = [f for f in (l.split(None, 5) for l in open("/proc/self/maps")) if len(f) == 6]',
+  `outside = sorted({f[5].strip() for f in maps if f[5].startswith("/") and not f[5].startswith("${MOUNT}/") and not (f[5].startswith(("/memfd:", "/dev/zero")) and f[3] == memory)})`,
   'print(json.dumps({"version": sys.version.split()[0], "outside": outside, "prefix": sys.prefix}))',
 ].join('\n');
 
@@ -199,6 +220,8 @@ async function exportPython(base: string, dir: string): Promise<Exported> {
       await container.remove({ force: true }).catch(() => undefined);
     }
     relativizeLinks(tmp);
+    mkdirSync(join(tmp, 'worldline', 'empty'), { recursive: true });
+    writeFileSync(join(tmp, 'worldline', 'openssl.cnf'), "# Worldline: no configuration (our processes read this, never the image's openssl.cnf)\n");
     const found = locate(tmp);
     const probe = JSON.parse((await runWithExport(base, tmp, [...argvOf({ ...found, version: '' }), '-c', VERIFY])).trim().split('\n').pop() as string) as {
       version: string;
@@ -310,15 +333,26 @@ export function expandOurPython(cmd: string[], argv: string[]): string[] {
 }
 
 /**
+ * The environment of a process of ours in a container of an image whose ENV is `imageEnv`: OUR_ENV,
+ * and every other variable of the image's set empty but those in `keep`. The engine gives every
+ * process of a container its image's variables, and the loader, libc and libcrypto read theirs
+ * before any code of ours runs (LD_PRELOAD, LD_AUDIT, GLIBC_TUNABLES, GCONV_PATH, LOCPATH,
+ * OPENSSL_*, SSL_CERT_*...): a user's base image may set any of them.
+ */
+export function ourEnv(imageEnv: Record<string, string>, keep: string[]): Record<string, string> {
+  return { ...Object.fromEntries(Object.keys(imageEnv).flatMap((k) => (keep.includes(k) ? [] : [[k, '']]))), ...OUR_ENV };
+}
+
+/**
  * How the environment of the suite (or of the agent's commands) differs from that of our processes
- * in the same container: what the sandbox set for us alone dropped (OUR_ENV's put back as the
- * image had them), and the suite's own variables set.
+ * in the same container: the variables of ours (`ours`: OUR_ENV's, the image's we set empty, the
+ * sandbox's for us alone) dropped, or put back as the image had them, and the suite's own set.
  */
 export function suiteEnvChange(
   imageEnv: Record<string, string>,
   suite: Record<string, string>,
   ours: string[],
 ): { set: Record<string, string>; drop: string[] } {
-  const restored = Object.fromEntries(Object.keys(OUR_ENV).flatMap((k) => (k in imageEnv ? [[k, imageEnv[k]]] : [])));
+  const restored = Object.fromEntries(ours.flatMap((k) => (k in imageEnv ? [[k, imageEnv[k]]] : [])));
   return { set: { ...restored, ...suite }, drop: ours };
 }

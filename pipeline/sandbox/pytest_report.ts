@@ -73,15 +73,22 @@ function phaseOutcome(phases: PhaseReport[]): { outcome: Outcome; message: strin
 
 const FAILING: ReadonlySet<Outcome> = new Set(['failed', 'error']);
 
+/** How a file of the runner's is checked: this container's key, and the file's name in the work folder, which every line must carry. */
+export interface Signed {
+  key: string;
+  file: string;
+}
+
 /**
- * Lines of a file signed with `key` by the runner (tracers/worldline_runs.py: the reporting
- * plugin's records, or a driver's results): each must carry a valid HMAC and the next
- * sequence number. Returns the lines, or why the file was tampered with; `what` names the file
- * and `by` its signer in that reason.
+ * Lines of a file signed by the runner (tracers/worldline_runs.py: the reporting plugin's
+ * records, or a driver's results) with this container's key: each must carry a valid HMAC, the
+ * next sequence number and the name of the file it was signed for (a line moved from another
+ * run's report or another file is named as such). Returns the lines, or why the file was tampered
+ * with; `what` names the file and `by` its signer in that reason.
  */
 export function signedLines<T = ReportLine>(
   reportText: string,
-  key: string,
+  { key, file }: Signed,
   what = 'the report',
   by = 'the reporting plugin',
 ): { lines: T[]; tampered: string | null } {
@@ -96,7 +103,9 @@ export function signedLines<T = ReportLine>(
     const mac = createHmac('sha256', key).update(body, 'utf8').digest('hex');
     const given = raw.slice(0, space);
     if (space !== 64 || !timingSafeEqual(Buffer.from(given), Buffer.from(mac))) return { lines, tampered: `line ${i + 1} of ${what} is not signed by ${by}` };
-    const line = JSON.parse(body) as T & { seq: number };
+    const line = JSON.parse(body) as T & { seq: number; file?: unknown };
+    if (line.file !== file)
+      return { lines, tampered: `line ${i + 1} of ${what} was signed for ${JSON.stringify(line.file ?? null)}, not ${file} (moved from another run or file)` };
     if (line.seq !== lines.length) return { lines, tampered: `line ${i + 1} of ${what} is out of sequence (lines were removed, repeated or reordered)` };
     lines.push(line);
   }
@@ -104,13 +113,14 @@ export function signedLines<T = ReportLine>(
 }
 
 /**
- * Parses one run's report. `exitCode` is what the container says pytest returned. With `key`,
- * the report must be signed with it (grading, where the code under test is untrusted).
+ * Parses one run's report. `exitCode` is what the container says pytest returned. With `signed`,
+ * the report must be the runner's, signed for that file (every run of ours; unsigned reports are
+ * what tests of the folding itself hand in).
  */
-export function foldReport(reportText: string, exitCode: number | null, timedOut: boolean, key?: string): SuiteRun {
+export function foldReport(reportText: string, exitCode: number | null, timedOut: boolean, signed?: Signed): SuiteRun {
   let lines: ReportLine[] = [];
   let tampered: string | null = null;
-  if (key === undefined) {
+  if (signed === undefined) {
     for (const raw of reportText.split('\n')) {
       if (!raw.trim()) continue;
       try {
@@ -119,7 +129,7 @@ export function foldReport(reportText: string, exitCode: number | null, timedOut
         // A torn last line from a killed run is expected; anything else is not ours to trust.
       }
     }
-  } else ({ lines, tampered } = signedLines(reportText, key));
+  } else ({ lines, tampered } = signedLines(reportText, signed));
   tampered ??= lines.find((l): l is Extract<ReportLine, { event: 'tampered' }> => l.event === 'tampered')?.reason ?? null;
   const collected: string[] = [];
   const phases = new Map<string, PhaseReport[]>();
@@ -151,7 +161,7 @@ export function foldReport(reportText: string, exitCode: number | null, timedOut
   run.problem =
     tampered !== null
       ? `the report was tampered with: ${tampered}`
-      : key !== undefined
+      : signed !== undefined
         ? (signedCheck(lines, exitCode) ?? crossCheck(run, lines.length > 0))
         : crossCheck(run, lines.length > 0);
   return run;

@@ -5,7 +5,7 @@
  * file of gigabytes. Nothing in a work folder is opened by path without these checks: no symlink
  * at any level (O_NOFOLLOW on the file, lstat on each folder), regular files only, sizes capped.
  */
-import { closeSync, constants, createReadStream, fstatSync, lstatSync, openSync, type ReadStream, readSync } from 'node:fs';
+import { closeSync, constants, createReadStream, fstatSync, lstatSync, openSync, readSync } from 'node:fs';
 import { isAbsolute, join, normalize, sep } from 'node:path';
 import { UnitFailure } from '../runtime/stage.js';
 
@@ -124,8 +124,42 @@ export class LineCounter {
   }
 }
 
-/** A large result (the tracer's episodes) as a stream over the checked descriptor, or null when absent. */
-export function streamResult(work: string, rel: string): ReadStream | null {
+/**
+ * The lines of a large result (the tracer's episodes: one line per test), streamed over the
+ * checked descriptor, each at most `lineCap` bytes: a longer one fails the unit with that reason
+ * and nothing past it is read. Read unbounded, one unterminated line of a gigabyte (a conftest
+ * padding the file) grew one string until the whole process died. The file's size bounds the
+ * total (a container's files are at most its 1 GiB file-size limit), and only what the file held
+ * when it was opened is read: its container is gone by then.
+ */
+export async function* resultLines(work: string, rel: string, lineCap = RESULT_CAP): AsyncGenerator<string> {
   const f = openResult(work, rel);
-  return f ? createReadStream('', { fd: f.fd }) : null;
+  if (!f) return;
+  if (f.size === 0) {
+    closeSync(f.fd);
+    return;
+  }
+  const stream = createReadStream('', { fd: f.fd, end: f.size - 1, highWaterMark: 1 << 20 });
+  let parts: Buffer[] = [];
+  let length = 0;
+  const refuse = () => new ResultRefused(`result file ${rel} has a line longer than ${lineCap} bytes; refused`);
+  try {
+    for await (const chunk of stream as AsyncIterable<Buffer>) {
+      let from = 0;
+      for (let at = chunk.indexOf(10); at !== -1; at = chunk.indexOf(10, from)) {
+        if (length + at - from > lineCap) throw refuse();
+        parts.push(chunk.subarray(from, at));
+        yield Buffer.concat(parts).toString('utf8');
+        parts = [];
+        length = 0;
+        from = at + 1;
+      }
+      length += chunk.length - from;
+      if (length > lineCap) throw refuse();
+      parts.push(chunk.subarray(from));
+    }
+    if (length) yield Buffer.concat(parts).toString('utf8');
+  } finally {
+    stream.destroy();
+  }
 }

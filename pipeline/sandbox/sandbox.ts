@@ -19,7 +19,7 @@ import type Docker from 'dockerode';
 import { JOB_LABEL, OUT_LABEL, onEngineLoss } from '../runtime/job_scope.js';
 import { DEFAULTS } from '../runtime/options.js';
 import { docker, engineDisturbedBy, newContainer, tarStream } from './engine.js';
-import { emptyFile, expandOurPython, libDir, OUR_ENV, OUR_PYTHON, type OurPython, ourPython, suiteEnvChange } from './our_python.js';
+import { emptyFile, expandOurPython, libDir, OUR_PYTHON, type OurPython, ourEnv, ourPython, suiteEnvChange } from './our_python.js';
 import { ToolServer } from './tool_server.js';
 import { tracersDir } from './tracers.js';
 import { onWorkDisk } from './work_disk.js';
@@ -93,6 +93,11 @@ function hostConfig(binds: string[], limits: RunLimits): Docker.ContainerCreateO
 
 /** The environment every container starts with; HOME is scratch, so nothing a run writes there persists. */
 const BASE_ENV = { HOME: '/tmp', USER: 'worldline' };
+/**
+ * The image's variables our processes keep (ourEnv sets the rest empty): BASE_ENV's, ours over
+ * the image's, and PATH, which finds the image's programs we start (cp, sh), never our interpreter.
+ */
+const KEPT = ['PATH', ...Object.keys(BASE_ENV)];
 
 /** Copies the environment's pristine checkout into the container's own /repo (absent in base images). */
 const PREPARE_REPO = `if [ -d ${PRISTINE_REPO} ]; then cp -a ${PRISTINE_REPO}/. /repo/; fi`;
@@ -290,9 +295,6 @@ export interface SandboxSpec {
   ourCode?: boolean;
 }
 
-/** The variables the sandbox sets for our runner alone: the suite's environment drops them. */
-const RUNNER_ONLY = [...Object.keys(OUR_ENV), 'WORLDLINE_BOOT'];
-
 /**
  * A sandboxed run's container, the one standard way. A command of OUR_PYTHON's gets our
  * environment and the suite's in its work folder (written here: `spec.work` is mounted by now); a
@@ -309,10 +311,11 @@ async function sandboxedRun(spec: Omit<SandboxSpec, 'timeoutMs'>, held: boolean)
   run.binds.push(...py.binds);
   run.cmd = expandOurPython(spec.cmd, py.argv);
   if (spec.cmd[0] !== OUR_PYTHON) return run;
+  const env = { ...ourEnv(py.imageEnv, KEPT), WORLDLINE_BOOT: held ? 'gate,prepare' : 'prepare' };
   const envFile = join(spec.work, 'suite-env.json');
-  writeFileSync(envFile, JSON.stringify(suiteEnvChange(py.imageEnv, suite, RUNNER_ONLY)));
+  writeFileSync(envFile, JSON.stringify(suiteEnvChange(py.imageEnv, suite, Object.keys(env))));
   claimWork(envFile);
-  return { ...run, env: { ...OUR_ENV, WORLDLINE_BOOT: held ? 'gate,prepare' : 'prepare' }, direct: true };
+  return { ...run, env, direct: true };
 }
 
 /**
@@ -405,12 +408,16 @@ function capOutput(output: string, dropped: number, cap: number): string {
  */
 export class SandboxSession {
   private server: ToolServer | null = null;
+  /** The environment of our processes in it (the tool server, a command of OUR_PYTHON's). */
+  private readonly ours: Record<string, string>;
 
   private constructor(
     private readonly container: Docker.Container,
     private readonly py: OurPython,
     private readonly env: Record<string, string>,
-  ) {}
+  ) {
+    this.ours = ourEnv(py.imageEnv, KEPT);
+  }
 
   /**
    * `setup`: a script (with its arguments as $1..) run in /repo once it is copied, in the same
@@ -447,8 +454,8 @@ export class SandboxSession {
       if (opts.toolServer)
         session.server = await ToolServer.start(container, {
           cmd: [...py.argv, '/worldline/lib/tool_server.py'],
-          env: OUR_ENV,
-          commands: suiteEnvChange(py.imageEnv, opts.env, Object.keys(OUR_ENV)),
+          env: session.ours,
+          commands: suiteEnvChange(py.imageEnv, opts.env, Object.keys(session.ours)),
         });
       const prepared = await session.exec(['sh', '-c', script, 'sh', ...(opts.setup?.args ?? [])], 300, 4096);
       if (prepared.exitCode !== 0) throw new Error(`cannot prepare the session's /repo: ${prepared.output.slice(-500)}`);
@@ -498,7 +505,7 @@ export class SandboxSession {
   private async execOnce(cmd: string[], timeoutS: number, cap: number, own: boolean): Promise<{ output: string; exitCode: number | null }> {
     const ex = await this.container.exec({
       Cmd: own ? cmd : ['timeout', '-k', '5', String(timeoutS), ...cmd],
-      Env: Object.entries(own ? OUR_ENV : this.env).map(([k, v]) => `${k}=${v}`),
+      Env: Object.entries(own ? this.ours : this.env).map(([k, v]) => `${k}=${v}`),
       AttachStdout: true,
       AttachStderr: true,
       WorkingDir: '/repo',

@@ -147,7 +147,7 @@ export function stepsRunner(work: string, steps: Step[], cap: number): { cmd: st
 
 /** The steps the runner finished, by name, checked against `key`; throws when a line is not the runner's. */
 export function readSteps(work: string, key: string): Map<string, StepOutcome> {
-  const { lines, tampered } = signedLines<StepOutcome>(readResult(work, 'steps.jsonl') ?? '', key, 'the step results', 'the runner');
+  const { lines, tampered } = signedLines<StepOutcome>(readResult(work, 'steps.jsonl') ?? '', { key, file: 'steps.jsonl' }, 'the step results', 'the runner');
   if (tampered) throw new Error(tampered);
   return new Map(lines.map((l) => [l.name, l]));
 }
@@ -157,7 +157,8 @@ export function stepRun(work: string, step: StepOutcome | undefined, key: string
   if (!step) return null;
   // 137: SIGKILL (the runner's own, or the out-of-memory killer's): the run did not finish either.
   const timedOut = step.exit === TIMEOUT_EXIT || step.exit === 137;
-  const run = foldReport(readResult(work, `report-${step.name}.jsonl`) ?? '', timedOut ? null : step.exit, timedOut, key);
+  const file = `report-${step.name}.jsonl`;
+  const run = foldReport(readResult(work, file) ?? '', timedOut ? null : step.exit, timedOut, { key, file });
   const stopped = runnerProblem({ capped: step.capped ?? 0, testTimedOut: step.test_timeout ?? null }, testLimitS);
   if (stopped && !run.problem?.startsWith('the report was tampered')) run.problem = stopped;
   return run;
@@ -236,7 +237,7 @@ export async function runSuite(spec: SuiteSpec): Promise<SuiteOutcome> {
       logParts.push(`==== run ${i} ====\n${output ?? '(no output)'}`);
       if (exitCode === null && report === null) break;
       const timedOut = exitCode === null || exitCode === TIMEOUT_EXIT;
-      const run = foldReport(report ?? '', timedOut ? null : exitCode, timedOut, key);
+      const run = foldReport(report ?? '', timedOut ? null : exitCode, timedOut, { key, file: `report-${i}.jsonl` });
       const stopped = runnerProblem(files, testLimitS);
       const tampered = run.problem?.startsWith('the report was tampered') ?? false;
       if (files.testTimedOut !== null && !tampered) run.problem = stopped;

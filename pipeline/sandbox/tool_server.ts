@@ -17,11 +17,19 @@ export interface ServedRun {
   dropped: number;
 }
 
+/** Room for an answer's header line ("EXIT KEPT DROPPED", or the first "ready"). */
+const HEADER_ROOM = 1 << 12;
 /** The server answers a command within its timeout, the kill's grace, the output drain, and this much. */
 const ANSWER_SLACK_S = 15;
 
 export class ToolServer {
   private buffer = Buffer.alloc(0);
+  /**
+   * The most the channel may hold unread: the answer asked for (its cap) and a header. More is not
+   * the server's (a process of the container that reached its output): the channel is given up, not
+   * read into memory without end.
+   */
+  private room = HEADER_ROOM;
   private waiting: ((answer: ServedRun | null) => void) | null = null;
   private gone = false;
   private ready = false;
@@ -77,6 +85,7 @@ export class ToolServer {
    */
   run(cmd: string[], timeoutS: number, capBytes: number, own = false): Promise<ServedRun | null> {
     if (this.gone) return Promise.resolve(null);
+    this.room = capBytes + HEADER_ROOM;
     const answer = this.next(timeoutS + ANSWER_SLACK_S);
     this.stream.write(`${JSON.stringify({ cmd, timeout: timeoutS, cap: capBytes, ...(own ? { own } : {}) })}\n`);
     return answer;
@@ -113,7 +122,8 @@ export class ToolServer {
 
   private receive(chunk: Buffer): void {
     this.buffer = Buffer.concat([this.buffer, chunk]);
-    this.parse();
+    if (this.buffer.length > this.room) this.stop();
+    else this.parse();
   }
 
   /** An answer is a line "EXIT KEPT DROPPED" and KEPT bytes; the first line of all is the server's "ready". */
@@ -134,6 +144,10 @@ export class ToolServer {
       return;
     }
     const [exitCode, kept, dropped] = head.split(' ').map(Number);
+    if (eol + 1 + kept > this.room) {
+      this.stop();
+      return;
+    }
     if (this.buffer.length < eol + 1 + kept) return;
     const body = Buffer.from(this.buffer.subarray(eol + 1, eol + 1 + kept));
     this.buffer = this.buffer.subarray(eol + 1 + kept);

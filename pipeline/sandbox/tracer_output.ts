@@ -4,9 +4,8 @@
  * in memory. The trace stage and the traces around a task's fix both read it here.
  */
 import { posix } from 'node:path';
-import { createInterface } from 'node:readline';
 import type { TraceRecord } from '../../schemas/traces.js';
-import { streamResult } from './results.js';
+import { resultLines } from './results.js';
 
 interface PluginEpisode {
   function: string;
@@ -69,9 +68,7 @@ export async function* traceRows(
   onTest: (t: TracedTest) => void = () => undefined,
 ): AsyncGenerator<TraceRecord> {
   // No file means no test ran in scope (the plugin writes a line per test it saw).
-  const input = streamResult(work, rel);
-  if (!input) return;
-  for await (const raw of createInterface({ input, crlfDelay: Infinity })) {
+  for await (const raw of resultLines(work, rel)) {
     if (!raw) continue;
     const test = JSON.parse(raw) as PluginLine;
     onTest(test);

@@ -212,7 +212,12 @@ export async function mutationTasks(ctx: StageContext, clone: CloneRecord, build
       labels: { 'worldline.unit': unit.id, 'worldline.stage': 'forage' },
     });
     outcome.seconds = (Date.now() - started) / 1000;
-    const { lines: results, tampered } = signedLines<DriverResult>(readResult(work, 'results.jsonl') ?? '', key, 'the mutant results', 'the mutant driver');
+    const { lines: results, tampered } = signedLines<DriverResult>(
+      readResult(work, 'results.jsonl') ?? '',
+      { key, file: 'results.jsonl' },
+      'the mutant results',
+      'the mutant driver',
+    );
     if (tampered) throw new UnitFailure(`mutant checks: ${tampered}`);
     const seen = new Set<string>();
     for (const r of results) {
@@ -223,9 +228,9 @@ export async function mutationTasks(ctx: StageContext, clone: CloneRecord, build
         continue;
       }
       outcome.applied += 1;
-      // The driver names its report files from inside the container: checked like every result.
-      const report = (r.report && readResult(work, r.report)) || '';
-      const run = foldReport(report, r.timed_out ? null : (r.exit_code ?? null), Boolean(r.timed_out), key);
+      // The candidate's own report (the driver runs candidate i as run i), checked like every result and signed for that name.
+      const file = `report-${r.index}.jsonl`;
+      const run = foldReport(readResult(work, file) ?? '', r.timed_out ? null : (r.exit_code ?? null), Boolean(r.timed_out), { key, file });
       // A conftest that rewrites a mutant's report would make tasks of mutants no test catches.
       if (run.problem?.startsWith('the report was tampered')) throw new UnitFailure(`mutant check ${r.index}: ${run.problem}`);
       const byId = new Map(run.tests.map((t) => [t.nodeid, t]));
