@@ -5,14 +5,14 @@
  * corpus, so every test file shares them. Images and folders this run created are removed at the end; base images are kept on developer machines (a cache) and pruned by .ci/run.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { removeTree } from '../core/mounts.js';
 import { packageRoot } from '../core/package.js';
 import { ensureBaseImage } from '../pipeline/sandbox/base_images.js';
-import { assertDockerUp, imagesLabelled, removeImage } from '../pipeline/sandbox/engine.js';
+import { assertDockerUp, removeImage } from '../pipeline/sandbox/engine.js';
 import { materializeCorpus } from './corpus.js';
 
 export const CORPUS_NAMES = ['toolz', 'h11', 'isodate', 'hyperlink', 'simplejson'];
@@ -26,11 +26,9 @@ declare module 'vitest' {
   }
 }
 
-let startedAt = 0;
 let workRoot = '';
 
 export async function setup(project: TestProject): Promise<void> {
-  startedAt = Math.floor(Date.now() / 1000);
   const script = (name: string) => execFileSync('bash', [join(packageRoot, 'scripts', name)], { stdio: ['ignore', 'inherit', 'inherit'] });
   try {
     await assertDockerUp();
@@ -51,10 +49,27 @@ export async function setup(project: TestProject): Promise<void> {
   project.provide('base313', b313.ref);
 }
 
+/** The env images the build ledgers under `root` name (every test's output folder lies under the run's work root). */
+function builtUnder(root: string): Set<string> {
+  const images = new Set<string>();
+  for (const entry of readdirSync(root, { recursive: true, withFileTypes: true })) {
+    if (!entry.isFile() || !entry.name.endsWith('.json') || !entry.parentPath.endsWith(join('ledger', 'build'))) continue;
+    try {
+      const image = (JSON.parse(readFileSync(join(entry.parentPath, entry.name), 'utf8')) as { record?: { image?: string } }).record?.image;
+      if (image) images.add(image);
+    } catch {
+      // A ledger entry a killed test left half-written names nothing.
+    }
+  }
+  return images;
+}
+
 export async function teardown(): Promise<void> {
   if (process.env.WORLDLINE_KEEP_TEST_OUTPUT) return;
-  // Env images this run built (base images stay: they are the cache that makes reruns fast).
-  for (const id of await imagesLabelled('worldline.unit', startedAt)) await removeImage(id).catch(() => undefined);
+  // Env images this run's output folders recorded (base images stay: they are the cache that makes
+  // reruns fast). By the ledgers, not by creation time: a test run beside this one on the same
+  // engine (another developer's) keeps the images it is still using.
+  for (const image of builtUnder(workRoot)) await removeImage(image).catch(() => undefined);
   // A test's run killed mid-container may leave a work disk mounted under it.
   if (workRoot) removeTree(workRoot);
 }
