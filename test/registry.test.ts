@@ -1,11 +1,12 @@
 /**
  * Images that travel (pipeline/sandbox/registry.ts, pipeline/push.ts) on a real registry: Debian's
  * docker-registry on loopback. A push and a pull give the same image id and manifest digest; a pull
- * that gives another image is refused; an unreachable or silent registry fails, named, in bounded
- * time; `worldline push` records a dataset's images in images.json and `imageForTask` pulls through it.
+ * that gives another image is refused; an unreachable, refusing, size-limited or silent registry
+ * fails, named, in bounded time; `worldline push` records a dataset's images in images.json and `imageForTask` pulls through it.
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
+import { createServer as createHttpServer } from 'node:http';
 import { createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -105,6 +106,32 @@ describe('a registry that is not there', () => {
     expect((e as Error).message).toContain(`registry ${closed} unreachable`);
     expect(Date.now() - started).toBeLessThan(30_000);
   }, 60_000);
+
+  it('a registry that refuses pushes (read-only) is named, and so is one that says the image is too large', async () => {
+    const readonly = await RegistryServer.start(join(work, 'readonly'), { readonly: true });
+    try {
+      const e = await pushImage(image.id, readonly.host).catch((x: unknown) => x);
+      expect((e as RegistryError).kind, (e as Error).message).toBe('refused');
+      expect((e as Error).message).toContain(`registry ${readonly.host} refused`);
+    } finally {
+      await readonly.stop();
+    }
+    // A registry behind a proxy with a body limit: it takes the handshake, then answers 413 to the upload.
+    const limited = createHttpServer((req, res) => {
+      if (req.url === '/v2/') res.writeHead(200, { 'docker-distribution-api-version': 'registry/2.0' }).end('{}');
+      else if (req.method === 'HEAD') res.writeHead(404).end();
+      else res.writeHead(413, { 'content-type': 'text/plain' }).end('request entity too large');
+    });
+    await new Promise<void>((r) => limited.listen(0, '127.0.0.1', r));
+    const host = `127.0.0.1:${(limited.address() as { port: number }).port}`;
+    try {
+      const e = await pushImage(image.id, host).catch((x: unknown) => x);
+      expect((e as RegistryError).kind, (e as Error).message).toBe('size');
+      expect((e as Error).message).toContain(`registry ${host} refused for size`);
+    } finally {
+      limited.close();
+    }
+  }, 120_000);
 
   it('a registry that accepts and never answers is given up on in bounded time', async () => {
     const sockets: Socket[] = [];

@@ -271,7 +271,7 @@ export async function baseImageOf(imageId: string): Promise<string | null> {
  */
 export async function imageForTask(datasetDir: string, task: { instance_id: string; image_id: string }, bounds: Bounds = {}): Promise<string> {
   let images: ImagesFile | null | undefined;
-  const fetch = async (imageId: string, why: string) => {
+  const present = async (imageId: string, why: string) => {
     if (await inspectImage(imageId)) return;
     images ??= readImagesFile(datasetDir);
     const where = images?.images[imageId];
@@ -283,8 +283,8 @@ export async function imageForTask(datasetDir: string, task: { instance_id: stri
     await ensureImage(imageId, pinnedReference(where), bounds);
     await docker().getImage(imageId).tag(splitReference(where.reference));
   };
-  await fetch(task.image_id, `the image of task ${task.instance_id}`);
+  await present(task.image_id, `the image of task ${task.instance_id}`);
   const base = await baseImageOf(task.image_id);
-  if (base) await fetch(base, `the base image of task ${task.instance_id}`);
+  if (base) await present(base, `the base image of task ${task.instance_id}`);
   return task.image_id;
 }
