@@ -175,6 +175,8 @@ describe('worldline push over a dataset', () => {
     expect(entry.digest).toMatch(/^sha256:[0-9a-f]{64}$/);
     expect(entry.bytes).toBeGreaterThan(0);
     expect(existsSync(join(dataset, 'manifest.json'))).toBe(true);
+    // The registry's names were for the push: the shared base does not keep one per registry.
+    expect((await inspectImage(baseId))?.RepoTags?.filter((t) => t.startsWith(`${registry.host}/`))).toEqual([]);
 
     // A rollout host: the image is not here; the dataset and the registry are.
     await removeImage(image.id);

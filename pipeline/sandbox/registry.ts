@@ -176,22 +176,26 @@ export async function pushImage(image: string, registry: string, bounds: Bounds 
   const repository = `${host}/${ENV_REPOSITORY}`;
   const reference = `${repository}:${tag}`;
   await docker().getImage(info.Id).tag({ repo: repository, tag });
-  // The engine wants an auth header on a push even for a registry that asks none: an empty one.
-  const events = await followBounded(
-    host,
-    `the push of ${image}`,
-    (signal) =>
-      docker()
-        .getImage(repository)
-        .push({ tag, abortSignal: signal, authconfig: {} } as object),
-    bounds,
-  ).catch(async (e: unknown) => {
-    // The name of a push that did not happen goes; never the image's last name (that would remove the image).
+  let digest: string | undefined;
+  try {
+    // The engine wants an auth header on a push even for a registry that asks none: an empty one.
+    const events = await followBounded(
+      host,
+      `the push of ${image}`,
+      (signal) =>
+        docker()
+          .getImage(repository)
+          .push({ tag, abortSignal: signal, authconfig: {} } as object),
+      bounds,
+    );
+    digest =
+      events.find((e) => e.aux?.Digest)?.aux?.Digest ?? (await inspectImage(info.Id))?.RepoDigests?.find((d) => d.startsWith(`${repository}@`))?.split('@')[1];
+  } finally {
+    // The registry's name was for the push: it goes again, pushed or not (a shared base would
+    // gather one per registry), unless it was there before or is the image's only name (removing
+    // that would remove the image).
     if (!info.RepoTags?.includes(reference) && info.RepoTags?.length) await removeImage(reference).catch(() => undefined);
-    throw e;
-  });
-  const digest =
-    events.find((e) => e.aux?.Digest)?.aux?.Digest ?? (await inspectImage(info.Id))?.RepoDigests?.find((d) => d.startsWith(`${repository}@`))?.split('@')[1];
+  }
   if (!digest?.startsWith('sha256:')) throw new RegistryError('failed', `registry ${host}: the push of ${image} ended without a manifest digest`);
   return { imageId: info.Id, reference, digest, bytes: info.Size };
 }
