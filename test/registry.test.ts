@@ -143,7 +143,7 @@ describe('a registry that is not there', () => {
       const e = await ensureImage(`sha256:${'2'.repeat(64)}`, `${host}/${ENV_REPOSITORY}@sha256:${'3'.repeat(64)}`, { idleMs: 3000 }).catch((x: unknown) => x);
       expect(e).toBeInstanceOf(RegistryError);
       expect((e as RegistryError).kind).toBe('timeout');
-      expect((e as Error).message).toMatch(new RegExp(`registry ${host} .*no answer in 3 s`));
+      expect((e as Error).message).toMatch(new RegExp(`registry ${host}: the pull of .* stopped, no answer in 3 s`));
       expect(Date.now() - started).toBeLessThan(20_000);
     } finally {
       for (const s of sockets) s.destroy();

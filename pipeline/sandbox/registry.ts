@@ -41,12 +41,13 @@ export class RegistryError extends Error {
 
 /** The engine's words for each kind, first match wins: its messages are Go errors passed through. */
 const KINDS: [RegistryErrorKind, RegExp][] = [
-  ['missing', /manifest unknown|not found: manifest|no such image|repository does not exist/i],
-  ['size', /\b413\b|too large|no space left|quota|exceed/i],
-  ['refused', /denied|unauthori[sz]ed|forbidden|\b40[135]\b|invalid reference|manifest invalid|name invalid|blob unknown/i],
+  ['missing', /manifest unknown|not found: manifest|no such image|repository does not exist|blob unknown/i],
+  // Not a bare "exceeded": Go's "context deadline exceeded" is the network's, not the image's size.
+  ['size', /\b413\b|too large|no space left|quota exceeded|exceeds? the (maximum|limit)/i],
+  ['refused', /denied|unauthori[sz]ed|forbidden|\b40[135]\b|invalid reference|manifest invalid|name invalid/i],
   [
     'unreachable',
-    /connection refused|no such host|i\/o timeout|network is unreachable|no route to host|dial tcp|EOF|HTTP response to HTTPS client|x509|certificate|tls:/i,
+    /connection refused|no such host|i\/o timeout|deadline exceeded|Client\.Timeout|network is unreachable|no route to host|dial tcp|EOF|HTTP response to HTTPS client|x509|certificate|tls:/i,
   ],
 ];
 
@@ -111,6 +112,7 @@ async function followBounded(registry: string, what: string, request: (signal: A
     clearTimeout(idle);
     idle = setTimeout(() => stop(`no progress in ${Math.round(idleMs / 1000)} s`), idleMs);
   };
+  const timedOut = () => new RegistryError('timeout', `registry ${registry}: ${what} stopped, ${late} (unreachable or too slow)`);
   const events: ProgressEvent[] = [];
   try {
     const stream = (await request(controller.signal)) as IncomingMessage;
@@ -127,14 +129,14 @@ async function followBounded(registry: string, what: string, request: (signal: A
       );
     });
   } catch (e) {
-    if (late) throw new RegistryError('timeout', `registry ${registry} gave ${what} ${late}: unreachable or too slow (the transfer was stopped)`);
+    if (late) throw timedOut();
     // The client's wrapping of an engine error ("(HTTP code 500) server error - ") says nothing the engine's words do not.
     throw registryError(registry, what, (e as Error).message.replace(/^\(HTTP code \d+\)[^-]*- /, '').trim());
   } finally {
     clearTimeout(total);
     clearTimeout(idle);
   }
-  if (late) throw new RegistryError('timeout', `registry ${registry} gave ${what} ${late}: unreachable or too slow (the transfer was stopped)`);
+  if (late) throw timedOut();
   const failed = events.find((e) => e.error);
   if (failed) throw registryError(registry, what, failed.errorDetail?.message ?? failed.error ?? '');
   return events;
