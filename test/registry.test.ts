@@ -186,6 +186,12 @@ describe('worldline push over a dataset', () => {
     // Tagged as pushed, so no prune of untagged images takes it.
     expect(pulled?.RepoTags).toContain(entry.reference);
 
+    // The same registry by another name (serve --registry): the digest finds the same image there.
+    await removeImage(image.id);
+    const byName = `localhost:${registry.host.split(':')[1]}`;
+    expect(await imageForTask(dataset, tasks[1], { registry: byName })).toBe(image.id);
+    expect((await inspectImage(image.id))?.RepoDigests).toContain(`${byName}/${ENV_REPOSITORY}@${entry.digest}`);
+
     const e = await imageForTask(dataset, tasks[2]).catch((x: unknown) => x);
     expect((e as RegistryError).kind).toBe('missing');
     expect((e as Error).message).toContain(`${IMAGES_FILE} does not list it`);

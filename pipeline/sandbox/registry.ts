@@ -273,20 +273,29 @@ export async function baseImageOf(imageId: string): Promise<string | null> {
  * The local image a task runs in (`task.image_id`), pulled through `<dataset>/images.json` when
  * this engine lacks it, with the base image it names (whose Python our processes in its containers
  * run on: pipeline/sandbox/our_python.ts), tagged again as pushed so no prune takes it for a
- * leftover. For `worldline serve`: what it makes a task's containers from.
+ * leftover. `registry` (`serve --registry`) pulls from that `HOST[:PORT]` instead of the one
+ * images.json names (the same registry by the name this host knows it by, or a mirror of it): a
+ * digest names the same image in any registry. For `worldline serve`: what it makes a task's
+ * containers from.
  */
-export async function imageForTask(datasetDir: string, task: { instance_id: string; image_id: string }, bounds: Bounds = {}): Promise<string> {
+export async function imageForTask(
+  datasetDir: string,
+  task: { instance_id: string; image_id: string },
+  opts: Bounds & { registry?: string } = {},
+): Promise<string> {
+  const registry = opts.registry === undefined ? undefined : registryHost(opts.registry);
   let images: ImagesFile | null | undefined;
   const present = async (imageId: string, why: string) => {
     if (await inspectImage(imageId)) return;
     images ??= readImagesFile(datasetDir);
-    const where = images?.images[imageId];
-    if (!where)
+    const pushed = images?.images[imageId];
+    if (!pushed)
       throw new RegistryError(
         'missing',
         `${why} ${imageId} is not on this engine and ${join(datasetDir, IMAGES_FILE)} ${images ? 'does not list it' : 'does not exist'}: run worldline push --dataset on the host that built it`,
       );
-    await ensureImage(imageId, pinnedReference(where), bounds);
+    const where = registry ? { ...pushed, reference: `${registry}/${pushed.reference.slice(pushed.reference.indexOf('/') + 1)}` } : pushed;
+    await ensureImage(imageId, pinnedReference(where), opts);
     await docker().getImage(imageId).tag(splitReference(where.reference));
   };
   await present(task.image_id, `the image of task ${task.instance_id}`);
