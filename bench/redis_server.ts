@@ -14,7 +14,8 @@ export function redisServerPath(): string {
   }
 }
 
-async function freePort(): Promise<number> {
+/** A port nothing listens on now, on loopback (the servers the tests start take it next). */
+export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const s = createServer();
     s.once('error', reject);

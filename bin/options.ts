@@ -21,6 +21,7 @@ import { DEFAULT_QUEUE, redisConnection } from '../pipeline/queue/connection.js'
 import { UsageError } from '../pipeline/run.js';
 import { DEFAULTS, type PipelineOptions, type TraceCaps } from '../pipeline/runtime/options.js';
 import { PROGRESS_MODES } from '../pipeline/runtime/progress.js';
+import { registryHost } from '../pipeline/sandbox/registry.js';
 import { readIssueExport } from '../pipeline/tasks/issue_export.js';
 
 const envInt = (...names: string[]) => {
@@ -169,14 +170,36 @@ export const queueOptions = <T>(y: Argv<T>) =>
       return true;
     });
 
-/** The dataset folder the dataset commands read: a folder with a manifest.json, or a usage error that says what to name. */
+/** A dataset folder (one with a manifest.json), or a usage error that says what to name. */
+function isDataset(dir: string): true {
+  if (!statSync(dir, { throwIfNoEntry: false })?.isDirectory()) throw new UsageError(`${dir}: no such folder (name a dataset: OUT/dataset of a run)`);
+  if (!existsSync(join(dir, 'manifest.json'))) throw new UsageError(`${dir}: not a dataset (no manifest.json); a run writes its dataset to OUT/dataset`);
+  return true;
+}
+
+/** The dataset folder the dataset commands read, as their first word. */
 export const datasetDir = <T>(y: Argv<T>) =>
-  y.positional('dir', { type: 'string', demandOption: true, describe: 'The dataset folder (OUT/dataset)' }).check((a) => {
-    const dir = a.dir as string;
-    if (!statSync(dir, { throwIfNoEntry: false })?.isDirectory()) throw new UsageError(`${dir}: no such folder (name a dataset: OUT/dataset of a run)`);
-    if (!existsSync(join(dir, 'manifest.json'))) throw new UsageError(`${dir}: not a dataset (no manifest.json); a run writes its dataset to OUT/dataset`);
-    return true;
-  });
+  y.positional('dir', { type: 'string', demandOption: true, describe: 'The dataset folder (OUT/dataset)' }).check((a) => isDataset(a.dir as string));
+
+/** `push`'s dataset and registry: both named, the dataset a dataset, the registry HOST[:PORT]. */
+export const pushOptions = <T>(y: Argv<T>) =>
+  y
+    .option('dataset', { type: 'string', demandOption: true, describe: 'The dataset folder (OUT/dataset) whose tasks name the images' })
+    .option('registry', {
+      type: 'string',
+      demandOption: true,
+      describe: "The registry, HOST[:PORT]: plain HTTP on 127.0.0.0/8, elsewhere TLS the engine trusts (or the engine's insecure-registries)",
+    })
+    .option('json', { type: 'boolean', default: false, describe: 'Print the report as JSON' })
+    .check((a) => {
+      isDataset(a.dataset);
+      try {
+        registryHost(a.registry);
+      } catch (e) {
+        throw new UsageError(`--registry: ${(e as Error).message}`);
+      }
+      return true;
+    });
 
 export type LayoutArgs = {
   'shard-bytes': string;

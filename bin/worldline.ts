@@ -27,6 +27,7 @@ import {
 import { exportSwebench, readDatasetTasks } from '../datasets/swebench.js';
 import { formatVerify, verifyDataset } from '../datasets/verify.js';
 import { collectGarbage } from '../pipeline/gc.js';
+import { pushDataset } from '../pipeline/push.js';
 import { requireRedis } from '../pipeline/queue/connection.js';
 import { DEFAULT_RETRY } from '../pipeline/queue/unit_job.js';
 import {
@@ -62,6 +63,7 @@ import {
   pipelineOptions,
   positiveInt,
   progressOption,
+  pushOptions,
   queueOptions,
   share,
   toContentPolicy,
@@ -290,6 +292,24 @@ await yargs(hideBin(process.argv))
           : `work folders: ${gb(r.work_bytes)}; temporary files removed: ${r.temps_removed}; dataset versions removed: ${r.versions_removed.length}; containers removed: ${r.containers_removed}${a['host-wide'] ? ` (host-wide); build networks removed: ${r.networks_removed}` : ''}; images removed: ${r.images_removed.length} (${gb(r.image_bytes)})`) +
           '\n',
       );
+    },
+  })
+  .command({
+    command: 'push',
+    describe:
+      "Push the env images a dataset's tasks name (and their base images) that this host holds to an OCI registry, by digest, and record where each went in DIR/images.json: a rollout host then pulls them instead of building",
+    builder: pushOptions,
+    handler: async (a) => {
+      await requireDocker();
+      const r = await pushDataset(resolve(a.dataset), a.registry, log);
+      const t = forTerminal(r);
+      process.stdout.write(
+        (a.json
+          ? machineJson(r, 2)
+          : `${t.pushed.length} image(s) pushed to ${t.registry}, ${t.failed.length} failed${t.failed.map((f) => `\n  ${f.error}`).join('')}\nimages: ${t.images_file}`) +
+          '\n',
+      );
+      process.exitCode = r.failed.length ? 1 : 0;
     },
   })
   .command({

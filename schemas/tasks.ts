@@ -27,7 +27,9 @@ export const tasksSchema = defineSchema({
     mutated_function: nullable(string('mutation_fix: the qualified name of the mutated function')),
     fix_commit: nullable(string('issue_fix: the commit that fixed it')),
     issue_number: nullable(string('issue_fix: the issue number matched in the commit message')),
-    image_id: string('Environment image id'),
+    image_id: string(
+      "The environment image's id: its config digest (sha256:...), which a registry push and pull keep; the dataset's images.json (worldline push) says where to pull it",
+    ),
     python_version: string('Python version inside the image'),
     fix_confidence: nullable(
       float64('issue_fix: 0..1, how surely it fixes wrong behaviour (FAIL_TO_PASS tests failing behaviourally, then message and issue signals)'),

@@ -26,6 +26,7 @@ describe('the worldline command line', () => {
       'enqueue',
       'worker',
       'gc',
+      'push',
     ]) {
       const res = await cli([cmd, '--help']);
       expect(res.code).toBe(0);
@@ -45,6 +46,7 @@ describe('the worldline command line', () => {
     expect(help.worker).toContain('--lock-duration');
     expect(help.worker).not.toContain('--step-in');
     expect(help.enqueue).toContain('--attempts');
+    expect(help.push).toContain('--registry');
   });
 
   it('exits 2 on usage errors, with the reason', async () => {

@@ -1,6 +1,6 @@
 /**
  * Once per test run: bring up what the tests need when it is missing (the Docker Engine, Chromium
- * for the HTML report test, redis-server for the queue tests: the same scripts .ci/run uses, so
+ * for the HTML report test, redis-server for the queue tests, docker-registry for the registry tests: the same scripts .ci/run uses, so
  * `npm test` works alone on a fresh machine), build (or find) the base images, and lay out the real
  * corpus, so every test file shares them. Images and folders this run created are removed at the end; base images are kept on developer machines (a cache) and pruned by .ci/run.
  */
@@ -38,6 +38,7 @@ export async function setup(project: TestProject): Promise<void> {
   }
   if (!existsSync('/usr/bin/chromium')) script('setup-chromium.sh');
   if (!existsSync('/usr/bin/redis-server')) script('setup-redis.sh');
+  if (!existsSync('/usr/bin/docker-registry')) script('setup-registry.sh');
   workRoot = mkdtempSync(join(tmpdir(), 'worldline-test-'));
   const log = (m: string) => process.stderr.write(`[setup] ${m}\n`);
   const [b311, b313] = await Promise.all([ensureBaseImage('3.11', log), ensureBaseImage('3.13', log)]);

@@ -69,6 +69,7 @@ describe('errors that say what to do', () => {
       ['status', '--out', typo],
       ['shard', '--out', typo],
       ['gc', '--out', typo],
+      ['push', '--dataset', typo, '--registry', '127.0.0.1:5000'],
       ['audit', typo],
       ['cat', typo, '--config', 'repos'],
       ['verify', typo],
