@@ -13,7 +13,7 @@ import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cutoffTime, uvCause } from '../pipeline/envs/index/lock.js';
+import { cutoffTime, lockRequirements, uvCause } from '../pipeline/envs/index/lock.js';
 import { indexSettings, parsePipConfigList } from '../pipeline/envs/index/settings.js';
 import { UV_VERSION } from '../pipeline/envs/index/uv.js';
 import type { LedgerEntry } from '../pipeline/runtime/ledger.js';
@@ -124,6 +124,7 @@ describe('the Python index as a backend', () => {
   let index: Served;
   let trusted: string;
   let untrusted: string;
+  let first: string;
   const entry = <R>(out: string, stage: string) => {
     const ledger = join(out, 'ledger', stage);
     return JSON.parse(readFileSync(join(ledger, readdirSync(ledger)[0]), 'utf8')) as LedgerEntry<R>;
@@ -187,7 +188,8 @@ describe('the Python index as a backend', () => {
   afterAll(() => index?.server.close());
 
   it('locks the tree as of the commit date on the host, and the offline build installs it from the cache', async () => {
-    const res = await run(project('index-user', ['wl-alpha', 'wl-gamma-dist']), 'out', 'clone,resolve,build,validate', trusted);
+    first = project('index-user', ['wl-alpha', 'wl-gamma-dist']);
+    const res = await run(first, 'out', 'clone,resolve,build,validate', trusted);
     expect(res.code, `${res.stdout}\n${res.stderr}`).toBe(0);
     const resolved = entry<ResolveRecord>(join(dir, 'out'), 'resolve').record!;
     expect(resolved.index).toMatchObject({ mode: 'auto', exclude_newer: COMMIT_DATE, exclude_newer_from: 'commit' });
@@ -215,12 +217,53 @@ describe('the Python index as a backend', () => {
     expect(entry<ValidateRecord>(join(dir, 'out2'), 'validate').record).toMatchObject({ passed: 1 });
   }, 900_000);
 
+  it('rebuilds from a line that carries its lock (as `resolve` prints it) without resolving or downloading', async () => {
+    const env = { WORLDLINE_INDEX_CACHE: join(dir, 'index-cache'), PIP_INDEX_URL: index.url, PIP_CERT: trusted, REQUESTS_CA_BUNDLE: '', CURL_CA_BUNDLE: '' };
+    const printed = await cli(['resolve', '--manifest', first, '--out', join(dir, 'out'), '--pip-index', 'auto'], env);
+    expect(printed.code, printed.stderr).toBe(0);
+    const line = printed.stdout.trim().split('\n').at(-1)!;
+    expect(JSON.parse(line).env.lock).toHaveLength(3);
+    const locked = join(dir, 'locked.jsonl');
+    writeFileSync(locked, `${line}\n`);
+    const before = index.downloads.length;
+    // No --pip-index: the line's lock is all there is, and the cache has its files.
+    const res = await cli(['run', '--manifest', locked, '--out', join(dir, 'out5'), '--stages', 'clone,resolve,build,validate'], env);
+    expect(res.code, `${res.stdout}\n${res.stderr}`).toBe(0);
+    expect(entry<ResolveRecord>(join(dir, 'out5'), 'resolve').record?.source).toBe('manifest');
+    expect(entry<BuildRecord>(join(dir, 'out5'), 'build').record?.index).toEqual({ mode: 'lock', files: 3, downloaded: 0, cached: 3 });
+    expect(entry<ValidateRecord>(join(dir, 'out5'), 'validate').record).toMatchObject({ passed: 1 });
+    expect(index.downloads.length).toBe(before);
+    const status = await cli(['status', '--out', join(dir, 'out5')]);
+    expect(status.stdout).toMatch(/python packages from: 1 index lock/);
+  }, 900_000);
+
   it('names the certificate when the index is not trusted, not a missing distribution', async () => {
     const res = await run(project('index-untrusted', ['wl-alpha']), 'out3', 'clone,resolve', untrusted);
     expect(res.code).toBe(1);
     const reason = entry<ResolveRecord>(join(dir, 'out3'), 'resolve').reason ?? '';
     expect(reason).toMatch(/certificate|UnknownIssuer/i);
     expect(reason).not.toMatch(/No matching distribution/);
+  }, 300_000);
+
+  it("refuses a lock that would take a file of this host from outside the index's folders", async () => {
+    // The evidence readers drop direct references today; the lock refuses them too, should one get through.
+    const outside = join(dir, 'outside');
+    mkdirSync(outside);
+    execFileSync('python3', ['-c', MAKE_WHEEL, outside, 'wl-evil', '1.0', 'evil']);
+    const settings = { ...indexSettings(join(dir, 'wheels'), new Map())!, cert: trusted };
+    const uv = join(dir, 'index-cache', 'uv', UV_VERSION, 'uv');
+    const lock = (requirements: string[]) => lockRequirements({ uv, settings, requirements, python: '3.11', excludeNewer: COMMIT_DATE });
+    process.env.WORLDLINE_INDEX_CACHE = join(dir, 'index-cache');
+    try {
+      expect(await lock([`wl-evil @ file://${outside}/wl_evil-1.0-py3-none-any.whl`])).toMatchObject({
+        failure: expect.stringMatching(
+          /^wl-evil would come from \/\S+\/outside\/wl_evil-1\.0-py3-none-any\.whl, a file of this host outside the index's folders$/,
+        ),
+      });
+      expect(await lock(['wl-gamma-dist'])).toMatchObject({ lock: [{ name: 'wl-gamma-dist', url: expect.stringMatching(/^file:\/\//) }] });
+    } finally {
+      delete process.env.WORLDLINE_INDEX_CACHE;
+    }
   }, 300_000);
 
   it('says why when the cut-off leaves no solution, for every base tried', async () => {

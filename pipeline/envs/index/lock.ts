@@ -10,7 +10,8 @@
 import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { parse } from 'smol-toml';
 import { indexCacheDir } from '../../runtime/layout.js';
@@ -79,16 +80,42 @@ interface PylockFile {
   hashes?: { sha256?: string };
 }
 
-/** The files of a pylock.toml uv wrote: per package, its first wheel (uv listed only those the target can install). */
-function readPylock(text: string): LockedDist[] {
-  const doc = parse(text) as { packages?: { name: string; version: string; wheels?: PylockFile[] }[] };
-  return (doc.packages ?? []).map((p) => {
-    const wheel = p.wheels?.[0];
+/**
+ * Whether a locked file may be fetched: anything over HTTP(S), and a local file only inside a
+ * folder the index settings name (find-links, a file:// index). A project's own `name @
+ * file:///...` requirement would otherwise copy a file of this host into the cache and the image.
+ */
+function fromTheIndex(url: string, settings: IndexSettings): boolean {
+  if (/^https?:\/\//i.test(url)) return true;
+  const local = (r: string) => resolve(r.startsWith('file:') ? fileURLToPath(r) : r);
+  const isLocal = (r: string | null): r is string => !!r && (r.startsWith('file:') || !/^[a-z][a-z0-9+.-]*:/i.test(r));
+  const roots = [
+    // A file index's pages link beside it (/opt/pypi/simple/x/ -> /opt/pypi/files/): its parent is its folder.
+    ...[settings.indexUrl, ...settings.extraIndexUrls].filter(isLocal).map((r) => dirname(local(r))),
+    ...settings.findLinks.filter(isLocal).map(local),
+  ];
+  return roots.some((root) => local(url).startsWith(`${root.replace(/\/+$/, '')}/`));
+}
+
+/**
+ * The files of a pylock.toml uv wrote: per package, its first wheel (uv listed only those the
+ * target can install); a package with no wheel, or a wheel with no sha256 (a direct reference),
+ * is the failure.
+ */
+function readPylock(text: string, settings: IndexSettings): { lock: LockedDist[] } | { failure: string } {
+  const doc = parse(text) as { packages?: { name: string; version: string; wheels?: PylockFile[]; archive?: PylockFile }[] };
+  const lock: LockedDist[] = [];
+  for (const p of doc.packages ?? []) {
+    // `archive`: a direct reference (`name @ URL`), locked like an index's wheel when it is one.
+    const wheel = p.wheels?.[0] ?? p.archive;
     const location = wheel?.url ?? wheel?.path;
-    if (!wheel || !location || !wheel.hashes?.sha256) throw new Error(`the lock has no wheel with a sha256 for ${p.name} ${p.version}`);
-    const filename = wheel.name ?? decodeURIComponent(location.split('/').at(-1)!.split('#')[0]);
-    return { name: p.name, version: p.version, filename, url: location, sha256: wheel.hashes.sha256 };
-  });
+    const filename = wheel?.name ?? decodeURIComponent(location?.split('/').at(-1)?.split('#')[0] ?? '');
+    if (!wheel || !location || !filename.endsWith('.whl')) return { failure: `no wheel of ${p.name} ${p.version} in the lock` };
+    if (!fromTheIndex(location, settings)) return { failure: `${p.name} would come from ${location}, a file of this host outside the index's folders` };
+    if (!wheel.hashes?.sha256) return { failure: `${p.name} ${p.version}: its wheel has no sha256 in the lock` };
+    lock.push({ name: p.name, version: p.version, filename, url: location, sha256: wheel.hashes.sha256 });
+  }
+  return { lock };
 }
 
 /**
@@ -121,7 +148,8 @@ export async function lockRequirements(opts: {
       const said = err.stderr ?? err.message;
       return { failure: uvCause(said), unsolvable: said.includes('No solution found') };
     }
-    return { lock: readPylock(readFileSync(join(work, 'pylock.toml'), 'utf8')) };
+    const read = readPylock(readFileSync(join(work, 'pylock.toml'), 'utf8'), opts.settings);
+    return 'lock' in read ? read : { ...read, unsolvable: false };
   } finally {
     rmSync(work, { recursive: true, force: true });
   }
