@@ -244,7 +244,8 @@ async function buildOnce(ctx: StageContext, env: UnitEnv, python: PythonVersion,
     try {
       const fetched = await fetchLocked(env.lock, settings?.cert ?? null);
       lockFolder = installFolder(env.lock, fetched.paths, await uvBinary(ctx.log));
-      fromIndex = { mode: settings?.mode ?? 'auto', files: env.lock.length, downloaded: fetched.downloaded, cached: fetched.cached };
+      // `lock`: the line's own lock, fetched (when not cached) with this host's trust, no index consulted.
+      fromIndex = { mode: (options.pipIndex && settings?.mode) || 'lock', files: env.lock.length, downloaded: fetched.downloaded, cached: fetched.cached };
       ctx.log(`build ${unit.id}: ${env.lock.length} file(s) from the Python index, ${fetched.downloaded} downloaded, ${fetched.cached} from this host's cache`);
     } catch (e) {
       if (packages) await removeImage(`${tag}-packages`);
