@@ -9,8 +9,9 @@
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import { createServer, type Server } from 'node:https';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, connect } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cutoffTime, lockRequirements, uvCause } from '../pipeline/envs/index/lock.js';
@@ -26,6 +27,7 @@ const WHEELS: [string, string, string, string[]][] = [
   ['wl-beta', '1.0', 'beta', []],
   ['wl-beta', '2.0', 'beta', []],
   ['wl-gamma-dist', '1.0', 'gamma', []],
+  ['wl-delta', '1.0', 'delta', []],
 ];
 const UPLOADED: Record<string, string> = { 'wl-beta-2.0': '2023-01-01T00:00:00Z' };
 const COMMIT_DATE = '2022-06-01T12:00:00Z';
@@ -79,16 +81,45 @@ interface Served {
   url: string;
   /** Wheel downloads by anyone but uv's resolver (uv's user agent): Worldline's own downloads into its cache. */
   downloads: string[];
+  /** Those of them, and the index pages, that came through the test's proxy (which connects from 127.0.0.2). */
+  proxied: string[];
+}
+
+/** Where the test's proxy connects from, so the index can tell a proxied request from a direct one. */
+const PROXY_ADDRESS = '127.0.0.2';
+
+/** An HTTP CONNECT proxy (as a company's) that asks for credentials; the tunnels it opened. */
+async function serveProxy(): Promise<{ server: HttpServer; url: string; tunnels: string[] }> {
+  const tunnels: string[] = [];
+  const expected = `Basic ${Buffer.from('worldline:s3cret').toString('base64')}`;
+  const server = createHttpServer((_req, res) => res.writeHead(405).end());
+  server.on('connect', (req, socket, head) => {
+    if (req.headers['proxy-authorization'] !== expected) return void socket.end('HTTP/1.1 407 Proxy Authentication Required\r\n\r\n');
+    const [host, port] = (req.url ?? '').split(':');
+    tunnels.push(req.url ?? '');
+    const upstream = connect({ host, port: Number(port), localAddress: PROXY_ADDRESS }, () => {
+      socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+      upstream.write(head);
+      upstream.pipe(socket);
+      socket.pipe(upstream);
+    });
+    upstream.on('error', () => socket.destroy());
+    socket.on('error', () => upstream.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { server, url: `http://worldline:s3cret@127.0.0.1:${(server.address() as AddressInfo).port}`, tunnels };
 }
 
 /** A PEP 691 (JSON, API 1.1 with upload times) simple index of every wheel in `dir`. */
 async function serveIndex(dir: string, tls: { key: string; cert: string }): Promise<Served> {
   const files = readdirSync(dir).filter((f) => f.endsWith('.whl'));
   const downloads: string[] = [];
+  const proxied: string[] = [];
   const server = createServer({ key: readFileSync(tls.key), cert: readFileSync(tls.cert) }, (req, res) => {
     const path = decodeURIComponent(new URL(req.url ?? '/', 'https://x').pathname);
     const project = /^\/simple\/([^/]+)\/?$/.exec(path)?.[1];
     if (project) {
+      if (req.socket.remoteAddress === PROXY_ADDRESS) proxied.push(`simple/${project}`);
       const mine = files.filter((f) => f.split('-')[0].replace(/_/g, '-').toLowerCase() === project);
       if (!mine.length) return void res.writeHead(404).end();
       const body = {
@@ -110,13 +141,16 @@ async function serveIndex(dir: string, tls: { key: string; cert: string }): Prom
     }
     const file = /^\/files\/([^/]+)$/.exec(path)?.[1];
     if (file && files.includes(file)) {
-      if (!/^uv\//.test(req.headers['user-agent'] ?? '')) downloads.push(file);
+      if (!/^uv\//.test(req.headers['user-agent'] ?? '')) {
+        downloads.push(file);
+        if (req.socket.remoteAddress === PROXY_ADDRESS) proxied.push(file);
+      }
       return void res.writeHead(200, { 'content-type': 'application/octet-stream' }).end(readFileSync(join(dir, file)));
     }
     res.writeHead(404).end();
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return { server, url: `https://127.0.0.1:${(server.address() as AddressInfo).port}/simple/`, downloads };
+  return { server, url: `https://127.0.0.1:${(server.address() as AddressInfo).port}/simple/`, downloads, proxied };
 }
 
 describe('the Python index as a backend', () => {
@@ -235,6 +269,41 @@ describe('the Python index as a backend', () => {
     expect(index.downloads.length).toBe(before);
     const status = await cli(['status', '--out', join(dir, 'out5')]);
     expect(status.stdout).toMatch(/python packages from: 1 index lock/);
+  }, 900_000);
+
+  it('goes through the proxy pip is configured with, for the resolver and for the downloads', async () => {
+    const proxy = await serveProxy();
+    try {
+      const res = await cli(
+        [
+          'run',
+          '--manifest',
+          project('index-proxy', ['wl-alpha', 'wl-gamma-dist', 'wl-delta']),
+          '--out',
+          join(dir, 'out7'),
+          '--stages',
+          'clone,resolve,build,validate',
+          '--pip-index',
+          'auto',
+        ],
+        {
+          WORLDLINE_INDEX_CACHE: join(dir, 'index-cache'),
+          PIP_INDEX_URL: index.url,
+          PIP_CERT: trusted,
+          REQUESTS_CA_BUNDLE: '',
+          CURL_CA_BUNDLE: '',
+          PIP_PROXY: proxy.url,
+        },
+      );
+      expect(res.code, `${res.stdout}\n${res.stderr}`).toBe(0);
+      expect(entry<BuildRecord>(join(dir, 'out7'), 'build').record?.index).toEqual({ mode: 'auto', files: 4, downloaded: 1, cached: 3 });
+      expect(proxy.tunnels).toContain(new URL(index.url).host);
+      // The resolver read the index through the proxy, and the one new file came through it too.
+      expect(index.proxied).toContain('simple/wl-delta');
+      expect(index.proxied.filter((p) => p.endsWith('.whl'))).toEqual(['wl_delta-1.0-py3-none-any.whl']);
+    } finally {
+      proxy.server.close();
+    }
   }, 900_000);
 
   it('names the certificate when the index is not trusted, not a missing distribution', async () => {

@@ -242,7 +242,7 @@ async function buildOnce(ctx: StageContext, env: UnitEnv, python: PythonVersion,
   if (env.lock?.length) {
     const settings = indexSettings(options.pipIndex ?? 'auto');
     try {
-      const fetched = await fetchLocked(env.lock, settings?.cert ?? null);
+      const fetched = await fetchLocked(env.lock, { cert: settings?.cert ?? null, proxy: settings?.proxy ?? null });
       lockFolder = installFolder(env.lock, fetched.paths, await uvBinary(ctx.log));
       // `lock`: the line's own lock, fetched (when not cached) with this host's trust, no index consulted.
       fromIndex = { mode: (options.pipIndex && settings?.mode) || 'lock', files: env.lock.length, downloaded: fetched.downloaded, cached: fetched.cached };

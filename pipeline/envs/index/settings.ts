@@ -58,6 +58,8 @@ function setting(config: Map<string, string>, key: string): string | undefined {
   return config.get(`:env:.${key}`) ?? config.get(`install.${key}`) ?? config.get(`global.${key}`);
 }
 
+/** pip takes `[user:passwd@]proxy.server:port` without a scheme; uv and Node need one. */
+const proxyUrl = (p: string | undefined) => (p ? (isUrl(p) ? p : `http://${p}`) : null);
 const words = (value: string | undefined) => (value ?? '').split(/\s+/).filter(Boolean);
 const pathOrUrl = (s: string) => (isUrl(s) || isAbsolute(s) ? s : resolve(s));
 
@@ -67,7 +69,7 @@ export function indexSettings(given: string, config: Map<string, string> = hostP
   const trust = {
     // pip's requests takes these variables over pip's own `cert` when they are set: so does pip here.
     cert: process.env.REQUESTS_CA_BUNDLE || process.env.CURL_CA_BUNDLE || setting(config, 'cert') || null,
-    proxy: setting(config, 'proxy') ?? null,
+    proxy: proxyUrl(setting(config, 'proxy')),
     constraints: words(setting(config, 'constraint')).map(pathOrUrl),
   };
   if (given === 'auto') {
