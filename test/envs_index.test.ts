@@ -21,27 +21,29 @@ import type { LedgerEntry } from '../pipeline/runtime/ledger.js';
 import type { BuildRecord, ResolveRecord, ValidateRecord } from '../pipeline/runtime/records.js';
 import { type CliResult, cli, gitRepo, tempDir } from './helpers.js';
 
-/** Tiny pure-Python wheels: [distribution, version, module, requirements]. */
-const WHEELS: [string, string, string, string[]][] = [
+/** Tiny wheels: [distribution, version, module, requirements], pure Python unless a tag says otherwise. */
+const WHEELS: [string, string, string, string[], string?][] = [
   ['wl-alpha', '1.0', 'alpha', ['wl-beta>=1']],
   ['wl-beta', '1.0', 'beta', []],
   ['wl-beta', '2.0', 'beta', []],
   ['wl-gamma-dist', '1.0', 'gamma', []],
   ['wl-delta', '1.0', 'delta', []],
+  // Built for CPython 3.11 only, as a pin that predates a newer Python's wheels.
+  ['wl-native', '1.0', 'native', [], 'cp311-cp311-manylinux_2_17_x86_64'],
 ];
 const UPLOADED: Record<string, string> = { 'wl-beta-2.0': '2023-01-01T00:00:00Z' };
 const COMMIT_DATE = '2022-06-01T12:00:00Z';
 
 const MAKE_WHEEL = [
   'import sys, zipfile',
-  'out, dist, version, module, *requires = sys.argv[1:]',
+  'out, dist, version, module, tag, *requires = sys.argv[1:]',
   "stem = f\"{dist.replace('-', '_')}-{version}\"",
   'info = f"{stem}.dist-info"',
   'meta = f"Metadata-Version: 2.1\\nName: {dist}\\nVersion: {version}\\n" + "".join(f"Requires-Dist: {r}\\n" for r in requires)',
   'files = {f"{module}/__init__.py": f"VERSION = {version!r}\\n", f"{info}/METADATA": meta,',
-  '         f"{info}/WHEEL": "Wheel-Version: 1.0\\nGenerator: worldline-test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n"}',
+  '         f"{info}/WHEEL": "Wheel-Version: 1.0\\nGenerator: worldline-test\\nRoot-Is-Purelib: true\\nTag: " + tag + "\\n"}',
   'files[f"{info}/RECORD"] = "".join(f"{p},,\\n" for p in list(files) + [f"{info}/RECORD"])',
-  'with zipfile.ZipFile(f"{out}/{stem}-py3-none-any.whl", "w") as z:',
+  'with zipfile.ZipFile(f"{out}/{stem}-{tag}.whl", "w") as z:',
   '    for path, text in files.items():',
   '        z.writestr(path, text)',
 ].join('\n');
@@ -164,12 +166,12 @@ describe('the Python index as a backend', () => {
     return JSON.parse(readFileSync(join(ledger, readdirSync(ledger)[0]), 'utf8')) as LedgerEntry<R>;
   };
   /** A repository committed on COMMIT_DATE asking for `dependencies`, its tests checking the tree the lock gives. */
-  const project = (name: string, dependencies: string[]) => {
+  const project = (name: string, dependencies: string[], classifiers: string[] = []) => {
     process.env.GIT_COMMITTER_DATE = COMMIT_DATE;
     process.env.GIT_AUTHOR_DATE = COMMIT_DATE;
     try {
       const repo = gitRepo(join(dir, name), {
-        'pyproject.toml': `[project]\nname = "${name}"\nversion = "0.1.0"\ndependencies = ${JSON.stringify(dependencies)}\n`,
+        'pyproject.toml': `[project]\nname = "${name}"\nversion = "0.1.0"\ndependencies = ${JSON.stringify(dependencies)}\nclassifiers = ${JSON.stringify(classifiers)}\n`,
         'tests/test_tree.py':
           'import importlib.metadata\n\nimport alpha\nimport gamma\n\n\ndef test_tree():\n' +
           '    assert alpha.VERSION == "1.0" and gamma.VERSION == "1.0"\n' +
@@ -197,7 +199,9 @@ describe('the Python index as a backend', () => {
     dir = tempDir('envs-index');
     const wheels = join(dir, 'wheels');
     mkdirSync(wheels);
-    for (const [dist, version, module, requires] of WHEELS) execFileSync('python3', ['-c', MAKE_WHEEL, wheels, dist, version, module, ...requires]);
+    for (const [dist, version, module, requires, tag] of WHEELS) {
+      execFileSync('python3', ['-c', MAKE_WHEEL, wheels, dist, version, module, tag ?? 'py3-none-any', ...requires]);
+    }
     // uv as the mirror would serve it: fetched here through this host's own pip configuration.
     execFileSync('python3', [
       '-m',
@@ -318,7 +322,7 @@ describe('the Python index as a backend', () => {
     // The evidence readers drop direct references today; the lock refuses them too, should one get through.
     const outside = join(dir, 'outside');
     mkdirSync(outside);
-    execFileSync('python3', ['-c', MAKE_WHEEL, outside, 'wl-evil', '1.0', 'evil']);
+    execFileSync('python3', ['-c', MAKE_WHEEL, outside, 'wl-evil', '1.0', 'evil', 'py3-none-any']);
     const settings = { ...indexSettings(join(dir, 'wheels'), new Map())!, cert: trusted };
     const uv = join(dir, 'index-cache', 'uv', UV_VERSION, 'uv');
     const lock = (requirements: string[]) => lockRequirements({ uv, settings, requirements, python: '3.11', excludeNewer: COMMIT_DATE });
@@ -333,6 +337,17 @@ describe('the Python index as a backend', () => {
     } finally {
       delete process.env.WORLDLINE_INDEX_CACHE;
     }
+  }, 300_000);
+
+  it("moves to the next base in Debian's order that the tree has wheels for, and records why the first did not lock", async () => {
+    const manifest = project('index-native', ['wl-native'], ['Programming Language :: Python :: 3.13']);
+    const res = await run(manifest, 'out8', 'clone,resolve', trusted);
+    expect(res.code, `${res.stdout}\n${res.stderr}`).toBe(0);
+    const resolved = entry<ResolveRecord>(join(dir, 'out8'), 'resolve').record!;
+    // The project names 3.13, so Debian's order tries it first; wl-native has no wheel for it.
+    expect(resolved.python).toBe('3.11');
+    expect(resolved.index?.tried).toEqual([expect.stringMatching(/^python 3\.13: .*wl-native/)]);
+    expect(resolved.env?.lock?.map((d) => d.filename)).toEqual(['wl_native-1.0-cp311-cp311-manylinux_2_17_x86_64.whl']);
   }, 300_000);
 
   it('says why when the cut-off leaves no solution, for every base tried', async () => {
