@@ -85,17 +85,13 @@ async function lockedBase(
   cutoff: string,
 ): Promise<Locked | { failure: string }> {
   const tried: string[] = [];
-  const uv = await uvBinary(ctx.log);
+  let uv: string | undefined;
   for (const base of first.bases) {
-    const resolution =
-      base.suite === first.suite
-        ? first
-        : resolveDebian(
-            evidence,
-            indexes.filter((i) => i.suite === base.suite),
-          );
+    const resolution = base.suite === first.suite ? first : resolveDebian(evidence, [indexes.find((i) => i.suite === base.suite)!]);
     const fromIndex = indexRequirements(resolution);
     if (!fromIndex.requirements.length) return { resolution, fromIndex, lock: [], tried };
+    // Fetched only for a unit that needs the index: a unit Debian meets whole costs nothing more.
+    uv ??= await uvBinary(ctx.log);
     const locked = await lockRequirements({ uv, settings, requirements: fromIndex.requirements, python: base.python, excludeNewer: cutoff });
     if ('lock' in locked) return { resolution, fromIndex, lock: locked.lock, tried };
     tried.push(`python ${base.python}: ${locked.failure}`);
