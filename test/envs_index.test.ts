@@ -19,7 +19,7 @@ import { indexSettings, parsePipConfigList } from '../pipeline/envs/index/settin
 import { UV_VERSION } from '../pipeline/envs/index/uv.js';
 import type { LedgerEntry } from '../pipeline/runtime/ledger.js';
 import type { BuildRecord, ResolveRecord, ValidateRecord } from '../pipeline/runtime/records.js';
-import { type CliResult, cli, gitRepo, tempDir } from './helpers.js';
+import { type CliResult, cli, gitRepo, sql, tempDir } from './helpers.js';
 
 /** Tiny wheels: [distribution, version, module, requirements], pure Python unless a tag says otherwise. */
 const WHEELS: [string, string, string, string[], string?][] = [
@@ -185,8 +185,8 @@ describe('the Python index as a backend', () => {
       delete process.env.GIT_AUTHOR_DATE;
     }
   };
-  const run = (manifest: string, out: string, stages: string, cert: string): Promise<CliResult> =>
-    cli(['run', '--manifest', manifest, '--out', join(dir, out), '--stages', stages, '--pip-index', 'auto'], {
+  const run = (manifest: string, out: string, stages: string, cert: string, extra: string[] = []): Promise<CliResult> =>
+    cli(['run', '--manifest', manifest, '--out', join(dir, out), '--stages', stages, '--pip-index', 'auto', ...extra], {
       WORLDLINE_INDEX_CACHE: join(dir, 'index-cache'),
       PIP_INDEX_URL: index.url,
       PIP_CERT: cert,
@@ -227,7 +227,7 @@ describe('the Python index as a backend', () => {
 
   it('locks the tree as of the commit date on the host, and the offline build installs it from the cache', async () => {
     first = project('index-user', ['wl-alpha', 'wl-gamma-dist']);
-    const res = await run(first, 'out', 'clone,resolve,build,validate', trusted);
+    const res = await run(first, 'out', 'clone,resolve,build,validate,shard', trusted, ['--licenses', '*']);
     expect(res.code, `${res.stdout}\n${res.stderr}`).toBe(0);
     const resolved = entry<ResolveRecord>(join(dir, 'out'), 'resolve').record!;
     expect(resolved.index).toMatchObject({ mode: 'auto', exclude_newer: COMMIT_DATE, exclude_newer_from: 'commit' });
@@ -244,6 +244,11 @@ describe('the Python index as a backend', () => {
       'wl_beta-1.0-py3-none-any.whl',
       'wl_gamma_dist-1.0-py3-none-any.whl',
     ]);
+    // The repos row carries where the files came from and the lock itself.
+    const [row] = await sql<{ env_index: string; env_lock: string[] }>(`select env_index, env_lock from '${join(dir, 'out')}/dataset/repos/data/*.parquet'`);
+    expect(row.env_index).toBe('auto');
+    expect(row.env_lock).toHaveLength(3);
+    expect(row.env_lock.join('\n')).toMatch(/^wl-beta==1\.0 sha256:[0-9a-f]{64} https:\/\/127\.0\.0\.1:\d+\/files\/wl_beta-1\.0-py3-none-any\.whl$/m);
   }, 900_000);
 
   it('builds a second unit with the same lock from the cache, downloading nothing', async () => {
