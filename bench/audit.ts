@@ -126,6 +126,8 @@ function repoRow(k: number): RepoRecord {
     env_packages: [],
     env_attempts: 1,
     env_install: null,
+    env_index: null,
+    env_lock: [],
     image: `worldline/env:${repo}`,
     image_id: `sha256:${repo}`,
     python_version: '3.11.2',

@@ -17,6 +17,7 @@ import { DEFAULT_ISSUE_FIX_SHARE } from '../datasets/mix.js';
 import { NEAR_DEDUP_DEFAULTS } from '../datasets/near_dedup.js';
 import { DEFAULT_ROW_GROUP_ROWS } from '../datasets/parquet/writer.js';
 import { DEFAULT_TOKENIZER, TOKENIZERS } from '../datasets/tokens.js';
+import { cutoffTime } from '../pipeline/envs/index/lock.js';
 import { DEFAULT_QUEUE, redisConnection } from '../pipeline/queue/connection.js';
 import { UsageError } from '../pipeline/run.js';
 import { DEFAULTS, type PipelineOptions, type TraceCaps } from '../pipeline/runtime/options.js';
@@ -377,7 +378,11 @@ const sandboxOptions = <T>(y: Argv<T>) =>
     .option('pip-index', {
       type: 'string',
       describe:
-        "A bare line's requirements Debian cannot meet come from this package index instead (a simple index URL the build network reaches, or a local folder of wheels); pip from Debian's python3-pip, the versions it installs recorded",
+        "Where a bare line's requirements Debian cannot meet come from: auto (this host's pip configuration: its indexes, find-links, certificate, proxy), a simple index URL, a folder of wheels, or none (Debian alone, offline; the default). Resolved and downloaded on this host, locked per unit, installed in the build from the host's cache with no network",
+    })
+    .option('exclude-newer', {
+      type: 'string',
+      describe: "The index's upload cut-off (a date or RFC 3339 time) for every unit, instead of each commit's date",
     })
     .option('build-timeout', { type: 'number', default: DEFAULTS.buildTimeoutS, describe: 'Image build timeout, seconds' })
     .option('memory', {
@@ -394,7 +399,7 @@ const sandboxOptions = <T>(y: Argv<T>) =>
     .option('pids', { type: 'number', default: DEFAULTS.pids, describe: 'Container process limit' })
     .option('image-budget', imageBudgetOption)
     .group(
-      ['base-image', 'env-policy', 'pip-index', 'build-timeout', 'memory', 'work-disk', 'cpus', 'pids', 'image-budget'],
+      ['base-image', 'env-policy', 'pip-index', 'exclude-newer', 'build-timeout', 'memory', 'work-disk', 'cpus', 'pids', 'image-budget'],
       'Build and sandbox (every container):',
     )
     .check((a) => {
@@ -404,6 +409,7 @@ const sandboxOptions = <T>(y: Argv<T>) =>
       atLeast('cpus', a.cpus, 0.1);
       atLeast('pids', a.pids, 16);
       imageBudgetGb(a['image-budget']);
+      if (a['exclude-newer'] !== undefined) cutoffTime(a['exclude-newer']);
       return true;
     });
 
@@ -659,7 +665,14 @@ export function toPipelineOptions(a: PipelineArgs): PipelineOptions {
     unitBudgetS: a['unit-budget'],
     baseImage: a['base-image'],
     envPolicy: a['env-policy'],
-    pipIndex: a['pip-index'] && !/^[a-z][a-z0-9+.-]*:\/\//i.test(a['pip-index']) ? resolve(a['pip-index']) : a['pip-index'],
+    // `none` is no index, as when the option is absent: the same resolutions, the same keys.
+    pipIndex:
+      a['pip-index'] === 'none'
+        ? undefined
+        : a['pip-index'] && !/^([a-z][a-z0-9+.-]*:\/\/|auto$)/i.test(a['pip-index'])
+          ? resolve(a['pip-index'])
+          : a['pip-index'],
+    excludeNewer: a['exclude-newer'] === undefined ? undefined : cutoffTime(a['exclude-newer']),
     buildTimeoutS: a['build-timeout'],
     validateRuns: a['validate-runs'],
     plainParity: a['plain-parity'],

@@ -3,7 +3,7 @@ import { bool, defineSchema, float64, type Infer, int32, int64, list, nullable, 
 /** One row per unit (repository at a commit): provenance, environment, and how far it got. */
 export const reposSchema = defineSchema({
   name: 'repos',
-  version: 6,
+  version: 7,
   doc: 'One row per repository at a commit: provenance, license, environment image, and suite outcome counts.',
   fields: {
     unit_id: string('Stable unit id: <slug>-<hash of location, commit, python>'),
@@ -28,6 +28,10 @@ export const reposSchema = defineSchema({
     env_packages: list(string(), 'The resolved packages with their version and what asked for them (file:line)'),
     env_attempts: int32('Image builds it took (1 when the first collected; 0 when not built)'),
     env_install: nullable(string('How the project itself was installed: backend (its build backend), metadata (written directly); null when not')),
+    env_index: nullable(
+      string("Where the Python index's files came from: auto (this host's pip settings), url, folder, lock (the line's own lock); null: Debian alone"),
+    ),
+    env_lock: list(string(), "The inferred environment's lock from the Python index, one file each: name==version sha256:<hash> <url>"),
     image: nullable(string('Environment image tag')),
     image_id: nullable(string('Environment image id')),
     python_version: nullable(string('Python version inside the image')),

@@ -1,17 +1,22 @@
 /**
- * The pip backend (`--pip-index`): a bare line's requirement that no Debian package ships comes from
- * the index given, here a folder of wheels the test builds itself (a real wheel: a zip with its
- * dist-info, installed by Debian's own pip in the package phase, the only one with network). The
- * resolve record lists it under env.pip, the build records what pip installed, the tests import it.
- * Without the index the same line does not validate: nothing else provides the module.
+ * The index backend given a folder (`--pip-index DIR`): a bare line's requirement that no Debian
+ * package ships comes from the folder of wheels the test builds itself (a real wheel: a zip with its
+ * dist-info), locked on the host with that folder as the only source, copied into the host's cache
+ * by content and installed by uv in the build's no-network phase. The resolve record carries the
+ * lock (env.lock, with its hash), the build says how its files came, the tests import it. Without
+ * the index (`none`, the default) the same line does not validate: nothing else provides the module.
+ * test/envs_index.test.ts covers an index served over TLS.
  */
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { LedgerEntry } from '../pipeline/runtime/ledger.js';
 import type { BuildRecord, ResolveRecord, ValidateRecord } from '../pipeline/runtime/records.js';
 import { cli, gitRepo, tempDir } from './helpers.js';
+
+const WHEEL = 'worldline_wheel_probe-1.2.0-py3-none-any.whl';
 
 /** A pure-Python wheel of `worldline-wheel-probe` 1.2.0 (module `wheel_probe`), written with Python's zipfile. */
 function buildWheel(dir: string): void {
@@ -54,19 +59,29 @@ describe('a package index for what Debian lacks', () => {
     bare = join(dir, 'bare.jsonl');
     writeFileSync(bare, `${JSON.stringify({ repo })}\n`);
     out = join(dir, 'out');
-    const res = await cli(['run', '--manifest', bare, '--out', out, '--stages', 'clone,resolve,build,validate', '--pip-index', wheels]);
+    const res = await cli(['run', '--manifest', bare, '--out', out, '--stages', 'clone,resolve,build,validate', '--pip-index', wheels], {
+      WORLDLINE_INDEX_CACHE: join(dir, 'index-cache'),
+    });
     expect(res.code, `${res.stdout}\n${res.stderr}`).toBe(0);
   }, 900_000);
 
-  it('installs the requirement from the index with pip, records what it installed, and the suite imports it', () => {
-    expect(entry<ResolveRecord>(out, 'resolve').record?.env).toMatchObject({ pip: ['worldline-wheel-probe>=1.2'], apt: ['python3-pip'] });
-    expect(entry<BuildRecord>(out, 'build').record?.pip_installed).toContain('worldline-wheel-probe==1.2.0');
+  it('locks the requirement from the folder, installs it offline from the cache, and the suite imports it', () => {
+    const resolved = entry<ResolveRecord>(out, 'resolve').record;
+    expect(resolved?.env).toMatchObject({ pip: [], apt: [] });
+    const sha256 = createHash('sha256')
+      .update(readFileSync(join(out, '..', 'wheels', WHEEL)))
+      .digest('hex');
+    expect(resolved?.env?.lock).toEqual([
+      { name: 'worldline-wheel-probe', version: '1.2.0', filename: WHEEL, url: expect.stringMatching(/^file:\/\//), sha256 },
+    ]);
+    expect(resolved?.index).toMatchObject({ mode: 'folder', exclude_newer_from: 'commit' });
+    expect(entry<BuildRecord>(out, 'build').record?.index).toMatchObject({ mode: 'folder', files: 1 });
     expect(entry<ValidateRecord>(out, 'validate').record).toMatchObject({ collected: 1, passed: 1 });
   });
 
-  it('leaves it unresolved without an index: the line does not validate, and the resolve record says why', async () => {
+  it('leaves it unresolved with --pip-index none (Debian alone): the line does not validate, and the resolve record says why', async () => {
     const without = join(out, '..', 'without');
-    const res = await cli(['run', '--manifest', bare, '--out', without, '--stages', 'clone,resolve,build,validate']);
+    const res = await cli(['run', '--manifest', bare, '--out', without, '--stages', 'clone,resolve,build,validate', '--pip-index', 'none']);
     expect(res.code).toBe(1);
     expect(entry<ResolveRecord>(without, 'resolve').record?.unresolved.join()).toMatch(/worldline-wheel-probe>=1\.2 \(runtime, pyproject\.toml:4\)/);
     // The repair loop finds no package for the module; the rest of the suite (here nothing) is all that runs.

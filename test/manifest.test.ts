@@ -21,7 +21,7 @@ describe('manifest', () => {
     expect(m.errors.map((e) => [e.line, e.message])).toEqual([
       [2, 'unknown key: bogus (allowed: repo, commit, env, python)'],
       [3, expect.stringMatching(/^not valid JSON/)],
-      [7, 'unknown key in "env": aptt (allowed: apt, pip, setup, vars, pytest_args)'],
+      [7, 'unknown key in "env": aptt (allowed: apt, pip, setup, vars, pytest_args, lock)'],
       [8, '"python" must be one of 3.9, 3.11, 3.13 (got "2.7")'],
       [9, 'duplicate of line 1 (same repository, commit and python)'],
       [10, '"env.vars.X" must be a string'],
@@ -34,6 +34,22 @@ describe('manifest', () => {
     expect(toolz.id).toMatch(/^pytoolz__toolz-[0-9a-f]{8}$/);
     expect(h11).toMatchObject({ location: '/data/local/h11', sourceKind: 'local', python: '3.13' });
     expect(h11.env).toEqual({ apt: ['python3-six'], pip: [], setup: [], vars: { MODE: 'strict' }, pytest_args: ['-k', 'fast'] });
+  });
+
+  it("takes a line's lock, and refuses one whose file name could leave the cache or whose hash is no sha256", () => {
+    const dist = { name: 'wl-beta', version: '1.0', filename: 'wl_beta-1.0-py3-none-any.whl', url: 'https://i.example/f.whl', sha256: 'a'.repeat(64) };
+    const line = (lock: unknown) => JSON.stringify({ repo: 'x', env: { lock } });
+    const m = parseManifest(
+      [line([dist]), line([{ ...dist, filename: '../../etc/x.whl' }]), line([{ ...dist, sha256: 'abc' }]), line([{ ...dist, extra: 1 }]), line('x')].join('\n'),
+      '/data/m.jsonl',
+    );
+    expect(m.units[0].env.lock).toEqual([dist]);
+    expect(m.errors.map((e) => [e.line, e.message])).toEqual([
+      [2, '"env.lock[0].filename" must be a wheel\'s file name'],
+      [3, '"env.lock[0].sha256" must be 64 hex digits'],
+      [4, '"env.lock[0]" must be an object of name, version, filename, url, sha256'],
+      [5, '"env.lock" must be a list of files'],
+    ]);
   });
 
   it('gives stable, readable slugs for URLs and local paths', () => {

@@ -18,6 +18,15 @@ export function machineLock(name: string): string {
   return join(cacheDir(), 'locks', name);
 }
 
+/**
+ * The Python index's side of the cache, one per host and shared by every build: the resolver's
+ * binary, its metadata cache, and each downloaded file by content (pipeline/envs/index/).
+ * WORLDLINE_INDEX_CACHE moves it (tests count their own downloads).
+ */
+export function indexCacheDir(): string {
+  return process.env.WORLDLINE_INDEX_CACHE ?? join(cacheDir(), 'index');
+}
+
 /** The Debian mirror base images, env images and the Debian resolver's indexes come from. */
 export function debianMirror(): string {
   return process.env.WORLDLINE_DEBIAN_MIRROR ?? 'http://deb.debian.org/debian';

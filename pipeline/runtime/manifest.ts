@@ -21,6 +21,34 @@ export interface UnitEnv {
   setup: string[];
   vars: Record<string, string>;
   pytest_args: string[];
+  /** Files from the Python index, installed offline from the host's cache before `setup` (pipeline/envs/index/). */
+  lock?: LockedDist[];
+}
+
+/** One file of a unit's lock: a line that carries its lock rebuilds the same environment without resolving. */
+export interface LockedDist {
+  name: string;
+  version: string;
+  filename: string;
+  url: string;
+  sha256: string;
+}
+
+const LOCK_KEYS = ['name', 'version', 'filename', 'url', 'sha256'] as const;
+
+function parseLock(value: unknown): LockedDist[] {
+  if (!Array.isArray(value)) throw new LineError('"env.lock" must be a list of files');
+  return value.map((d: Record<string, unknown>, i) => {
+    const where = `env.lock[${i}]`;
+    if (!d || typeof d !== 'object' || Object.keys(d).some((k) => !LOCK_KEYS.includes(k as (typeof LOCK_KEYS)[number]))) {
+      throw new LineError(`"${where}" must be an object of ${LOCK_KEYS.join(', ')}`);
+    }
+    if (!LOCK_KEYS.every((k) => typeof d[k] === 'string' && d[k])) throw new LineError(`"${where}" needs each of ${LOCK_KEYS.join(', ')} as a string`);
+    if (!/^[0-9a-f]{64}$/.test(d.sha256 as string)) throw new LineError(`"${where}.sha256" must be 64 hex digits`);
+    // The file name becomes a path in the cache and the build's folder.
+    if (!/^[A-Za-z0-9][A-Za-z0-9._+!-]*\.whl$/.test(d.filename as string)) throw new LineError(`"${where}.filename" must be a wheel's file name`);
+    return Object.fromEntries(LOCK_KEYS.map((k) => [k, d[k]])) as unknown as LockedDist;
+  });
 }
 
 export type SourceKind = 'git-url' | 'local';
@@ -62,7 +90,7 @@ export interface Manifest {
 }
 
 const TOP_KEYS = new Set(['repo', 'commit', 'env', 'python']);
-const ENV_KEYS = new Set(['apt', 'pip', 'setup', 'vars', 'pytest_args']);
+const ENV_KEYS = new Set(['apt', 'pip', 'setup', 'vars', 'pytest_args', 'lock']);
 
 function stringList(value: unknown, where: string): string[] {
   if (value === undefined) return [];
@@ -98,6 +126,7 @@ function parseEnv(value: unknown): UnitEnv {
     pip: stringList(raw.pip, 'env.pip'),
     setup: stringList(raw.setup, 'env.setup'),
     vars,
+    ...(raw.lock === undefined ? {} : { lock: parseLock(raw.lock) }),
     pytest_args: stringList(raw.pytest_args, 'env.pytest_args'),
   };
 }

@@ -24,8 +24,13 @@ export interface PipelineOptions {
   unitBudgetS?: number;
   /** A user-named base image instead of our debootstrap ones. */
   baseImage?: string;
-  /** A package index (URL, or a local folder of wheels) for a bare line's requirements Debian cannot meet. */
+  /**
+   * Where a bare line's requirements Debian cannot meet come from (pipeline/envs/index/): `auto`
+   * (this host's pip configuration), an index URL, a folder of wheels; absent or `none`: Debian alone.
+   */
   pipIndex?: string;
+  /** The index's upload cut-off (RFC 3339) instead of each commit's date. */
+  excludeNewer?: string;
   /** Who repairs an inferred environment the rules cannot: the rules alone, or also a model (the openai server). */
   envPolicy: 'rules' | 'openai';
   buildTimeoutS: number;

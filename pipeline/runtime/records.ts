@@ -51,6 +51,12 @@ export interface ResolveRecord {
   /** Requirements no package of the chosen suite satisfies, with why. */
   unresolved: string[];
   install: InstallPlan | null;
+  /**
+   * With a Python index (--pip-index other than none): its mode, the upload cut-off the lock was
+   * resolved as of (the commit's date unless --exclude-newer), and why each base tried before the
+   * chosen one did not lock. The lock itself is env.lock.
+   */
+  index?: { mode: string; exclude_newer: string; exclude_newer_from: 'commit' | 'option'; tried: string[] };
 }
 
 /** One try at an image that collects: what stopped pytest's collection in it, and what was changed for the next try. */
@@ -81,6 +87,8 @@ export interface BuildRecord {
   attempts?: BuildAttempt[];
   /** What pip installed from the package index (`name==version`, as `pip freeze` says): the constraints to pin. */
   pip_installed?: string[];
+  /** How env.lock entered the image: the index mode, its files, how many were downloaded for this build and how many the host's cache had. */
+  index?: { mode: string; files: number; downloaded: number; cached: number };
   /** How the project itself went in (null: a manifest env, or nothing to install). */
   install?: { method: 'backend' | 'metadata'; why: string | null } | null;
 }

@@ -20,6 +20,8 @@ export interface StatusReport {
   failure_kinds: { kind: string; count: number }[];
   /** Where the built units' environments came from: manifest, inferred, repaired. */
   env_sources: Record<string, number>;
+  /** Where their Python packages came from: Debian alone, or the index's mode (auto, url, folder; lock: a line's own lock). */
+  index_modes: Record<string, number>;
   /** Units whose tests had other outcomes under Worldline than under plain pytest, and the first of them. */
   plain_parity: { unit_id: string; compared: number; mismatches: number; mismatched: PlainParity['mismatched']; problem: string | null }[];
   manifest_errors: ManifestError[];
@@ -74,9 +76,13 @@ export function readStatus(out: string, opts: { disk?: boolean } = {}): StatusRe
     for (const e of entries) if (e.status === 'failed') failures.push({ stage, unit_id: e.unit_id, repo: e.unit.repo, reason: e.reason, log: e.log ?? null });
   }
   const env_sources: Record<string, number> = {};
+  const index_modes: Record<string, number> = {};
   for (const e of ledger.all<BuildRecord>('build')) {
     const source = e.status === 'ok' ? (e.record?.env_source ?? 'manifest') : 'failed';
     env_sources[source] = (env_sources[source] ?? 0) + 1;
+    if (e.status !== 'ok') continue;
+    const mode = e.record?.index ? `index ${e.record.index.mode}` : 'Debian only';
+    index_modes[mode] = (index_modes[mode] ?? 0) + 1;
   }
   const plain_parity = ledger
     .all<ValidateRecord>('validate')
@@ -101,6 +107,7 @@ export function readStatus(out: string, opts: { disk?: boolean } = {}): StatusRe
     failures,
     failure_kinds: countKinds(failures),
     env_sources,
+    index_modes,
     plain_parity,
     manifest_errors,
     dataset,
@@ -133,6 +140,8 @@ export function formatStatus(s: StatusReport): string {
   }
   const sources = Object.entries(s.env_sources);
   if (sources.length) parts.push('', `environments built: ${sources.map(([k, v]) => `${v} ${k}`).join(', ')}`);
+  const modes = Object.entries(s.index_modes);
+  if (modes.length) parts.push(`python packages from: ${modes.map(([k, v]) => `${v} ${k}`).join(', ')}`);
   if (s.failure_kinds.length) parts.push('', 'failing because of:', ...s.failure_kinds.map((k) => `  ${k.count}  ${k.kind}`));
   if (s.failures.length) {
     parts.push(

@@ -552,6 +552,8 @@ export async function runAndCommit(opts: {
   tag: string;
   changes: string[];
   onOutput: (chunk: Buffer) => void;
+  /** Host folders the script reads (the index's locked files): mounted read-only, so never part of the committed image. */
+  readOnly?: { host: string; at: string }[];
 }): Promise<{ imageId: string | null; exitCode: number | null; timedOut: boolean; oomKilled: boolean }> {
   const limits = toRunLimits(opts.limits);
   const container = await newContainer({
@@ -564,6 +566,7 @@ export async function runAndCommit(opts: {
     Labels: { 'worldline.role': 'build' },
     HostConfig: {
       NetworkMode: 'none',
+      Binds: (opts.readOnly ?? []).map((m) => `${m.host}:${m.at}:ro`),
       Memory: limits.memoryBytes,
       MemorySwap: limits.memoryBytes,
       PidsLimit: limits.pids,

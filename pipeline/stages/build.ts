@@ -2,8 +2,9 @@
  * Stage `build`: one environment image per unit, FROM its base, holding the checkout at /repo
  * (committed once inside the image as the baseline later diffs are taken against) with the
  * manifest's env applied in two phases: the package installs it names on the build network,
- * then everything the repository controls with no network and the run's limits. Tagged by a
- * hash of base + env + commit, so an unchanged unit is never rebuilt.
+ * then everything the repository controls with no network and the run's limits, starting with the
+ * unit's lock from the Python index, installed from the host's cache (pipeline/envs/index/). Tagged
+ * by a hash of base + env + commit, so an unchanged unit is never rebuilt.
  */
 import { appendFileSync, cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -14,6 +15,10 @@ import { hashOf } from '../../core/hashing.js';
 import { shQuote } from '../../core/shell.js';
 import { type DebianIndex, loadDebianIndex } from '../envs/debian_index.js';
 import { AGENT_SYSTEM, agentQuestion, readAgentAnswer } from '../envs/env_agent.js';
+import { fetchLocked } from '../envs/index/download.js';
+import { INDEX_MOUNT, installFolder, installStep } from '../envs/index/install.js';
+import { indexSettings } from '../envs/index/settings.js';
+import { uvBinary } from '../envs/index/uv.js';
 import { installCommand } from '../envs/install_plan.js';
 import { diagnose, lastResort, type Problem, reachedCollection, repair } from '../envs/repair.js';
 import { writeRepairedEnv } from '../envs/resolution_cache.js';
@@ -30,7 +35,7 @@ import { firstErrorLine } from '../sandbox/pytest_output.js';
 import { freshWork, PRISTINE_REPO, runAndCommit, SANDBOX_UID } from '../sandbox/sandbox.js';
 
 /** Bump when the Dockerfile below changes shape. */
-const BUILD_REVISION = 7;
+const BUILD_REVISION = 8;
 
 /** A package index given as a folder of wheels goes into the package build's context here. */
 const WHEELS = 'wheels';
@@ -38,10 +43,10 @@ const WHEELS = 'wheels';
 const PIP_MARK = 'worldline-pip: ';
 
 /**
- * Phase 1, the package installs the environment names (apt, pip): the only steps with network, on
- * the build network (no host loopback). pip takes `pipIndex` when one is given (a URL: its simple
- * index; a folder: its wheels, copied into the build, no other index), and what it installed is
- * printed for the record (PIP_MARK). Null when there are no packages.
+ * Phase 1, the package installs the environment names (apt, and a manifest's own pip): the only
+ * steps with network, on the build network (no host loopback). pip takes `pipIndex` when it names
+ * one (a URL: its simple index; a folder: its wheels, copied into the build, no other index), and
+ * what it installed is printed for the record (PIP_MARK). Null when there are no packages.
  */
 export function packagesDockerfile(base: BaseImage, env: UnitEnv, pipIndex?: string): string | null {
   if (!env.apt.length && !env.pip.length) return null;
@@ -50,8 +55,9 @@ export function packagesDockerfile(base: BaseImage, env: UnitEnv, pipIndex?: str
     lines.push(`RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends ${env.apt.map(shQuote).join(' ')} && rm -rf /var/lib/apt/lists/*`);
   }
   if (env.pip.length) {
-    const folder = pipIndex !== undefined && !/^[a-z][a-z0-9+.-]*:\/\//i.test(pipIndex);
-    const index = pipIndex === undefined ? '' : folder ? `--no-index --find-links /tmp/${WHEELS}` : `--index-url ${shQuote(pipIndex)}`;
+    const given = pipIndex === 'auto' ? undefined : pipIndex;
+    const folder = given !== undefined && !/^[a-z][a-z0-9+.-]*:\/\//i.test(given);
+    const index = given === undefined ? '' : folder ? `--no-index --find-links /tmp/${WHEELS}` : `--index-url ${shQuote(given)}`;
     if (folder) lines.push(`COPY ${WHEELS} /tmp/${WHEELS}`);
     lines.push(
       // Debian marks its Python externally managed; older pips ignore the variable that says we know.
@@ -64,8 +70,9 @@ export function packagesDockerfile(base: BaseImage, env: UnitEnv, pipIndex?: str
 }
 
 /**
- * Phase 2, what the repository controls: its setup steps (each its own shell, stopping at the
- * first failure), then, for an inferred environment, the project itself (worldline_install.py,
+ * Phase 2, what the repository controls: the unit's lock, installed by uv from the folder mounted
+ * at INDEX_MOUNT (no index, every hash checked); its setup steps (each its own shell, stopping at
+ * the first failure), then, for an inferred environment, the project itself (worldline_install.py,
  * from the install plan resolve made), run without network in a limited container
  * (runAndCommit); then the baseline commit agents and graders diff against, and the checkout the
  * sandbox user owns, which each container copies into its own writable /repo
@@ -79,6 +86,7 @@ export function setupScript(env: UnitEnv, srcLayout: boolean, install: InstallPl
   return [
     'set -e',
     'cd /repo',
+    ...(env.lock?.length ? [installStep()] : []),
     ...env.setup.map(
       (cmd, i) => `sh -ec ${shQuote(cmd)} || { code=$?; echo "worldline: setup step ${i + 1} returned a non-zero code: $code" >&2; exit $code; }`,
     ),
@@ -183,6 +191,7 @@ async function buildOnce(ctx: StageContext, env: UnitEnv, python: PythonVersion,
     'worldline.pytest': base.pytest,
   };
   let pipInstalled: string[] = [];
+  let fromIndex: BuildRecord['index'];
   const record = (imageId: string): BuildRecord => ({
     image: tag,
     image_id: imageId,
@@ -191,6 +200,7 @@ async function buildOnce(ctx: StageContext, env: UnitEnv, python: PythonVersion,
     pytest_version: base.pytest,
     pytest_timeout: base.pytestTimeout,
     ...(pipInstalled.length ? { pip_installed: pipInstalled } : {}),
+    ...(fromIndex ? { index: fromIndex } : {}),
   });
   const logFile = outLayout.log(options.out, 'build', unit.id);
   // Same key, same image: a tag already present (built for another output folder) is reused, and
@@ -234,6 +244,21 @@ async function buildOnce(ctx: StageContext, env: UnitEnv, python: PythonVersion,
     from = result.imageId;
     pipInstalled = pipLines(readFileSync(logFile, 'utf8'));
   }
+  // The lock's files, on the host: into the host's cache (once per host), then linked into a folder the build mounts.
+  let lockFolder: string | null = null;
+  if (env.lock?.length) {
+    const settings = indexSettings(options.pipIndex ?? 'auto');
+    try {
+      const fetched = await fetchLocked(env.lock, { cert: settings?.cert ?? null, proxy: settings?.proxy ?? null });
+      lockFolder = installFolder(env.lock, fetched.paths, await uvBinary(ctx.log));
+      // `lock`: the line's own lock, fetched (when not cached) with this host's trust, no index consulted.
+      fromIndex = { mode: (options.pipIndex && settings?.mode) || 'lock', files: env.lock.length, downloaded: fetched.downloaded, cached: fetched.cached };
+      ctx.log(`build ${unit.id}: ${env.lock.length} file(s) from the Python index, ${fetched.downloaded} downloaded, ${fetched.cached} from this host's cache`);
+    } catch (e) {
+      if (packages) await removeImage(`${tag}-packages`);
+      return { failure: `the Python index's files: ${(e as Error).message}`, ...none };
+    }
+  }
   let logged = 0;
   let dropped = 0;
   // Repository-controlled output: held (capped) in memory and redacted before it reaches the disk.
@@ -253,10 +278,13 @@ async function buildOnce(ctx: StageContext, env: UnitEnv, python: PythonVersion,
       logged += keep.length;
       dropped += chunk.length - keep.length;
     },
-  }).catch((e: Error) => {
-    if (!engineFault(e.message)) throw e;
-    return { failure: e.message };
-  });
+    readOnly: lockFolder ? [{ host: lockFolder, at: INDEX_MOUNT }] : [],
+  })
+    .catch((e: Error) => {
+      if (!engineFault(e.message)) throw e;
+      return { failure: e.message };
+    })
+    .finally(() => lockFolder && rmSync(lockFolder, { recursive: true, force: true }));
   if ('failure' in setup) return { failure: `image build failed: ${setup.failure}`, engineFault: true, ...none };
   const said = Buffer.concat(setupLog).toString('utf8');
   const redacted = redactText(unitRedactor(options, unit), said);
@@ -330,10 +358,10 @@ export const buildStage: Stage<'build'> = {
     const clone = requireRecord(ctx, 'clone');
     const start = startOf(ctx);
     const base = await resolveBase(start.python, ctx.options.baseImage, ctx.log);
-    const { apt, pip, setup, pytest_args, vars } = start.env;
+    const { apt, pip, setup, pytest_args, vars, lock } = start.env;
     return {
       base: base.imageId,
-      env: { apt, pip, setup },
+      env: { apt, pip, setup, lock: lock ?? [] },
       // The image's collect-only run (its rewritten tests, what repairs read) runs with these.
       collect: { pytest_args, vars },
       install: start.install,

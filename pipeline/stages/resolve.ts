@@ -6,33 +6,41 @@
  * variables, and the project itself gets an install plan (install_plan.ts). The key is the hash of
  * that evidence and of the Debian indexes it was resolved against, so equal evidence resolves once;
  * an environment a build already had to repair for the same evidence is taken from the machine's
- * cache (resolution_cache.ts) instead of being repaired again. `build` installs and checks it.
+ * cache (resolution_cache.ts) instead of being repaired again. With a Python index
+ * (--pip-index), what Debian cannot meet is locked on the host as of the commit's date
+ * (pipeline/envs/index/lock.ts), for the first base in the Debian resolver's order whose lock
+ * resolves. `build` installs and checks it.
  */
 
+import { git } from '../../core/git.js';
 import { hashOf } from '../../core/hashing.js';
 import { type DebianIndex, loadDebianIndex } from '../envs/debian_index.js';
 import { readEvidence } from '../envs/evidence.js';
+import type { Evidence } from '../envs/evidence_context.js';
+import { cutoffTime, lockRequirements } from '../envs/index/lock.js';
+import { type IndexSettings, indexSettings } from '../envs/index/settings.js';
+import { UV_VERSION, uvBinary } from '../envs/index/uv.js';
 import { installPlan } from '../envs/install_plan.js';
 import { readRepairedEnv } from '../envs/resolution_cache.js';
 import { type Resolution, resolutionKey, resolveDebian } from '../envs/resolve_debian.js';
 import { versionAt } from '../envs/scm_version.js';
 import { mirrorPath, outLayout } from '../runtime/layout.js';
-import { DEBIAN_SUITES, PYTHON_VERSIONS, type Unit } from '../runtime/manifest.js';
+import { DEBIAN_SUITES, type LockedDist, PYTHON_VERSIONS, type Unit } from '../runtime/manifest.js';
 import type { ResolveRecord } from '../runtime/records.js';
-import { ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
+import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
 
 /** Bump when what a resolve record holds changes in a way the key's other fields do not show. */
-const RESOLVE_REVISION = 1;
+const RESOLVE_REVISION = 2;
 
 /** The backend install needs pip beside the backend's own packages. */
 const PIP = 'python3-pip';
 
 /**
  * With a package index, what Debian cannot meet comes from it: every requirement no package of the
- * suite ships, and those whose bounds its package misses (that package then stays out, pip
- * installs the version asked for in its place, as long as nothing else asked for it).
+ * suite ships, and those whose bounds its package misses (that package then stays out, the index
+ * gives the version asked for in its place, as long as nothing else asked for it).
  */
-function pipRequirements(resolution: Resolution): { requirements: string[]; replaced: Set<string> } {
+function indexRequirements(resolution: Resolution): { requirements: string[]; replaced: Set<string> } {
   // Plugins that reorder the tests on every run (they would make each run a different suite).
   const unwanted = (r: string) => /^pytest[-_.]random(ly|[-_.]order)\b/i.test(r);
   const requirements = resolution.unresolved.map((u) => u.requirement).filter((r) => !unwanted(r));
@@ -49,6 +57,49 @@ function suiteIndexes(unit: Unit): Promise<DebianIndex[]> {
 
 const source = (s: { file: string; line: number }) => `${s.file}:${s.line}`;
 
+/** The index's upload cut-off for a unit: --exclude-newer, else its commit's date (ranges resolve as they would have then). */
+async function cutoffOf(ctx: StageContext, commit: string): Promise<{ time: string; from: 'commit' | 'option' }> {
+  if (ctx.options.excludeNewer) return { time: ctx.options.excludeNewer, from: 'option' };
+  return { time: cutoffTime((await git(['--git-dir', mirrorPath(ctx.unit), 'show', '-s', '--format=%cI', commit])).trim()), from: 'commit' };
+}
+
+interface Locked {
+  resolution: Resolution;
+  fromIndex: ReturnType<typeof indexRequirements>;
+  lock: LockedDist[];
+  tried: string[];
+}
+
+/**
+ * The first base, in the Debian resolver's order (requires-python, the Python the project names,
+ * most met), whose index requirements lock: a pin that predates the newest Python's wheels moves
+ * the unit to an older base instead of failing in the build. A cause that is no resolution's (a
+ * certificate, an unreachable index) stops at once: another Python would meet it too.
+ */
+async function lockedBase(
+  ctx: StageContext,
+  evidence: Evidence,
+  first: Resolution,
+  indexes: DebianIndex[],
+  settings: IndexSettings,
+  cutoff: string,
+): Promise<Locked | { failure: string }> {
+  const tried: string[] = [];
+  let uv: string | undefined;
+  for (const base of first.bases) {
+    const resolution = base.suite === first.suite ? first : resolveDebian(evidence, [indexes.find((i) => i.suite === base.suite)!]);
+    const fromIndex = indexRequirements(resolution);
+    if (!fromIndex.requirements.length) return { resolution, fromIndex, lock: [], tried };
+    // Fetched only for a unit that needs the index: a unit Debian meets whole costs nothing more.
+    uv ??= await uvBinary(ctx.log);
+    const locked = await lockRequirements({ uv, settings, requirements: fromIndex.requirements, python: base.python, excludeNewer: cutoff });
+    if ('lock' in locked) return { resolution, fromIndex, lock: locked.lock, tried };
+    tried.push(`python ${base.python}: ${locked.failure}`);
+    if (!locked.unsolvable) break;
+  }
+  return { failure: `the Python index gives no lock: ${tried.join('; ')}` };
+}
+
 export const resolveStage: Stage<'resolve'> = {
   name: 'resolve',
   async key(ctx) {
@@ -60,6 +111,7 @@ export const resolveStage: Stage<'resolve'> = {
       source: 'inferred',
       resolution: resolutionKey(evidence, await suiteIndexes(unit)),
       pipIndex: ctx.options.pipIndex ?? null,
+      index: ctx.options.pipIndex ? { settings: indexSettings(ctx.options.pipIndex), excludeNewer: ctx.options.excludeNewer ?? null, uv: UV_VERSION } : null,
       python: unit.pythonGiven ? unit.python : null,
       commit: clone.commit,
       src: clone.src_layout,
@@ -85,21 +137,25 @@ export const resolveStage: Stage<'resolve'> = {
     const clone = requireRecord(ctx, 'clone');
     const checkout = outLayout.checkout(options.out, unit.id);
     const evidence = readEvidence(checkout);
-    const resolution = resolveDebian(evidence, await suiteIndexes(unit));
+    const indexes = await suiteIndexes(unit);
+    const debian = resolveDebian(evidence, indexes);
     // A repair made with a pip index may hold pip packages: kept apart from one made without.
-    const cacheKey = hashOf({ resolution: resolution.key, pipIndex: options.pipIndex ?? null });
+    const cacheKey = hashOf({ resolution: debian.key, pipIndex: options.pipIndex ?? null });
+    const settings = options.pipIndex ? indexSettings(options.pipIndex) : null;
+    const cutoff = settings ? await cutoffOf(ctx, clone.commit) : null;
+    const locked = settings && cutoff ? await lockedBase(ctx, evidence, debian, indexes, settings, cutoff.time) : null;
+    if (locked && 'failure' in locked) return failed(locked.failure);
+    const resolution = locked?.resolution ?? debian;
     const repaired = readRepairedEnv(cacheKey, clone.commit);
     // Through the project's own backend when Debian has it and the image gets packages anyway;
     // else its metadata is written directly, and a unit with nothing to install needs no network.
     const backendPackages = resolution.build.unresolved.length ? [] : resolution.build.packages.map((p) => p.package);
     const backend = !!resolution.build.backend && backendPackages.length > 0 && resolution.env.apt.length > 0;
-    const fromPip = options.pipIndex ? pipRequirements(resolution) : null;
-    const apt = fromPip ? resolution.env.apt.filter((p) => !fromPip.replaced.has(p)) : resolution.env.apt;
-    const needsPip = backend || (fromPip?.requirements.length ?? 0) > 0;
+    const apt = locked ? resolution.env.apt.filter((p) => !locked.fromIndex.replaced.has(p)) : resolution.env.apt;
     const env = repaired?.env ?? {
       ...resolution.env,
-      apt: needsPip ? [...new Set([...apt, PIP, ...(backend ? backendPackages : [])])].sort() : apt,
-      pip: fromPip?.requirements ?? [],
+      apt: backend ? [...new Set([...apt, PIP, ...backendPackages])].sort() : apt,
+      ...(locked?.lock.length ? { lock: locked.lock } : {}),
     };
     const version = await versionAt(mirrorPath(unit), clone.commit);
     ctx.log(`resolve ${unit.id}: python ${repaired?.python ?? resolution.python}, ${env.apt.length} package(s)${repaired ? ' (as repaired before)' : ''}`);
@@ -119,6 +175,9 @@ export const resolveStage: Stage<'resolve'> = {
       })),
       unresolved: [...resolution.unresolved, ...resolution.build.unresolved].map((u) => `${u.requirement} (${u.group}, ${source(u.source)}): ${u.detail}`),
       install: installPlan(checkout, clone.src_layout, evidence, version, backend),
+      ...(settings && cutoff && locked
+        ? { index: { mode: settings.mode, exclude_newer: cutoff.time, exclude_newer_from: cutoff.from, tried: locked.tried } }
+        : {}),
     });
   },
 };

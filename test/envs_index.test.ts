@@ -1,0 +1,428 @@
+/**
+ * The Python index as a backend (`--pip-index`, pipeline/envs/index/): the test serves its own
+ * PEP 691 index over TLS on 127.0.0.1 with its own certificate authority, trusted the way this
+ * host's pip is told (PIP_INDEX_URL, PIP_CERT: `auto` reads them). Its wheels, built here: wl-alpha
+ * needs wl-beta>=1; wl-beta 1.0 was uploaded before the repository's commit and 2.0 after; the
+ * distribution wl-gamma-dist ships the module `gamma`; and uv itself, as a company mirror would
+ * serve it. Resolve and download happen on the host; the build installs offline from the cache.
+ */
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
+import { createServer, type Server } from 'node:https';
+import { type AddressInfo, connect } from 'node:net';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cutoffTime, lockRequirements, uvCause } from '../pipeline/envs/index/lock.js';
+import { indexSettings, parsePipConfigList } from '../pipeline/envs/index/settings.js';
+import { UV_VERSION } from '../pipeline/envs/index/uv.js';
+import type { LedgerEntry } from '../pipeline/runtime/ledger.js';
+import type { BuildRecord, ResolveRecord, ValidateRecord } from '../pipeline/runtime/records.js';
+import { type CliResult, cli, gitRepo, sql, tempDir } from './helpers.js';
+
+/** Tiny wheels: [distribution, version, module, requirements], pure Python unless a tag says otherwise. */
+const WHEELS: [string, string, string, string[], string?][] = [
+  ['wl-alpha', '1.0', 'alpha', ['wl-beta>=1']],
+  ['wl-beta', '1.0', 'beta', []],
+  ['wl-beta', '2.0', 'beta', []],
+  ['wl-gamma-dist', '1.0', 'gamma', []],
+  ['wl-delta', '1.0', 'delta', []],
+  // Built for CPython 3.11 only, as a pin that predates a newer Python's wheels.
+  ['wl-native', '1.0', 'native', [], 'cp311-cp311-manylinux_2_17_x86_64'],
+];
+const UPLOADED: Record<string, string> = { 'wl-beta-2.0': '2023-01-01T00:00:00Z' };
+const COMMIT_DATE = '2022-06-01T12:00:00Z';
+
+const MAKE_WHEEL = [
+  'import sys, zipfile',
+  'out, dist, version, module, tag, *requires = sys.argv[1:]',
+  "stem = f\"{dist.replace('-', '_')}-{version}\"",
+  'info = f"{stem}.dist-info"',
+  'meta = f"Metadata-Version: 2.1\\nName: {dist}\\nVersion: {version}\\n" + "".join(f"Requires-Dist: {r}\\n" for r in requires)',
+  'files = {f"{module}/__init__.py": f"VERSION = {version!r}\\n", f"{info}/METADATA": meta,',
+  '         f"{info}/WHEEL": "Wheel-Version: 1.0\\nGenerator: worldline-test\\nRoot-Is-Purelib: true\\nTag: " + tag + "\\n"}',
+  'files[f"{info}/RECORD"] = "".join(f"{p},,\\n" for p in list(files) + [f"{info}/RECORD"])',
+  'with zipfile.ZipFile(f"{out}/{stem}-{tag}.whl", "w") as z:',
+  '    for path, text in files.items():',
+  '        z.writestr(path, text)',
+].join('\n');
+
+/** A certificate authority and a server certificate for 127.0.0.1 it signed (openssl, as a company's CA would). */
+function certificates(dir: string): { ca: string; key: string; cert: string } {
+  const at = (f: string) => join(dir, f);
+  const ssl = (...args: string[]) => execFileSync('openssl', args, { stdio: 'ignore' });
+  ssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', at('ca.key'), '-out', at('ca.pem'), '-days', '2', '-subj', '/CN=worldline test CA');
+  ssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', at('server.key'), '-out', at('server.csr'), '-subj', '/CN=127.0.0.1');
+  writeFileSync(
+    at('ext.cnf'),
+    'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n',
+  );
+  ssl(
+    'x509',
+    '-req',
+    '-in',
+    at('server.csr'),
+    '-CA',
+    at('ca.pem'),
+    '-CAkey',
+    at('ca.key'),
+    '-CAcreateserial',
+    '-out',
+    at('server.pem'),
+    '-days',
+    '2',
+    '-extfile',
+    at('ext.cnf'),
+  );
+  return { ca: at('ca.pem'), key: at('server.key'), cert: at('server.pem') };
+}
+
+interface Served {
+  server: Server;
+  url: string;
+  /** Wheel downloads by anyone but uv's resolver (uv's user agent): Worldline's own downloads into its cache. */
+  downloads: string[];
+  /** Those of them, and the index pages, that came through the test's proxy (which connects from 127.0.0.2). */
+  proxied: string[];
+}
+
+/** Where the test's proxy connects from, so the index can tell a proxied request from a direct one. */
+const PROXY_ADDRESS = '127.0.0.2';
+
+/** An HTTP CONNECT proxy (as a company's) that asks for credentials; the tunnels it opened. */
+async function serveProxy(): Promise<{ server: HttpServer; url: string; tunnels: string[] }> {
+  const tunnels: string[] = [];
+  const expected = `Basic ${Buffer.from('worldline:s3cret').toString('base64')}`;
+  const server = createHttpServer((_req, res) => res.writeHead(405).end());
+  server.on('connect', (req, socket, head) => {
+    if (req.headers['proxy-authorization'] !== expected) return void socket.end('HTTP/1.1 407 Proxy Authentication Required\r\n\r\n');
+    const [host, port] = (req.url ?? '').split(':');
+    tunnels.push(req.url ?? '');
+    const upstream = connect({ host, port: Number(port), localAddress: PROXY_ADDRESS }, () => {
+      socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+      upstream.write(head);
+      upstream.pipe(socket);
+      socket.pipe(upstream);
+    });
+    upstream.on('error', () => socket.destroy());
+    socket.on('error', () => upstream.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { server, url: `http://worldline:s3cret@127.0.0.1:${(server.address() as AddressInfo).port}`, tunnels };
+}
+
+/** A PEP 691 (JSON, API 1.1 with upload times) simple index of every wheel in `dir`. */
+async function serveIndex(dir: string, tls: { key: string; cert: string }): Promise<Served> {
+  const files = readdirSync(dir).filter((f) => f.endsWith('.whl'));
+  const downloads: string[] = [];
+  const proxied: string[] = [];
+  const server = createServer({ key: readFileSync(tls.key), cert: readFileSync(tls.cert) }, (req, res) => {
+    const path = decodeURIComponent(new URL(req.url ?? '/', 'https://x').pathname);
+    const project = /^\/simple\/([^/]+)\/?$/.exec(path)?.[1];
+    if (project) {
+      if (req.socket.remoteAddress === PROXY_ADDRESS) proxied.push(`simple/${project}`);
+      const mine = files.filter((f) => f.split('-')[0].replace(/_/g, '-').toLowerCase() === project);
+      if (!mine.length) return void res.writeHead(404).end();
+      const body = {
+        meta: { 'api-version': '1.1' },
+        name: project,
+        versions: [...new Set(mine.map((f) => f.split('-')[1]))],
+        files: mine.map((f) => ({
+          filename: f,
+          url: `/files/${f}`,
+          hashes: {
+            sha256: createHash('sha256')
+              .update(readFileSync(join(dir, f)))
+              .digest('hex'),
+          },
+          'upload-time': UPLOADED[`${project}-${f.split('-')[1]}`] ?? '2021-01-01T00:00:00Z',
+        })),
+      };
+      return void res.writeHead(200, { 'content-type': 'application/vnd.pypi.simple.v1+json' }).end(JSON.stringify(body));
+    }
+    const file = /^\/files\/([^/]+)$/.exec(path)?.[1];
+    if (file && files.includes(file)) {
+      if (!/^uv\//.test(req.headers['user-agent'] ?? '')) {
+        downloads.push(file);
+        if (req.socket.remoteAddress === PROXY_ADDRESS) proxied.push(file);
+      }
+      return void res.writeHead(200, { 'content-type': 'application/octet-stream' }).end(readFileSync(join(dir, file)));
+    }
+    res.writeHead(404).end();
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { server, url: `https://127.0.0.1:${(server.address() as AddressInfo).port}/simple/`, downloads, proxied };
+}
+
+describe('the Python index as a backend', () => {
+  let dir: string;
+  let index: Served;
+  let trusted: string;
+  let untrusted: string;
+  let first: string;
+  const entry = <R>(out: string, stage: string) => {
+    const ledger = join(out, 'ledger', stage);
+    return JSON.parse(readFileSync(join(ledger, readdirSync(ledger)[0]), 'utf8')) as LedgerEntry<R>;
+  };
+  /** A repository committed on COMMIT_DATE asking for `dependencies`, its tests checking the tree the lock gives. */
+  const project = (name: string, dependencies: string[], classifiers: string[] = []) => {
+    process.env.GIT_COMMITTER_DATE = COMMIT_DATE;
+    process.env.GIT_AUTHOR_DATE = COMMIT_DATE;
+    try {
+      const repo = gitRepo(join(dir, name), {
+        'pyproject.toml': `[project]\nname = "${name}"\nversion = "0.1.0"\ndependencies = ${JSON.stringify(dependencies)}\nclassifiers = ${JSON.stringify(classifiers)}\n`,
+        'tests/test_tree.py':
+          'import importlib.metadata\n\nimport alpha\nimport gamma\n\n\ndef test_tree():\n' +
+          '    assert alpha.VERSION == "1.0" and gamma.VERSION == "1.0"\n' +
+          '    assert importlib.metadata.version("wl-beta") == "1.0"\n',
+      });
+      const manifest = join(dir, `${name}.jsonl`);
+      writeFileSync(manifest, `${JSON.stringify({ repo })}\n`);
+      return manifest;
+    } finally {
+      delete process.env.GIT_COMMITTER_DATE;
+      delete process.env.GIT_AUTHOR_DATE;
+    }
+  };
+  const run = (manifest: string, out: string, stages: string, cert: string, extra: string[] = []): Promise<CliResult> =>
+    cli(['run', '--manifest', manifest, '--out', join(dir, out), '--stages', stages, '--pip-index', 'auto', ...extra], {
+      WORLDLINE_INDEX_CACHE: join(dir, 'index-cache'),
+      PIP_INDEX_URL: index.url,
+      PIP_CERT: cert,
+      // Set on this host, they would win over PIP_CERT in pip (requests reads them first): empty, they are unset for it.
+      REQUESTS_CA_BUNDLE: '',
+      CURL_CA_BUNDLE: '',
+    });
+
+  beforeAll(async () => {
+    dir = tempDir('envs-index');
+    const wheels = join(dir, 'wheels');
+    mkdirSync(wheels);
+    for (const [dist, version, module, requires, tag] of WHEELS) {
+      execFileSync('python3', ['-c', MAKE_WHEEL, wheels, dist, version, module, tag ?? 'py3-none-any', ...requires]);
+    }
+    // uv as the mirror would serve it: fetched here through this host's own pip configuration.
+    execFileSync('python3', [
+      '-m',
+      'pip',
+      'download',
+      `uv==${UV_VERSION}`,
+      '--no-deps',
+      '--only-binary',
+      ':all:',
+      '--platform',
+      'manylinux_2_17_x86_64',
+      '-d',
+      wheels,
+      '-q',
+    ]);
+    const tls = certificates(dir);
+    untrusted = '/etc/ssl/certs/ca-certificates.crt';
+    trusted = join(dir, 'bundle.pem');
+    writeFileSync(trusted, readFileSync(untrusted, 'utf8') + readFileSync(tls.ca, 'utf8'));
+    index = await serveIndex(wheels, tls);
+  }, 300_000);
+  afterAll(() => index?.server.close());
+
+  it('locks the tree as of the commit date on the host, and the offline build installs it from the cache', async () => {
+    first = project('index-user', ['wl-alpha', 'wl-gamma-dist']);
+    const res = await run(first, 'out', 'clone,resolve,build,validate,shard', trusted, ['--licenses', '*']);
+    expect(res.code, `${res.stdout}\n${res.stderr}`).toBe(0);
+    const resolved = entry<ResolveRecord>(join(dir, 'out'), 'resolve').record!;
+    expect(resolved.index).toMatchObject({ mode: 'auto', exclude_newer: COMMIT_DATE, exclude_newer_from: 'commit' });
+    // The cut-off kept wl-beta 2.0 (uploaded after the commit) out; every file carries its hash.
+    const lock = resolved.env?.lock ?? [];
+    expect(lock.map((d) => `${d.name}==${d.version}`).sort()).toEqual(['wl-alpha==1.0', 'wl-beta==1.0', 'wl-gamma-dist==1.0']);
+    for (const d of lock) expect(d.sha256).toMatch(/^[0-9a-f]{64}$/);
+    expect(resolved.env).toMatchObject({ pip: [], apt: [] });
+    expect(entry<BuildRecord>(join(dir, 'out'), 'build').record?.index).toEqual({ mode: 'auto', files: 3, downloaded: 3, cached: 0 });
+    expect(entry<ValidateRecord>(join(dir, 'out'), 'validate').record).toMatchObject({ collected: 1, passed: 1 });
+    // uv's own wheel came once too, fetched by this host's pip into the cache.
+    expect(index.downloads.filter((f) => !f.startsWith('uv-')).sort()).toEqual([
+      'wl_alpha-1.0-py3-none-any.whl',
+      'wl_beta-1.0-py3-none-any.whl',
+      'wl_gamma_dist-1.0-py3-none-any.whl',
+    ]);
+    // The repos row carries where the files came from and the lock itself.
+    const [row] = await sql<{ env_index: string; env_lock: string[] }>(`select env_index, env_lock from '${join(dir, 'out')}/dataset/repos/data/*.parquet'`);
+    expect(row.env_index).toBe('auto');
+    expect(row.env_lock).toHaveLength(3);
+    expect(row.env_lock.join('\n')).toMatch(/^wl-beta==1\.0 sha256:[0-9a-f]{64} https:\/\/127\.0\.0\.1:\d+\/files\/wl_beta-1\.0-py3-none-any\.whl$/m);
+  }, 900_000);
+
+  it('builds a second unit with the same lock from the cache, downloading nothing', async () => {
+    const before = index.downloads.length;
+    const res = await run(project('index-user-2', ['wl-gamma-dist', 'wl-alpha>=1']), 'out2', 'clone,resolve,build,validate', trusted);
+    expect(res.code, `${res.stdout}\n${res.stderr}`).toBe(0);
+    expect(entry<BuildRecord>(join(dir, 'out2'), 'build').record?.index).toEqual({ mode: 'auto', files: 3, downloaded: 0, cached: 3 });
+    expect(index.downloads.length).toBe(before);
+    expect(entry<ValidateRecord>(join(dir, 'out2'), 'validate').record).toMatchObject({ passed: 1 });
+  }, 900_000);
+
+  it('rebuilds from a line that carries its lock (as `resolve` prints it) without resolving or downloading', async () => {
+    const env = { WORLDLINE_INDEX_CACHE: join(dir, 'index-cache'), PIP_INDEX_URL: index.url, PIP_CERT: trusted, REQUESTS_CA_BUNDLE: '', CURL_CA_BUNDLE: '' };
+    const printed = await cli(['resolve', '--manifest', first, '--out', join(dir, 'out'), '--pip-index', 'auto'], env);
+    expect(printed.code, printed.stderr).toBe(0);
+    const line = printed.stdout.trim().split('\n').at(-1)!;
+    expect(JSON.parse(line).env.lock).toHaveLength(3);
+    const locked = join(dir, 'locked.jsonl');
+    writeFileSync(locked, `${line}\n`);
+    const before = index.downloads.length;
+    // No --pip-index: the line's lock is all there is, and the cache has its files.
+    const res = await cli(['run', '--manifest', locked, '--out', join(dir, 'out5'), '--stages', 'clone,resolve,build,validate'], env);
+    expect(res.code, `${res.stdout}\n${res.stderr}`).toBe(0);
+    expect(entry<ResolveRecord>(join(dir, 'out5'), 'resolve').record?.source).toBe('manifest');
+    expect(entry<BuildRecord>(join(dir, 'out5'), 'build').record?.index).toEqual({ mode: 'lock', files: 3, downloaded: 0, cached: 3 });
+    expect(entry<ValidateRecord>(join(dir, 'out5'), 'validate').record).toMatchObject({ passed: 1 });
+    expect(index.downloads.length).toBe(before);
+    const status = await cli(['status', '--out', join(dir, 'out5')]);
+    expect(status.stdout).toMatch(/python packages from: 1 index lock/);
+  }, 900_000);
+
+  it('goes through the proxy pip is configured with, for the resolver and for the downloads', async () => {
+    const proxy = await serveProxy();
+    try {
+      const res = await cli(
+        [
+          'run',
+          '--manifest',
+          project('index-proxy', ['wl-alpha', 'wl-gamma-dist', 'wl-delta']),
+          '--out',
+          join(dir, 'out7'),
+          '--stages',
+          'clone,resolve,build,validate',
+          '--pip-index',
+          'auto',
+        ],
+        {
+          WORLDLINE_INDEX_CACHE: join(dir, 'index-cache'),
+          PIP_INDEX_URL: index.url,
+          PIP_CERT: trusted,
+          REQUESTS_CA_BUNDLE: '',
+          CURL_CA_BUNDLE: '',
+          PIP_PROXY: proxy.url,
+        },
+      );
+      expect(res.code, `${res.stdout}\n${res.stderr}`).toBe(0);
+      expect(entry<BuildRecord>(join(dir, 'out7'), 'build').record?.index).toEqual({ mode: 'auto', files: 4, downloaded: 1, cached: 3 });
+      expect(proxy.tunnels).toContain(new URL(index.url).host);
+      // The resolver read the index through the proxy, and the one new file came through it too.
+      expect(index.proxied).toContain('simple/wl-delta');
+      expect(index.proxied.filter((p) => p.endsWith('.whl'))).toEqual(['wl_delta-1.0-py3-none-any.whl']);
+    } finally {
+      proxy.server.close();
+    }
+  }, 900_000);
+
+  it('names the certificate when the index is not trusted, not a missing distribution', async () => {
+    const res = await run(project('index-untrusted', ['wl-alpha']), 'out3', 'clone,resolve', untrusted);
+    expect(res.code).toBe(1);
+    const reason = entry<ResolveRecord>(join(dir, 'out3'), 'resolve').reason ?? '';
+    expect(reason).toMatch(/certificate|UnknownIssuer/i);
+    expect(reason).not.toMatch(/No matching distribution/);
+  }, 300_000);
+
+  it("refuses a lock that would take a file of this host from outside the index's folders", async () => {
+    // The evidence readers drop direct references today; the lock refuses them too, should one get through.
+    const outside = join(dir, 'outside');
+    mkdirSync(outside);
+    execFileSync('python3', ['-c', MAKE_WHEEL, outside, 'wl-evil', '1.0', 'evil', 'py3-none-any']);
+    const settings = { ...indexSettings(join(dir, 'wheels'), new Map())!, cert: trusted };
+    const uv = join(dir, 'index-cache', 'uv', UV_VERSION, 'uv');
+    const lock = (requirements: string[]) => lockRequirements({ uv, settings, requirements, python: '3.11', excludeNewer: COMMIT_DATE });
+    process.env.WORLDLINE_INDEX_CACHE = join(dir, 'index-cache');
+    try {
+      expect(await lock([`wl-evil @ file://${outside}/wl_evil-1.0-py3-none-any.whl`])).toMatchObject({
+        failure: expect.stringMatching(
+          /^wl-evil would come from \/\S+\/outside\/wl_evil-1\.0-py3-none-any\.whl, a file of this host outside the index's folders$/,
+        ),
+      });
+      expect(await lock(['wl-gamma-dist'])).toMatchObject({ lock: [{ name: 'wl-gamma-dist', url: expect.stringMatching(/^file:\/\//) }] });
+    } finally {
+      delete process.env.WORLDLINE_INDEX_CACHE;
+    }
+  }, 300_000);
+
+  it("moves to the next base in Debian's order that the tree has wheels for, and records why the first did not lock", async () => {
+    const manifest = project('index-native', ['wl-native'], ['Programming Language :: Python :: 3.13']);
+    const res = await run(manifest, 'out8', 'clone,resolve', trusted);
+    expect(res.code, `${res.stdout}\n${res.stderr}`).toBe(0);
+    const resolved = entry<ResolveRecord>(join(dir, 'out8'), 'resolve').record!;
+    // The project names 3.13, so Debian's order tries it first; wl-native has no wheel for it.
+    expect(resolved.python).toBe('3.11');
+    expect(resolved.index?.tried).toEqual([expect.stringMatching(/^python 3\.13: .*wl-native/)]);
+    expect(resolved.env?.lock?.map((d) => d.filename)).toEqual(['wl_native-1.0-cp311-cp311-manylinux_2_17_x86_64.whl']);
+  }, 300_000);
+
+  it('says why when the cut-off leaves no solution, for every base tried', async () => {
+    const res = await run(project('index-conflict', ['wl-alpha', 'wl-beta>=2']), 'out4', 'clone,resolve', trusted);
+    expect(res.code).toBe(1);
+    const reason = entry<ResolveRecord>(join(dir, 'out4'), 'resolve').reason ?? '';
+    for (const python of ['3.9', '3.11', '3.13']) expect(reason).toMatch(new RegExp(`python ${python.replace('.', '\\.')}: [^;]*wl-beta`));
+  }, 300_000);
+});
+
+describe('the index settings and causes, read as pip and uv write them', () => {
+  const config = parsePipConfigList(
+    [
+      ":env:.cert='/env/ca.pem'",
+      ":env:.find-links='/opt/wheels'",
+      "global.cert='/etc/ssl/certs/ca-certificates.crt'",
+      "global.constraint='/etc/xdg/pip/constraints.txt'",
+      "global.extra-index-url='file:///opt/pypi/simple file:///opt/pypi-more/simple'",
+      "global.index-url='https://mirror.example/simple'",
+    ].join('\n'),
+  );
+
+  it('takes what pip takes: its variables over its files, every extra index and find-links, the constraint', () => {
+    const saved = { r: process.env.REQUESTS_CA_BUNDLE, c: process.env.CURL_CA_BUNDLE };
+    process.env.REQUESTS_CA_BUNDLE = '';
+    process.env.CURL_CA_BUNDLE = '';
+    try {
+      expect(indexSettings('auto', config)).toEqual({
+        mode: 'auto',
+        indexUrl: 'https://mirror.example/simple',
+        extraIndexUrls: ['file:///opt/pypi/simple', 'file:///opt/pypi-more/simple'],
+        findLinks: ['/opt/wheels'],
+        noIndex: false,
+        cert: '/env/ca.pem',
+        proxy: null,
+        constraints: ['/etc/xdg/pip/constraints.txt'],
+      });
+      // A URL replaces where the index is, never how it is trusted; a folder is the only source.
+      expect(indexSettings('https://other.example/simple/', config)).toMatchObject({
+        mode: 'url',
+        indexUrl: 'https://other.example/simple/',
+        extraIndexUrls: [],
+        cert: '/env/ca.pem',
+      });
+      expect(indexSettings('/srv/wheels', config)).toMatchObject({ mode: 'folder', noIndex: true, findLinks: ['/srv/wheels'] });
+      expect(indexSettings('none', config)).toBeNull();
+      // pip's requests lets this variable win over pip's own cert: the effective trust is what is taken.
+      process.env.REQUESTS_CA_BUNDLE = '/requests/ca.pem';
+      expect(indexSettings('auto', config)?.cert).toBe('/requests/ca.pem');
+    } finally {
+      for (const [k, v] of [
+        ['REQUESTS_CA_BUNDLE', saved.r],
+        ['CURL_CA_BUNDLE', saved.c],
+      ] as const) {
+        if (v === undefined) delete process.env[k];
+        else process.env[k] = v;
+      }
+    }
+  });
+
+  it("names uv's innermost cause with its first error line, and takes dates as uv's cut-off", () => {
+    const said = [
+      'error: Failed to fetch: `https://127.0.0.1:1/simple/x/`',
+      '  Caused by: Request failed after 3 retries',
+      '  Caused by: error sending request for url (https://127.0.0.1:1/simple/x/)',
+      '  Caused by: invalid peer certificate: UnknownIssuer',
+    ].join('\n');
+    expect(uvCause(said)).toBe('invalid peer certificate: UnknownIssuer (Failed to fetch: `https://127.0.0.1:1/simple/x/`)');
+    expect(cutoffTime('2022-06-01T14:00:00+02:00')).toBe('2022-06-01T12:00:00Z');
+    expect(cutoffTime('2024-09-01')).toBe('2024-09-01T00:00:00Z');
+    expect(() => cutoffTime('last week')).toThrow(/not a date/);
+  });
+});
