@@ -73,7 +73,14 @@ export class Episode {
    * that ends soon); without it grading makes its container at the end (a session that may sit
    * idle holds one container, not two).
    */
-  static async start(task: TaskRecord, budgets: Budgets, limits: EnvLimits, runEnv: Record<string, string>, grade: GradeEnv, holdAhead = true): Promise<Episode> {
+  static async start(
+    task: TaskRecord,
+    budgets: Budgets,
+    limits: EnvLimits,
+    runEnv: Record<string, string>,
+    grade: GradeEnv,
+    holdAhead = true,
+  ): Promise<Episode> {
     const started = Date.now();
     const held = holdAhead ? holdGrading(task, grade) : null;
     // Its failure is met where it is awaited; until then it must not count as unhandled.
