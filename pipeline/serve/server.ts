@@ -65,9 +65,9 @@ export async function serve(catalog: TaskCatalog, opts: ServeOptions): Promise<R
 
   /** A session started within capacity, its containers labelled for this output folder (the orphan sweep's). */
   const startSession = async (req: ResetRequest): Promise<{ session: Session; reply: Reply }> => {
+    const picked = catalog.pick(req);
     if (live.size + starting >= opts.maxSessions)
       throw new ProtocolError('CAPACITY_REACHED', `all ${opts.maxSessions} sessions are in use; retry after one closes`);
-    const picked = catalog.pick(req);
     starting += 1;
     try {
       const started = await forOutput(out, () => Session.start(picked, req, opts)).catch((e: unknown) => {
