@@ -21,7 +21,7 @@ import { TaskCatalog } from '../pipeline/serve/task_picker.js';
 import { validateRecord } from '../schemas/schema.js';
 import type { TaskRecord } from '../schemas/tasks.js';
 import { trajectoriesSchema } from '../schemas/trajectories.js';
-import { cli, tempDir } from './helpers.js';
+import { cli, cliProcess, tempDir } from './helpers.js';
 
 /** What the server sends: an observation (its fields as the tests read them), the state, or an error. */
 interface Msg {
@@ -308,6 +308,34 @@ describe('worldline serve', () => {
       await guarded.close();
     }
   });
+
+  it("leaves nothing behind when killed: the next server's start sweeps the dead one's containers, and a stop removes its own", async () => {
+    const task = tasks[0];
+    /** A `worldline serve` process, its URL read from its first line. */
+    const start = async () => {
+      const p = cliProcess(['serve', '--dataset', join(out, 'dataset'), '--port', '0', '--no-record']);
+      expect(await until(() => /serving .*? at (http\S+) /.test(p.output().stderr) || p.child.exitCode !== null, 60_000), p.output().stderr).toBe(true);
+      return { ...p, url: /serving .*? at (http\S+) /.exec(p.output().stderr)![1] };
+    };
+    const owned = (pid: number) =>
+      execFileSync('docker', ['ps', '-aq', '--filter', `label=worldline.task=${task.instance_id}`, '--filter', `label=worldline.owner=${hostname()}:${pid}`])
+        .toString()
+        .split('\n')
+        .filter(Boolean);
+    const first = await start();
+    const c = await Client.open(first.url);
+    expect((await c.reset({ task_id: task.instance_id })).type).toBe('observation');
+    first.child.kill('SIGKILL');
+    await first.done;
+    expect(owned(first.child.pid!).length).toBe(1);
+    const second = await start();
+    expect(owned(first.child.pid!)).toEqual([]);
+    const d = await Client.open(second.url);
+    expect((await d.reset({ task_id: task.instance_id })).type).toBe('observation');
+    second.child.kill('SIGTERM');
+    expect((await second.done).code).toBe(143);
+    expect(owned(second.child.pid!)).toEqual([]);
+  }, 180_000);
 
   it("is driven by OpenEnv's own GenericEnvClient (examples/serve_client.py): oracle 1, scripted 0, in parallel sessions", async () => {
     const venv = join(inject('workRoot'), 'openenv-venv');
