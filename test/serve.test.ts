@@ -294,6 +294,37 @@ describe('worldline serve', () => {
     expect(() => catalog.pick({ kind: 'issue_fix', repo: 'nowhere' })).toThrow(/no task matches/);
   });
 
+  it('ends an episode at the turn limit with the grader reward, and records nothing under --no-record', async () => {
+    const short = await serve(catalog, { ...options(), record: false, budgets: { ...options().budgets, maxTurns: 2 } });
+    const recorded = () => (existsSync(join(out, 'served')) ? readdirSync(join(out, 'served', 'trajectories')).length : 0);
+    const before = recorded();
+    try {
+      const c = await Client.open(short.url);
+      await c.reset({ task_id: tasks[0].instance_id });
+      expect((await c.call('bash', { command: 'true' })).data.done).toBe(false);
+      const last = await c.call('bash', { command: 'true' });
+      expect(last.data).toMatchObject({ done: true, reward: 0, metadata: { exit_status: 'max_turns' } });
+      expect((await c.call('bash', { command: 'true' })).data.code).toBe('SESSION_ERROR');
+      c.close();
+      expect(recorded()).toBe(before);
+    } finally {
+      await short.close();
+    }
+  }, 120_000);
+
+  it('answers the stateless HTTP /reset and /step', async () => {
+    const post = (path: string, body: string) => fetch(`${server.url}${path}`, { method: 'POST', body, headers: { 'content-type': 'application/json' } });
+    const reset = await post('/reset', JSON.stringify({ task_id: tasks[0].instance_id }));
+    expect(reset.status).toBe(200);
+    expect(((await reset.json()) as { observation: { task_id: string } }).observation.task_id).toBe(tasks[0].instance_id);
+    expect(await until(() => server.sessions() === 0, 10_000)).toBe(true);
+    const listed = (await (await post('/step', JSON.stringify({ action: { type: 'list_tools' } }))).json()) as { observation: { tools: unknown[] } };
+    expect(listed.observation.tools.length).toBe(5);
+    expect((await post('/step', JSON.stringify({ action: { type: 'call_tool', tool_name: 'bash', arguments: { command: 'id' } } }))).status).toBe(409);
+    expect((await post('/step', JSON.stringify({ action: { type: 'fly' } }))).status).toBe(422);
+    expect((await post('/reset', '{oops')).status).toBe(400);
+  }, 60_000);
+
   it('binds off loopback only with a token, and then wants it on every request', async () => {
     await expect(serve(catalog, { ...options(), host: '0.0.0.0' })).rejects.toThrow(/bearer token/);
     const guarded = await serve(catalog, { ...options(), token: 'sesame' });

@@ -203,7 +203,8 @@ export async function serve(catalog: TaskCatalog, opts: ServeOptions): Promise<R
       });
       req.on('error', reject);
     });
-  const httpStatus = (e: ProtocolError) => ({ INVALID_JSON: 400, VALIDATION_ERROR: 422, CAPACITY_REACHED: 503, UNKNOWN_TYPE: 400 })[e.code as string] ?? 500;
+  const httpStatus = (e: ProtocolError) =>
+    ({ INVALID_JSON: 400, VALIDATION_ERROR: 422, SESSION_ERROR: 409, CAPACITY_REACHED: 503, UNKNOWN_TYPE: 400 })[e.code as string] ?? 500;
 
   const routes: Record<string, (req: IncomingMessage) => Promise<unknown>> = {
     'GET /health': async () => ({ status: 'healthy' }),
