@@ -713,6 +713,7 @@ export const serveOptions = <T>(y: Argv<T>) =>
     .option('cpus', { type: 'number', default: 1, describe: "CPUs for a session's container (and for grading's)" })
     .option('pids', { type: 'number', default: DEFAULTS.pids, describe: "Processes in a session's container" })
     .option('work-disk', { type: 'number', default: DEFAULTS.workDiskMb, describe: "MB of disk for grading's work folder" })
+    .option('registry', registryOption('Pull the task images this host lacks from this registry (HOST[:PORT]), by the digests worldline push recorded'))
     .option('record', { type: 'boolean', default: true, describe: "Write each episode's trajectory row to OUT/served/trajectories/ (--no-record: off)" })
     .check((a) => {
       for (const k of ['max-sessions', 'idle-timeout', 'max-turns', 'max-wall', 'bash-timeout', 'memory', 'cpus', 'pids', 'work-disk'] as const)
@@ -722,3 +723,24 @@ export const serveOptions = <T>(y: Argv<T>) =>
         throw new UsageError(`${a.dataset}: not a dataset (no manifest.json); a run writes its dataset to OUT/dataset`);
       return true;
     });
+
+/** An OCI registry, HOST[:PORT]. */
+const registryOption = (describe: string) =>
+  ({
+    type: 'string',
+    describe,
+    coerce: (v: string | undefined) => {
+      if (v !== undefined && !/^[A-Za-z0-9.-]+(:\d{1,5})?$/.test(v)) throw new UsageError(`--registry ${v}: give HOST or HOST:PORT`);
+      return v;
+    },
+  }) as const;
+
+/** `worldline push`: the dataset whose task images go, and where. */
+export const pushOptions = <T>(y: Argv<T>) =>
+  y
+    .option('dataset', {
+      type: 'string',
+      demandOption: true,
+      describe: "The dataset whose task images are pushed: a run's OUT/dataset (OUT/images.json records where they went)",
+    })
+    .option('registry', { ...registryOption('The OCI registry, HOST[:PORT]'), demandOption: true });

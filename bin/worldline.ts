@@ -46,6 +46,7 @@ import { DEFAULT_PYTHON, PYTHON_VERSIONS, type PythonVersion } from '../pipeline
 import { DEFAULTS } from '../pipeline/runtime/options.js';
 import { Progress, progressMode } from '../pipeline/runtime/progress.js';
 import { formatStatus, readStatus, statusBeside } from '../pipeline/runtime/status.js';
+import { pullMissingImages, pushTaskImages } from '../pipeline/serve/images.js';
 import { serve } from '../pipeline/serve/server.js';
 import { TaskCatalog } from '../pipeline/serve/task_picker.js';
 import { shardOutput } from '../pipeline/stages/shard.js';
@@ -64,6 +65,7 @@ import {
   pipelineOptions,
   positiveInt,
   progressOption,
+  pushOptions,
   queueOptions,
   serveOptions,
   share,
@@ -528,6 +530,7 @@ await yargs(hideBin(process.argv))
       await requireDocker();
       const log = (m: string) => process.stderr.write(`worldline: ${terminalSafe(m)}\n`);
       const catalog = await TaskCatalog.load(resolve(a.dataset), a.manifest && resolve(a.manifest));
+      if (a.registry) await pullMissingImages(catalog, a.registry, log);
       const server = await serve(catalog, {
         host: a.host,
         port: a.port,
@@ -549,6 +552,18 @@ await yargs(hideBin(process.argv))
       log(`${signal}: closing every session`);
       await server.close();
       process.exit(signal === 'SIGINT' ? 130 : 143);
+    },
+  })
+  .command({
+    command: 'push',
+    describe: "Push the dataset's task images to an OCI registry by digest, so a rollout host serves them without a build (serve --registry)",
+    builder: pushOptions,
+    handler: async (a) => {
+      await requireDocker();
+      const log = (m: string) => process.stderr.write(`worldline: ${terminalSafe(m)}\n`);
+      const catalog = await TaskCatalog.load(resolve(a.dataset));
+      const refs = await pushTaskImages(catalog, a.registry as string, log);
+      process.stdout.write(`${JSON.stringify(refs, null, 1)}\n`);
     },
   })
   .demandCommand(1, 'name a command: worldline --help lists them')

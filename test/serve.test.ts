@@ -8,6 +8,7 @@
  */
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { type AddressInfo, createServer } from 'node:net';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -15,6 +16,8 @@ import WebSocket from 'ws';
 import { packageRoot } from '../core/package.js';
 import { hunksOf } from '../pipeline/agent/policy.js';
 import { DEFAULTS } from '../pipeline/runtime/options.js';
+import { pullImage } from '../pipeline/sandbox/registry.js';
+import { pullMissingImages } from '../pipeline/serve/images.js';
 import { MAX_MESSAGE_BYTES } from '../pipeline/serve/protocol.js';
 import { type RunningServer, type ServeOptions, serve } from '../pipeline/serve/server.js';
 import { TaskCatalog } from '../pipeline/serve/task_picker.js';
@@ -367,6 +370,51 @@ describe('worldline serve', () => {
     expect((await second.done).code).toBe(143);
     expect(owned(second.child.pid!)).toEqual([]);
   }, 180_000);
+
+  it("pushes the task images to a loopback registry (Debian's docker-registry) by digest and pulls them back as the same images", async () => {
+    if (!existsSync('/usr/bin/docker-registry')) {
+      console.warn("Debian's docker-registry is not installed (apt-get install docker-registry): the registry case is skipped");
+      return;
+    }
+    const port = await new Promise<number>((resolve) => {
+      const probe = createServer().listen(0, '127.0.0.1', () => {
+        const { port } = probe.address() as AddressInfo;
+        probe.close(() => resolve(port));
+      });
+    });
+    const dir = tempDir('registry');
+    writeFileSync(join(dir, 'config.yml'), `version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: ${dir}/data\nhttp:\n  addr: 127.0.0.1:${port}\n`);
+    const registry = spawn('/usr/bin/docker-registry', ['serve', join(dir, 'config.yml')], { stdio: 'ignore' });
+    const host = `127.0.0.1:${port}`;
+    try {
+      let up = false;
+      for (let i = 0; i < 40 && !up; i++) {
+        up = await fetch(`http://${host}/v2/`).then(
+          (r) => r.ok,
+          () => false,
+        );
+        if (!up) await new Promise((r) => setTimeout(r, 250));
+      }
+      expect(up).toBe(true);
+      const pushed = await cli(['push', '--dataset', join(out, 'dataset'), '--registry', host]);
+      expect(pushed.code, pushed.stderr).toBe(0);
+      const refs = JSON.parse(readFileSync(join(out, 'images.json'), 'utf8')) as Record<string, string>;
+      for (const id of new Set(tasks.map((t) => t.image_id))) {
+        const ref = refs[id];
+        expect(ref).toMatch(new RegExp(`^${host}/worldline/env@sha256:[0-9a-f]{64}$`));
+        // The registry holds the image itself: its manifest's config is the task's image id.
+        const manifest = await fetch(`http://${host}/v2/worldline/env/manifests/${ref.split('@')[1]}`, {
+          headers: { accept: 'application/vnd.docker.distribution.manifest.v2+json' },
+        });
+        expect(((await manifest.json()) as { config: { digest: string } }).config.digest).toBe(id);
+        expect(await pullImage(ref)).toBe(id);
+      }
+      // Images already here are neither pulled nor rebuilt.
+      expect(await pullMissingImages(catalog, host, () => undefined)).toBe(0);
+    } finally {
+      registry.kill();
+    }
+  }, 300_000);
 
   it("is driven by OpenEnv's own GenericEnvClient (examples/serve_client.py): oracle 1, scripted 0, in parallel sessions", async () => {
     const venv = join(inject('workRoot'), 'openenv-venv');

@@ -62,6 +62,8 @@ export const outLayout = {
   logDir: (out: string, stage: string) => join(out, 'logs', stage),
   log: (out: string, stage: string, unitId: string) => join(out, 'logs', stage, `${unitId}.log`),
   work: (out: string, kind: WorkKind, unitId: string, ...sub: string[]) => join(out, 'work', kind, unitId, ...sub),
+  /** Where `worldline push` put each task image: image id -> reference by digest in a registry. */
+  images: (out: string) => join(out, 'images.json'),
   /** `worldline serve`'s episodes, one trajectory row (a JSON Lines file) each. */
   served: (out: string, episodeId: string) => join(out, 'served', 'trajectories', `${episodeId}.jsonl`),
   workRoot: (out: string) => join(out, 'work'),
