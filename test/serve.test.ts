@@ -315,6 +315,22 @@ describe('worldline serve', () => {
     }
   }, 120_000);
 
+  it('closes a session silent past the idle limit, its container removed, but never cuts a step that is running', async () => {
+    const brief = await serve(catalog, { ...options(), idleS: 2 });
+    try {
+      const c = await Client.open(brief.url);
+      await c.reset({ task_id: tasks[1].instance_id });
+      const slow = await c.call('bash', { command: 'sleep 3; echo still-here' });
+      expect(slow.data.observation.result?.output).toContain('still-here');
+      expect(containersOf(tasks[1].instance_id).length).toBe(1);
+      expect(await until(() => c.closeCode !== null, 10_000)).toBe(true);
+      expect(await until(() => containersOf(tasks[1].instance_id).length === 0, 20_000)).toBe(true);
+      expect(brief.sessions()).toBe(0);
+    } finally {
+      await brief.close();
+    }
+  }, 60_000);
+
   it('answers the stateless HTTP /reset and /step', async () => {
     const post = (path: string, body: string) => fetch(`${server.url}${path}`, { method: 'POST', body, headers: { 'content-type': 'application/json' } });
     const reset = await post('/reset', JSON.stringify({ task_id: tasks[0].instance_id }));

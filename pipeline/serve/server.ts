@@ -158,14 +158,23 @@ export async function serve(catalog: TaskCatalog, opts: ServeOptions): Promise<R
       send(observationReply(reply.observation, reply.reward, reply.done, reply.metadata));
     };
     armIdle();
+    // Idle is the client's silence: the clock stops while a message is handled (a long bash call,
+    // grading) and starts again at the reply.
+    let pending = 0;
     ws.on('message', (data: Buffer) => {
-      armIdle();
-      queue = queue.then(() =>
-        handle(data).catch((e: unknown) => {
-          const err = e instanceof ProtocolError ? e : new ProtocolError('EXECUTION_ERROR', (e as Error).message);
-          send(errorReply(err.code, err.message));
-        }),
-      );
+      pending += 1;
+      clearTimeout(idle);
+      queue = queue
+        .then(() =>
+          handle(data).catch((e: unknown) => {
+            const err = e instanceof ProtocolError ? e : new ProtocolError('EXECUTION_ERROR', (e as Error).message);
+            send(errorReply(err.code, err.message));
+          }),
+        )
+        .then(() => {
+          pending -= 1;
+          if (!pending && !gone) armIdle();
+        });
     });
     const end = () => {
       if (gone) return;
