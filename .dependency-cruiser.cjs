@@ -46,6 +46,13 @@ module.exports = {
       from: { pathNot: '^pipeline/sandbox/' },
       to: { path: '(^|/)node_modules/(@types/)?dockerode/' },
     },
+    {
+      name: 'serve-on-top',
+      severity: 'error',
+      comment: 'pipeline/serve/ offers the tasks as environments through agent/ (the same episode, tools and grading as forage); nothing in the pipeline depends on it, and it runs no stage.',
+      from: { path: '^pipeline/', pathNot: '^pipeline/serve/' },
+      to: { path: '^pipeline/serve/' },
+    },
     { name: 'no-test-code-in-product', severity: 'error', from: { path: '^(bin|core|pipeline|datasets|schemas)/' }, to: { path: '^test/' } },
   ],
   options: {

@@ -727,3 +727,45 @@ export function toPipelineOptions(a: PipelineArgs): PipelineOptions {
     imageBudgetGb: imageBudgetGb(a['image-budget']),
   };
 }
+
+/** `worldline serve`: where it listens, how many sessions at once, and each session's limits. */
+export const serveOptions = <T>(y: Argv<T>) =>
+  y
+    .option('dataset', { type: 'string', demandOption: true, describe: "The dataset whose tasks are served: a run's OUT/dataset (its ledger beside it)" })
+    .option('manifest', { type: 'string', describe: "The run's manifest: needed when a unit's environment was its manifest line's own" })
+    .option('host', { type: 'string', default: '127.0.0.1', describe: 'Address to bind; anything but loopback needs --token' })
+    .option('port', { type: 'number', default: 8000, describe: 'Port (0: any free one, printed)' })
+    .option('token', { type: 'string', describe: 'Bearer token every request must carry (default: WORLDLINE_SERVE_TOKEN)' })
+    .option('max-sessions', { type: 'number', default: 16, describe: 'Sessions with a container at once; a reset past them gets CAPACITY_REACHED' })
+    .option('idle-timeout', { type: 'number', default: 600, describe: 'Seconds a session may stay silent before it is closed and its container removed' })
+    .option('max-turns', { type: 'number', default: DEFAULTS.maxTurns, describe: 'Tool calls per episode; the last one ends it with the grader reward' })
+    .option('max-wall', {
+      type: 'number',
+      default: DEFAULTS.maxWallS,
+      describe: 'Wall seconds per episode; past it the next action ends it with the grader reward',
+    })
+    .option('bash-timeout', { type: 'number', default: DEFAULTS.bashTimeoutS, describe: 'Seconds one bash call may run' })
+    .option('memory', { type: 'number', default: 2048, describe: "MB of memory for a session's container (and for grading's)" })
+    .option('cpus', { type: 'number', default: 1, describe: "CPUs for a session's container (and for grading's)" })
+    .option('pids', { type: 'number', default: DEFAULTS.pids, describe: "Processes in a session's container" })
+    .option('work-disk', { type: 'number', default: DEFAULTS.workDiskMb, describe: "MB of disk for grading's work folder" })
+    .option('registry', {
+      type: 'string',
+      describe: "Pull the task images this host lacks from this registry (HOST[:PORT]), by the digests worldline push recorded in the dataset's images.json",
+    })
+    .option('record', { type: 'boolean', default: true, describe: "Write each episode's trajectory row to OUT/served/trajectories/ (--no-record: off)" })
+    .check((a) => {
+      for (const k of ['max-sessions', 'idle-timeout', 'max-turns', 'max-wall', 'bash-timeout', 'memory', 'cpus', 'pids', 'work-disk'] as const)
+        positiveInt(`--${k}`, a[k] as number);
+      wholeAtLeast('--port', a.port);
+      if (a.registry !== undefined) {
+        try {
+          registryHost(a.registry as string);
+        } catch (e) {
+          throw new UsageError(`--registry: ${(e as Error).message}`);
+        }
+      }
+      if (!existsSync(join(a.dataset as string, 'manifest.json')))
+        throw new UsageError(`${a.dataset}: not a dataset (no manifest.json); a run writes its dataset to OUT/dataset`);
+      return true;
+    });

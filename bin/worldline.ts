@@ -47,6 +47,9 @@ import { DEFAULT_PYTHON, PYTHON_VERSIONS, type PythonVersion } from '../pipeline
 import { DEFAULTS } from '../pipeline/runtime/options.js';
 import { Progress, progressMode } from '../pipeline/runtime/progress.js';
 import { formatStatus, readStatus, statusBeside } from '../pipeline/runtime/status.js';
+import { pullMissingImages } from '../pipeline/serve/images.js';
+import { serve } from '../pipeline/serve/server.js';
+import { TaskCatalog } from '../pipeline/serve/task_picker.js';
 import { shardOutput } from '../pipeline/stages/shard.js';
 import { Stopped, stopOnSignals, throwIfStopped } from '../pipeline/stop.js';
 import { allTraced, formatScriptTraces, scriptContamination, traceScript } from '../pipeline/trace_script.js';
@@ -65,6 +68,7 @@ import {
   progressOption,
   pushOptions,
   queueOptions,
+  serveOptions,
   share,
   toContentPolicy,
   toLayout,
@@ -535,6 +539,38 @@ await yargs(hideBin(process.argv))
       );
       await (a.format === 'text' ? writeText : writeStdout)(formatScriptTraces(results, a.format));
       process.exitCode = allTraced(results) ? 0 : 1;
+    },
+  })
+  .command({
+    command: 'serve',
+    describe: "Serve the dataset's tasks as reinforcement-learning environments over OpenEnv's protocol (WebSocket /ws; /health, /schema, /metadata)",
+    builder: serveOptions,
+    handler: async (a) => {
+      await requireDocker();
+      const log = (m: string) => process.stderr.write(`worldline: ${terminalSafe(m)}\n`);
+      const catalog = await TaskCatalog.load(resolve(a.dataset), a.manifest && resolve(a.manifest));
+      if (a.registry) await pullMissingImages(catalog, resolve(a.dataset), a.registry, log);
+      const server = await serve(catalog, {
+        host: a.host,
+        port: a.port,
+        token: a.token ?? process.env.WORLDLINE_SERVE_TOKEN,
+        maxSessions: a['max-sessions'],
+        idleS: a['idle-timeout'],
+        record: a.record,
+        budgets: { maxTurns: a['max-turns'], maxTokens: DEFAULTS.maxTokens, maxWallS: a['max-wall'] },
+        limits: { memoryMb: a.memory, cpus: a.cpus, pids: a.pids, bashTimeoutS: a['bash-timeout'], outputCap: 20_000 },
+        options: { ...DEFAULTS, out: catalog.out, memoryMb: a.memory, cpus: a.cpus, pids: a.pids, workDiskMb: a['work-disk'] },
+        log,
+      });
+      log(`serving ${catalog.size} task(s) at ${server.url} (WebSocket ${server.url.replace(/^http/, 'ws')}/ws), at most ${a['max-sessions']} sessions`);
+      // A stop removes every session's container before the process goes (a kill leaves them to the next start's sweep).
+      const signal = await new Promise<NodeJS.Signals>((done) => {
+        process.once('SIGINT', () => done('SIGINT'));
+        process.once('SIGTERM', () => done('SIGTERM'));
+      });
+      log(`${signal}: closing every session`);
+      await server.close();
+      process.exit(signal === 'SIGINT' ? 130 : 143);
     },
   })
   .demandCommand(1, 'name a command: worldline --help lists them')

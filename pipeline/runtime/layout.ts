@@ -54,7 +54,7 @@ export function buildOutputPath(tag: string): string {
 export type PartKind = 'tests' | 'traces' | 'tasks' | 'trajectories' | 'task_traces' | 'trace_descriptions';
 
 /** Scratch folders, one per (purpose, unit): removed by their writers, never read by `shard`. */
-export const WORK_KINDS = ['build', 'validate', 'trace', 'forage', 'grade', 'issues', 'task-traces'] as const;
+export const WORK_KINDS = ['build', 'validate', 'trace', 'forage', 'grade', 'issues', 'task-traces', 'serve'] as const;
 export type WorkKind = (typeof WORK_KINDS)[number];
 
 /** Paths under one output folder. */
@@ -71,6 +71,8 @@ export const outLayout = {
   logDir: (out: string, stage: string) => join(out, 'logs', stage),
   log: (out: string, stage: string, unitId: string) => join(out, 'logs', stage, `${unitId}.log`),
   work: (out: string, kind: WorkKind, unitId: string, ...sub: string[]) => join(out, 'work', kind, unitId, ...sub),
+  /** `worldline serve`'s episodes, one trajectory row (a JSON Lines file) each. */
+  served: (out: string, episodeId: string) => join(out, 'served', 'trajectories', `${episodeId}.jsonl`),
   workRoot: (out: string) => join(out, 'work'),
   /** A stage's finished pieces of one unit, kept until the stage finishes so a cut run goes on from them. */
   progress: (out: string, stage: string, unitId: string) => join(out, 'progress', stage, unitId),

@@ -17,7 +17,7 @@ import { openaiPolicy } from '../agent/policies/openai.js';
 import { oraclePolicy, oracleTurns } from '../agent/policies/oracle.js';
 import { type ReplayPolicy, replayBudgets, replayOutcome, replayPolicy } from '../agent/policies/replay.js';
 import type { Policy } from '../agent/policy.js';
-import { type Budgets, rollout } from '../agent/rollout.js';
+import { agentRunEnv, type Budgets, rollout } from '../agent/rollout.js';
 import { checkBudget, earnedS, measuredStartupS, validatedDurations } from '../runtime/budgets.js';
 import { spoiled, workMark } from '../runtime/job_scope.js';
 import { outLayout } from '../runtime/layout.js';
@@ -97,8 +97,7 @@ async function rolloutOne(
 ) {
   const o = ctx.options;
   if (o.policy === 'none') return null;
-  const pythonPath = [clone.src_layout ? '/repo/src' : '', ctx.unit.env.vars.PYTHONPATH].filter(Boolean).join(':');
-  const runEnv = { ...ctx.unit.env.vars, PYTHONPATH: pythonPath, PYTHONDONTWRITEBYTECODE: '1', TZ: 'UTC' };
+  const runEnv = agentRunEnv(ctx.unit.env.vars, clone.src_layout);
   const chosen = await policyFor(ctx, task, { maxTurns: o.maxTurns, maxTokens: o.maxTokens, maxWallS: o.maxWallS }, testTimeoutS);
   if (!chosen) return null;
   // Grading runs the fixed state's tests: validate timed them there (new tests of an issue fix were not).
