@@ -19,7 +19,7 @@ import { ENV_REPOSITORY, readImagesFile } from '../pipeline/sandbox/registry.js'
 import { pullMissingImages } from '../pipeline/serve/images.js';
 import { MAX_MESSAGE_BYTES } from '../pipeline/serve/protocol.js';
 import { type RunningServer, type ServeOptions, serve } from '../pipeline/serve/server.js';
-import { TaskCatalog } from '../pipeline/serve/task_picker.js';
+import { DIFFICULTIES, difficultyOf, TaskCatalog } from '../pipeline/serve/task_picker.js';
 import { validateRecord } from '../schemas/schema.js';
 import type { TaskRecord } from '../schemas/tasks.js';
 import { trajectoriesSchema } from '../schemas/trajectories.js';
@@ -295,6 +295,14 @@ describe('worldline serve', () => {
     const b = catalog.pick({ seed: 42, kind: 'mutation_fix' });
     expect(a.task.instance_id).toBe(b.task.instance_id);
     expect(() => catalog.pick({ kind: 'issue_fix', repo: 'nowhere' })).toThrow(/no task matches/);
+    // Difficulty by the gold fix's size: a filter keeps only its own, and a word it does not know is refused.
+    for (const difficulty of DIFFICULTIES) {
+      const matching = tasks.filter((t) => difficultyOf(t) === difficulty);
+      if (!matching.length) expect(() => catalog.pick({ seed: 1, difficulty })).toThrow(/no task matches/);
+      else for (const seed of [1, 2, 3]) expect(difficultyOf(catalog.pick({ seed, difficulty }).task)).toBe(difficulty);
+    }
+    expect(difficultyOf({ patch: 'diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a = 1\n+a = 2\n' })).toBe('easy');
+    expect(() => catalog.pick({ seed: 1, difficulty: 'trivial' })).toThrow(/"difficulty" is one of easy, medium, hard/);
   });
 
   it('ends an episode at the turn limit with the grader reward, and records nothing under --no-record', async () => {

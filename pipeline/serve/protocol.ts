@@ -38,6 +38,7 @@ export interface ResetRequest {
   kind?: string;
   repo?: string;
   split?: string;
+  difficulty?: string;
   policy?: string;
   model?: string;
   episode_id?: string;
@@ -61,11 +62,11 @@ function optional<T>(data: Record<string, unknown>, key: string, type: 'string' 
 function parseReset(data: unknown): ResetRequest {
   const d = data === undefined || data === null ? {} : data;
   if (!isObject(d)) throw new ProtocolError('VALIDATION_ERROR', 'reset: "data" must be an object');
-  const known = ['task_id', 'seed', 'kind', 'repo', 'split', 'policy', 'model', 'episode_id'];
+  const known = ['task_id', 'seed', 'kind', 'repo', 'split', 'difficulty', 'policy', 'model', 'episode_id'];
   const unknown = Object.keys(d).filter((k) => !known.includes(k));
   if (unknown.length) throw new ProtocolError('VALIDATION_ERROR', `reset: unknown field(s) ${unknown.join(', ')}; known: ${known.join(', ')}`);
   const req: ResetRequest = {};
-  for (const k of ['task_id', 'kind', 'repo', 'split', 'policy', 'model', 'episode_id'] as const) {
+  for (const k of ['task_id', 'kind', 'repo', 'split', 'difficulty', 'policy', 'model', 'episode_id'] as const) {
     const v = optional<string>(d, k, 'string');
     if (v !== undefined) req[k] = v;
   }

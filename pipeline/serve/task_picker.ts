@@ -1,7 +1,7 @@
 /**
  * The tasks a server offers and how reset picks one: by `task_id` (a `tasks` row's instance_id),
- * or by a seed among the tasks a filter keeps (kind, repository, a split of instance ids hashed
- * into train/test), the same task for the same seed and filter on any host. Each task comes with
+ * or by a seed among the tasks a filter keeps (kind, repository, difficulty by the size of the gold
+ * fix, a split of instance ids hashed into train/test), the same task for the same seed and filter on any host. Each task comes with
  * what grading needs of its unit (environment variables, pytest arguments, src layout, whether
  * pytest-timeout is in the image), read from the output folder's ledger beside the dataset: the
  * dataset's rows alone do not hold them.
@@ -37,6 +37,21 @@ const unitHash = (s: string) => createHash('sha256').update(s).digest();
 
 export function splitOf(instanceId: string): 'train' | 'test' {
   return unitHash(`split:${instanceId}`).readUInt32BE(0) / 2 ** 32 < TEST_SHARE ? 'test' : 'train';
+}
+
+export const DIFFICULTIES = ['easy', 'medium', 'hard'] as const;
+
+/**
+ * How hard a task is, by the size of its gold fix (the rows carry no person's estimate, as SWE-bench
+ * Verified's do): `easy` changes at most 4 lines of one file, `medium` at most 20 lines in at most 2
+ * files, `hard` more. A fix's size is what the agent must find and write, and it is the same on every host.
+ */
+export function difficultyOf(task: Pick<TaskRecord, 'patch'>): (typeof DIFFICULTIES)[number] {
+  const lines = task.patch.split('\n');
+  const files = lines.filter((l) => l.startsWith('diff --git ')).length;
+  const changed = lines.filter((l) => (l.startsWith('+') && !l.startsWith('+++')) || (l.startsWith('-') && !l.startsWith('---'))).length;
+  if (files <= 1 && changed <= 4) return 'easy';
+  return files <= 2 && changed <= 20 ? 'medium' : 'hard';
 }
 
 export class TaskCatalog {
@@ -97,13 +112,16 @@ export class TaskCatalog {
     }
     if (req.split !== undefined && req.split !== 'train' && req.split !== 'test')
       throw new ProtocolError('VALIDATION_ERROR', 'reset: "split" is train or test');
+    if (req.difficulty !== undefined && !(DIFFICULTIES as readonly string[]).includes(req.difficulty))
+      throw new ProtocolError('VALIDATION_ERROR', `reset: "difficulty" is one of ${DIFFICULTIES.join(', ')}`);
     const kept = this.tasks.filter(
       ({ task }) =>
         (req.kind === undefined || task.kind === req.kind) &&
         (req.repo === undefined || task.repo === req.repo) &&
-        (req.split === undefined || splitOf(task.instance_id) === req.split),
+        (req.split === undefined || splitOf(task.instance_id) === req.split) &&
+        (req.difficulty === undefined || difficultyOf(task) === req.difficulty),
     );
-    if (!kept.length) throw new ProtocolError('VALIDATION_ERROR', 'reset: no task matches the filter (kind, repo, split)');
+    if (!kept.length) throw new ProtocolError('VALIDATION_ERROR', 'reset: no task matches the filter (kind, repo, split, difficulty)');
     const seed = req.seed ?? Math.floor(Math.random() * 2 ** 31);
     const index = Number(unitHash(`seed:${seed}`).readBigUInt64BE(0) % BigInt(kept.length));
     return { ...kept[index], seed };
