@@ -13,15 +13,15 @@ import { chatOnce } from '../../core/chat.js';
 import { FIXED_COMMIT_ENV } from '../../core/git.js';
 import { hashOf } from '../../core/hashing.js';
 import { shQuote } from '../../core/shell.js';
-import { type DebianIndex, loadDebianIndex } from '../envs/debian_index.js';
-import { AGENT_SYSTEM, agentQuestion, readAgentAnswer } from '../envs/env_agent.js';
+import { type DebianIndex, loadDebianIndex } from '../envs/debian/suite_index.js';
 import { fetchLocked } from '../envs/index/download.js';
 import { INDEX_MOUNT, installFolder, installStep } from '../envs/index/install.js';
 import { indexSettings } from '../envs/index/settings.js';
 import { uvBinary } from '../envs/index/uv.js';
-import { installCommand } from '../envs/install_plan.js';
-import { diagnose, lastResort, type Problem, reachedCollection, repair } from '../envs/repair.js';
-import { writeRepairedEnv } from '../envs/resolution_cache.js';
+import { installCommand } from '../envs/plan/install_plan.js';
+import { AGENT_SYSTEM, agentQuestion, readAgentAnswer } from '../envs/repair/agent.js';
+import { writeRepairedEnv } from '../envs/repair/cache.js';
+import { diagnose, lastResort, type Problem, reachedCollection, repair } from '../envs/repair/rules.js';
 import { engineWentAway, spoiled, workMark } from '../runtime/job_scope.js';
 import { buildOutputPath, outLayout } from '../runtime/layout.js';
 import { DEBIAN_SUITES, PYTHON_VERSIONS, type PythonVersion, type UnitEnv } from '../runtime/manifest.js';
@@ -322,12 +322,12 @@ async function buildWithRetry(ctx: StageContext, env: UnitEnv, python: PythonVer
     : again;
 }
 
-/** How a change the environment agent made says so (env_agent.ts). */
+/** How a change the environment agent made says so (envs/repair/agent.ts). */
 const AGENT_MARK = '(agent';
 
 /**
- * The environment for the next try: the rules' (repair.ts); else, with --env-policy openai, the
- * environment agent's (env_agent.ts: what it proposed and could not be taken goes on `attempt`);
+ * The environment for the next try: the rules' (envs/repair/rules.ts); else, with --env-policy openai, the
+ * environment agent's (envs/repair/agent.ts: what it proposed and could not be taken goes on `attempt`);
  * else the last resort.
  */
 async function nextEnv(ctx: StageContext, env: UnitEnv, python: PythonVersion, problems: Problem[], built: Built, attempt: BuildAttempt) {
@@ -377,8 +377,8 @@ export const buildStage: Stage<'build'> = {
   },
   /**
    * A manifest's env is built as written. An inferred one is built, its collect-only run read, and
-   * while that shows what a repair can mend (repair.ts) it is changed and built again, each try
-   * recorded; the environment that collects is remembered for the same evidence (resolution_cache.ts).
+   * while that shows what a repair can mend (envs/repair/rules.ts) it is changed and built again, each try
+   * recorded; the environment that collects is remembered for the same evidence (envs/repair/cache.ts).
    */
   async run(ctx: StageContext) {
     const start = startOf(ctx);

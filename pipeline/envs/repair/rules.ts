@@ -6,10 +6,10 @@
  * Python cannot run (a syntax error, a name the standard library lacks, pytest too old) moves the
  * unit to the newest base. The suite is never edited: the environment is. Each change says why.
  */
-import { DEBIAN_SUITES, type PythonVersion, type UnitEnv } from '../runtime/manifest.js';
-import type { DebianIndex } from './debian_index.js';
-import { normalizeName } from './names.js';
-import { debianCandidate, packageForModule } from './resolve_debian.js';
+import { DEBIAN_SUITES, type PythonVersion, type UnitEnv } from '../../runtime/manifest.js';
+import { debianCandidate, packageForModule } from '../debian/resolve.js';
+import type { DebianIndex } from '../debian/suite_index.js';
+import { normalizeName } from '../requirements/names.js';
 
 export type Problem =
   | { kind: 'module'; module: string; line: string }
