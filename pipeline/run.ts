@@ -8,7 +8,7 @@ import { machineJson, terminalSafe } from '../core/terminal.js';
 import { type ContentPolicy, DEFAULT_CONTENT_POLICY, type ExcludedUnit, keepOptions } from '../datasets/content_policy.js';
 import type { DatasetManifest } from '../datasets/dataset_writer.js';
 import { type MixPlan, mixSummary } from '../datasets/mix.js';
-import { installCommand } from './envs/install_plan.js';
+import { installCommand } from './envs/plan/install_plan.js';
 import { runStages, type UnitSummary, unitsForRank } from './runtime/executor.js';
 import { runHistory } from './runtime/history.js';
 import { outIdentity, stopSignal } from './runtime/job_scope.js';

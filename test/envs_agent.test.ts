@@ -9,8 +9,8 @@
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadDebianIndex } from '../pipeline/envs/debian_index.js';
-import { readAgentAnswer } from '../pipeline/envs/env_agent.js';
+import { loadDebianIndex } from '../pipeline/envs/debian/suite_index.js';
+import { readAgentAnswer } from '../pipeline/envs/repair/agent.js';
 import type { LedgerEntry } from '../pipeline/runtime/ledger.js';
 import type { UnitEnv } from '../pipeline/runtime/manifest.js';
 import type { BuildRecord, ValidateRecord } from '../pipeline/runtime/records.js';

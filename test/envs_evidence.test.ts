@@ -2,9 +2,9 @@ import { execFileSync } from 'node:child_process';
 import { symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { readEvidence } from '../pipeline/envs/evidence.js';
-import type { Evidence } from '../pipeline/envs/evidence_context.js';
-import { poetryToPep440 } from '../pipeline/envs/poetry.js';
+import type { Evidence } from '../pipeline/envs/evidence/context.js';
+import { readEvidence } from '../pipeline/envs/evidence/read.js';
+import { poetryToPep440 } from '../pipeline/envs/requirements/poetry.js';
 import { tempDir, writeTree } from './helpers.js';
 
 /** A scripted repository layout: files written by the test, nothing else. */

@@ -1,5 +1,5 @@
 /**
- * The project's own install plan (pipeline/envs/install_plan.ts), read from its files as text: its
+ * The project's own install plan (pipeline/envs/plan/install_plan.ts), read from its files as text: its
  * version where flit and setuptools' `attr:` read it, its import root and entry points; and files a
  * repository may lay out to make the read go astray (a folder where a file is expected, a link out
  * of the checkout) read as absent, never followed or fatal.
@@ -7,8 +7,8 @@
 import { mkdirSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { readEvidence } from '../pipeline/envs/evidence.js';
-import { installPlan } from '../pipeline/envs/install_plan.js';
+import { readEvidence } from '../pipeline/envs/evidence/read.js';
+import { installPlan } from '../pipeline/envs/plan/install_plan.js';
 import { tempDir, writeTree } from './helpers.js';
 
 describe('installPlan', () => {

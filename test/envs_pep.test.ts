@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { debianUpstreamVersion } from '../pipeline/envs/debian_version.js';
-import { evaluateMarker, linuxMarkerEnv, parseMarker } from '../pipeline/envs/markers.js';
-import { normalizeName } from '../pipeline/envs/names.js';
-import { compareVersions, formatVersion, parseSpecifiers, parseVersion, satisfies, satisfiesAll } from '../pipeline/envs/pep440.js';
-import { markerHolds, parseRequirement } from '../pipeline/envs/requirements.js';
-import { readRequirementsFile } from '../pipeline/envs/requirements_file.js';
+import { debianUpstreamVersion } from '../pipeline/envs/debian/version.js';
+import { readRequirementsFile } from '../pipeline/envs/requirements/file.js';
+import { evaluateMarker, linuxMarkerEnv, parseMarker } from '../pipeline/envs/requirements/markers.js';
+import { normalizeName } from '../pipeline/envs/requirements/names.js';
+import { compareVersions, formatVersion, parseSpecifiers, parseVersion, satisfies, satisfiesAll } from '../pipeline/envs/requirements/pep440.js';
+import { markerHolds, parseRequirement } from '../pipeline/envs/requirements/pep508.js';
 
 const ok = (version: string, spec: string) => satisfiesAll(version, parseSpecifiers(spec));
 

@@ -6,8 +6,8 @@
  * not collect costs only its own tests. The outputs are pytest's own words (7.2 and 8.3).
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { type DebianIndex, loadDebianIndex } from '../pipeline/envs/debian_index.js';
-import { diagnose, lastResort, type RepairContext, repair } from '../pipeline/envs/repair.js';
+import { type DebianIndex, loadDebianIndex } from '../pipeline/envs/debian/suite_index.js';
+import { diagnose, lastResort, type RepairContext, repair } from '../pipeline/envs/repair/rules.js';
 import type { UnitEnv } from '../pipeline/runtime/manifest.js';
 
 const ENV: UnitEnv = { apt: [], pip: [], setup: [], vars: {}, pytest_args: [] };

@@ -8,9 +8,9 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it, vi } from 'vitest';
-import { type DebianIndex, loadDebianIndex } from '../pipeline/envs/debian_index.js';
-import { readEvidence } from '../pipeline/envs/evidence.js';
-import { debianCandidate, packageForModule, resolutionKey, resolveDebian } from '../pipeline/envs/resolve_debian.js';
+import { debianCandidate, packageForModule, resolutionKey, resolveDebian } from '../pipeline/envs/debian/resolve.js';
+import { type DebianIndex, loadDebianIndex } from '../pipeline/envs/debian/suite_index.js';
+import { readEvidence } from '../pipeline/envs/evidence/read.js';
 import { cacheDir } from '../pipeline/runtime/layout.js';
 import { withoutTestPaths } from '../pipeline/sandbox/suite_run.js';
 import { fetchDeb } from './corpus.js';
@@ -47,7 +47,7 @@ describe('Debian indexes', () => {
     vi.resetModules();
     vi.stubEnv('WORLDLINE_DEBIAN_MIRROR', 'http://127.0.0.1:9/nothing-listens-here');
     try {
-      const fresh = await import('../pipeline/envs/debian_index.js');
+      const fresh = await import('../pipeline/envs/debian/suite_index.js');
       const again = await fresh.loadDebianIndex('bookworm');
       expect(again.hash).toBe(bookworm.hash);
       expect(again.dhPython).toEqual(bookworm.dhPython);

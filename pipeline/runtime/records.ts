@@ -39,7 +39,7 @@ export interface ResolveRecord {
    */
   env: UnitEnv | null;
   python: PythonVersion;
-  /** What a repaired environment is kept by (resolution_cache.ts): the resolution's key (evidence, Debian indexes, rules) with the pip index (null for a manifest env). */
+  /** What a repaired environment is kept by (envs/repair/cache.ts): the resolution's key (evidence, Debian indexes, rules) with the pip index (null for a manifest env). */
   key: string | null;
   /** A resolution of the same evidence was taken from the machine's cache. */
   cached: boolean;

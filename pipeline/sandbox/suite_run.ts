@@ -10,7 +10,7 @@ import { outLayout } from '../runtime/layout.js';
 import type { Unit } from '../runtime/manifest.js';
 import type { PipelineOptions } from '../runtime/options.js';
 import { redactText, unitRedactor } from '../runtime/part_redaction.js';
-import { PYTEST_OPTIONS_WITH_VALUE } from '../runtime/pytest_words.js';
+import { takesNext } from '../runtime/pytest_options.js';
 import { OUR_PYTHON } from './our_python.js';
 import { firstErrorLine } from './pytest_output.js';
 import { foldReport, type SuiteRun, signedLines } from './pytest_report.js';
@@ -51,7 +51,7 @@ export function suiteArgs(pytestArgs: string[], testTimeoutS: number, hasTimeout
  * suite beside it).
  */
 export function withoutTestPaths(pytestArgs: string[]): string[] {
-  return pytestArgs.filter((a, i) => a.startsWith('-') || (i > 0 && PYTEST_OPTIONS_WITH_VALUE.has(pytestArgs[i - 1])));
+  return pytestArgs.filter((a, i) => a.startsWith('-') || (i > 0 && takesNext(pytestArgs[i - 1], a)));
 }
 
 /** A run's output kept on disk: the rest is counted, not written (`worldline_runs.py`). */

@@ -9,24 +9,20 @@
 import { appendFileSync, cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { writeFileAtomic } from '../../core/atomic.js';
-import { chatOnce } from '../../core/chat.js';
 import { FIXED_COMMIT_ENV } from '../../core/git.js';
 import { hashOf } from '../../core/hashing.js';
 import { shQuote } from '../../core/shell.js';
-import { type DebianIndex, loadDebianIndex } from '../envs/debian_index.js';
-import { AGENT_SYSTEM, agentQuestion, readAgentAnswer } from '../envs/env_agent.js';
 import { fetchLocked } from '../envs/index/download.js';
 import { INDEX_MOUNT, installFolder, installStep } from '../envs/index/install.js';
 import { indexSettings } from '../envs/index/settings.js';
 import { uvBinary } from '../envs/index/uv.js';
-import { installCommand } from '../envs/install_plan.js';
-import { diagnose, lastResort, type Problem, reachedCollection, repair } from '../envs/repair.js';
-import { writeRepairedEnv } from '../envs/resolution_cache.js';
-import { engineWentAway, spoiled, workMark } from '../runtime/job_scope.js';
+import { installCommand } from '../envs/plan/install_plan.js';
+import { settleEnv } from '../envs/repair/loop.js';
+import { engineWentAway } from '../runtime/job_scope.js';
 import { buildOutputPath, outLayout } from '../runtime/layout.js';
-import { DEBIAN_SUITES, PYTHON_VERSIONS, type PythonVersion, type UnitEnv } from '../runtime/manifest.js';
+import type { PythonVersion, UnitEnv } from '../runtime/manifest.js';
 import { redactText, unitRedactor } from '../runtime/part_redaction.js';
-import type { BuildAttempt, BuildRecord, InstallPlan, ResolveRecord } from '../runtime/records.js';
+import type { BuildRecord, InstallPlan, ResolveRecord } from '../runtime/records.js';
 import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
 import { type BaseImage, resolveBase } from '../sandbox/base_images.js';
 import { bytecodeScript, COLLECT_MARKS, PYCACHE_PREFIX } from '../sandbox/bytecode.js';
@@ -127,10 +123,6 @@ export function envTag(slug: string, hash: string): string {
 
 /** The build's output line carrying worldline_install.py's answer. */
 const INSTALL_MARK = 'worldline-install: ';
-
-/** How many images an inferred environment may take to collect (the first and its repairs), and for how long. */
-const MAX_ATTEMPTS = 4;
-const REPAIR_BUDGET_S = 900;
 
 /** The environment a build starts from: what resolve recorded (a manifest's own env, or an inferred one), else the manifest's. */
 function startOf(ctx: StageContext): { env: UnitEnv; python: PythonVersion; inferred: boolean; install: InstallPlan | null; key: string | null } {
@@ -322,36 +314,6 @@ async function buildWithRetry(ctx: StageContext, env: UnitEnv, python: PythonVer
     : again;
 }
 
-/** How a change the environment agent made says so (env_agent.ts). */
-const AGENT_MARK = '(agent';
-
-/**
- * The environment for the next try: the rules' (repair.ts); else, with --env-policy openai, the
- * environment agent's (env_agent.ts: what it proposed and could not be taken goes on `attempt`);
- * else the last resort.
- */
-async function nextEnv(ctx: StageContext, env: UnitEnv, python: PythonVersion, problems: Problem[], built: Built, attempt: BuildAttempt) {
-  const indexes = Object.fromEntries(await Promise.all(PYTHON_VERSIONS.map(async (p) => [p, await loadDebianIndex(DEBIAN_SUITES[p])] as const))) as Record<
-    PythonVersion,
-    DebianIndex
-  >;
-  const rules = repair(env, python, problems, {
-    index: indexes[python],
-    newest: indexes[PYTHON_VERSIONS.at(-1)!],
-    canMovePython: !ctx.unit.pythonGiven,
-    stoppedAtStart: !reachedCollection(built.collect.output),
-  });
-  if (rules) return rules;
-  const { openai, envPolicy } = ctx.options;
-  if (envPolicy === 'openai' && openai) {
-    const answer = await chatOnce(openai)(AGENT_SYSTEM, agentQuestion(env, python, built.collect.output)).catch((e: Error) => `(no answer: ${e.message})`);
-    const agent = readAgentAnswer(answer, env, python, (p) => indexes[p], !ctx.unit.pythonGiven);
-    if (agent.refused.length) attempt.refused = agent.refused;
-    if (agent.repair) return agent.repair;
-  }
-  return lastResort(env, python, problems);
-}
-
 export const buildStage: Stage<'build'> = {
   name: 'build',
   async key(ctx) {
@@ -376,57 +338,40 @@ export const buildStage: Stage<'build'> = {
     return (await inspectImage(record.image)) !== null;
   },
   /**
-   * A manifest's env is built as written. An inferred one is built, its collect-only run read, and
-   * while that shows what a repair can mend (repair.ts) it is changed and built again, each try
-   * recorded; the environment that collects is remembered for the same evidence (resolution_cache.ts).
+   * A manifest's env is built as written; an inferred one is built until it collects, its changes
+   * decided by the repair loop (envs/repair/loop.ts): this stage builds the images, envs/ decides
+   * the environment.
    */
   async run(ctx: StageContext) {
     const start = startOf(ctx);
-    let { env, python } = start;
-    const attempts: BuildAttempt[] = [];
-    const began = Date.now();
-    const mark = workMark();
-    for (;;) {
-      const tried = Date.now();
-      const built = await buildWithRetry(ctx, env, python, start.install);
-      if (!built.record)
-        return failed(
-          attempts.length ? `${built.failure} (after ${attempts.length} repair(s): ${attempts.flatMap((a) => a.changes).join('; ')})` : built.failure!,
-        );
-      // A manifest's own env stays the manifest's: its variables (secrets, maybe) stay out of the ledger.
-      const done = (source: NonNullable<BuildRecord['env_source']>) =>
-        ok<BuildRecord>({
-          ...built.record!,
-          ...(source === 'manifest' ? {} : { env }),
-          python,
-          apt: env.apt,
-          env_source: source,
-          attempts,
-          install: built.install,
-        });
-      if (!start.inferred) return done('manifest');
-      // null: no collect-only output to read (an image reused from another output folder's build).
-      const collected = built.collect.exitCode === null || built.collect.exitCode === 0 || built.collect.exitCode === 5;
-      // What stopped the collection, named even when no rule here knows it (its first error line).
-      const diagnosed = collected ? [] : diagnose(built.collect.output);
-      const first = firstErrorLine(built.collect.output) ?? `collect-only exited ${built.collect.exitCode}`;
-      const problems: Problem[] = diagnosed.length || collected ? diagnosed : [{ kind: 'other', line: first }];
-      const attempt: BuildAttempt = { problems: problems.map((p) => p.line), changes: [], seconds: Math.round((Date.now() - tried) / 100) / 10 };
-      attempts.push(attempt);
-      const next =
-        problems.length && attempts.length < MAX_ATTEMPTS && Date.now() - began < REPAIR_BUDGET_S * 1000
-          ? await nextEnv(ctx, env, python, problems, built, attempt)
-          : null;
-      if (!next) {
-        const repaired = attempts.length > 1;
-        // Remembered for other folders only when undisturbed (see executor.ts): the ledger keeps it on the same terms.
-        if (repaired && start.key && !spoiled(mark)) writeRepairedEnv(start.key, requireRecord(ctx, 'clone').commit, { env, python });
-        return done(attempts.some((a) => a.changes.some((c) => c.includes(AGENT_MARK))) ? 'agent' : repaired ? 'repaired' : 'inferred');
-      }
-      attempt.changes = next.changes;
-      ctx.log(`build ${ctx.unit.id}: repairing: ${next.changes.join('; ')}`);
-      await removeImage(built.record.image);
-      ({ env, python } = next);
-    }
+    const settled = await settleEnv<Built>(
+      start,
+      {
+        unit: ctx.unit,
+        options: ctx.options,
+        inferred: start.inferred,
+        key: start.key,
+        commit: () => requireRecord(ctx, 'clone').commit,
+        firstErrorLine,
+        log: ctx.log,
+      },
+      async (env, python) => {
+        const built = await buildWithRetry(ctx, env, python, start.install);
+        return built.record ? { built, collect: built.collect } : { failure: built.failure! };
+      },
+      (built) => removeImage(built.record!.image),
+    );
+    if ('failure' in settled) return failed(settled.failure);
+    const { built, env, python, source, attempts } = settled;
+    // A manifest's own env stays the manifest's: its variables (secrets, maybe) stay out of the ledger.
+    return ok<BuildRecord>({
+      ...built.record!,
+      ...(source === 'manifest' ? {} : { env }),
+      python,
+      apt: env.apt,
+      env_source: source,
+      attempts,
+      install: built.install,
+    });
   },
 };

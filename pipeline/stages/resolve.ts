@@ -1,12 +1,12 @@
 /**
  * Stage `resolve`: the unit's environment. A manifest line's own `env` is used as written. A bare
  * line's is worked out from the repository's files, read as text on the host and never run
- * (pipeline/envs/evidence.ts): its requirements become Debian packages of the base that satisfies
- * the most (resolve_debian.ts), its pytest configuration and test tooling give pytest arguments and
- * variables, and the project itself gets an install plan (install_plan.ts). The key is the hash of
+ * (pipeline/envs/evidence/read.ts): its requirements become Debian packages of the base that satisfies
+ * the most (envs/debian/resolve.ts), its pytest configuration and test tooling give pytest arguments and
+ * variables, and the project itself gets an install plan (envs/plan/install_plan.ts). The key is the hash of
  * that evidence and of the Debian indexes it was resolved against, so equal evidence resolves once;
  * an environment a build already had to repair for the same evidence is taken from the machine's
- * cache (resolution_cache.ts) instead of being repaired again. With a Python index
+ * cache (envs/repair/cache.ts) instead of being repaired again. With a Python index
  * (--pip-index), what Debian cannot meet is locked on the host as of the commit's date
  * (pipeline/envs/index/lock.ts), for the first base in the Debian resolver's order whose lock
  * resolves. `build` installs and checks it.
@@ -14,16 +14,16 @@
 
 import { git } from '../../core/git.js';
 import { hashOf } from '../../core/hashing.js';
-import { type DebianIndex, loadDebianIndex } from '../envs/debian_index.js';
-import { readEvidence } from '../envs/evidence.js';
-import type { Evidence } from '../envs/evidence_context.js';
+import { type Resolution, resolutionKey, resolveDebian } from '../envs/debian/resolve.js';
+import { type DebianIndex, loadDebianIndex } from '../envs/debian/suite_index.js';
+import type { Evidence } from '../envs/evidence/context.js';
+import { readEvidence } from '../envs/evidence/read.js';
 import { cutoffTime, lockRequirements } from '../envs/index/lock.js';
 import { type IndexSettings, indexSettings } from '../envs/index/settings.js';
 import { UV_VERSION, uvBinary } from '../envs/index/uv.js';
-import { installPlan } from '../envs/install_plan.js';
-import { readRepairedEnv } from '../envs/resolution_cache.js';
-import { type Resolution, resolutionKey, resolveDebian } from '../envs/resolve_debian.js';
-import { versionAt } from '../envs/scm_version.js';
+import { installPlan } from '../envs/plan/install_plan.js';
+import { versionAt } from '../envs/plan/scm_version.js';
+import { readRepairedEnv } from '../envs/repair/cache.js';
 import { mirrorPath, outLayout } from '../runtime/layout.js';
 import { DEBIAN_SUITES, type LockedDist, PYTHON_VERSIONS, type Unit } from '../runtime/manifest.js';
 import type { ResolveRecord } from '../runtime/records.js';

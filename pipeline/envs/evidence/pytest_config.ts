@@ -4,8 +4,8 @@
  * native [tool.pytest] table), tox.ini [pytest], setup.cfg [tool:pytest]. Every place found is
  * kept; the first is the one pytest reads.
  */
-import { shellSplit } from '../../core/shell.js';
-import type { EvidenceContext, PytestConfig, Source } from './evidence_context.js';
+import { shellSplit } from '../../../core/shell.js';
+import type { EvidenceContext, PytestConfig, Source } from './context.js';
 import { type IniSection, parseIni } from './ini.js';
 import { strings, type TomlLines, type TomlTable, tableAt } from './toml_lines.js';
 

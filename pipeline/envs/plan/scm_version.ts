@@ -6,7 +6,7 @@
  * build hands this to the backend (SETUPTOOLS_SCM_PRETEND_VERSION) and to the version files it
  * would have written.
  */
-import { git } from '../../core/git.js';
+import { git } from '../../../core/git.js';
 
 /** A tag's version: `v1.2.3`, `release-1.2.3`, `1.2.3` -> `1.2.3`; null when it holds none. */
 export function tagVersion(tag: string): string | null {

@@ -13,15 +13,15 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { writeFileAtomic } from '../../core/atomic.js';
-import { hashOf } from '../../core/hashing.js';
-import { withLock } from '../../core/lock.js';
-import { cacheDir } from '../runtime/layout.js';
-import type { DebianSuite } from '../runtime/manifest.js';
-import { debFileText, type Fetched, fetchGzipText, fetchRelease, type Release, streamGzipLines } from './debian_mirror.js';
-import { debianUpstreamVersion } from './debian_version.js';
-import { normalizeName } from './names.js';
-import { formatVersion } from './pep440.js';
+import { writeFileAtomic } from '../../../core/atomic.js';
+import { hashOf } from '../../../core/hashing.js';
+import { withLock } from '../../../core/lock.js';
+import { cacheDir } from '../../runtime/layout.js';
+import type { DebianSuite } from '../../runtime/manifest.js';
+import { normalizeName } from '../requirements/names.js';
+import { formatVersion } from '../requirements/pep440.js';
+import { debFileText, type Fetched, fetchGzipText, fetchRelease, type Release, streamGzipLines } from './mirror.js';
+import { debianUpstreamVersion } from './version.js';
 
 /** Bump when the reduction below changes: cached indexes of another format are rebuilt. */
 const FORMAT = 1;

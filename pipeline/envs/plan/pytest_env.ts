@@ -9,12 +9,12 @@
  *  - environment variables the project's test tooling sets.
  * Each argument comes with why and from where, for the person who reviews the environment.
  */
-import { shQuote } from '../../core/shell.js';
-import { PYTEST_OPTIONS_WITH_VALUE } from '../runtime/pytest_words.js';
-import type { DeclaredRequirement, Evidence, PytestConfig, Source } from './evidence_context.js';
-import { compareVersions, formatVersion, parseVersion, type Version } from './pep440.js';
-import { type AddoptsItem, readAddopts } from './pytest_options.js';
-import { parseRequirement, type Requirement } from './requirements.js';
+import { shQuote } from '../../../core/shell.js';
+import { takesNext } from '../../runtime/pytest_options.js';
+import type { DeclaredRequirement, Evidence, PytestConfig, Source } from '../evidence/context.js';
+import { compareVersions, formatVersion, parseVersion, type Version } from '../requirements/pep440.js';
+import { parseRequirement, type Requirement } from '../requirements/pep508.js';
+import { type AddoptsItem, readAddopts } from './addopts.js';
 
 export interface ExplainedArgs {
   args: string[];
@@ -85,7 +85,7 @@ function pathsAndSelection(args: string[]): string[] {
       continue;
     }
     const name = word.includes('=') ? word.slice(0, word.indexOf('=')) : word;
-    const value = !word.includes('=') && PYTEST_OPTIONS_WITH_VALUE.has(name) ? args[++i] : undefined;
+    const value = takesNext(word, args[i + 1]) ? args[++i] : undefined;
     if (KEPT.has(name) && !(name === '-p' && !value?.startsWith('no:'))) out.push(word, ...(value !== undefined ? [value] : []));
   }
   return out;

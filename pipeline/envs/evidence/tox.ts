@@ -4,13 +4,13 @@
  * `commands` (the pytest invocation), `setenv`, and the Python versions `envlist` and `basepython`
  * name. `{[section]key}` references are expanded; `{toxinidir}` is the checkout.
  */
-import { shellSplit } from '../../core/shell.js';
-import { type EvidenceContext, type Group, groupOfName, type Source } from './evidence_context.js';
+import { shellSplit } from '../../../core/shell.js';
+import { requirementsLine } from '../requirements/file.js';
+import { normalizeName } from '../requirements/names.js';
+import { withMarker } from '../requirements/pep508.js';
+import { type EvidenceContext, type Group, groupOfName, type Source } from './context.js';
 import { type IniSection, parseIni } from './ini.js';
-import { normalizeName } from './names.js';
 import { argsAfterPytest } from './pytest_invocation.js';
-import { withMarker } from './requirements.js';
-import { requirementsLine } from './requirements_file.js';
 
 type Line = { text: string; line: number };
 

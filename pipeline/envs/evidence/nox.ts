@@ -3,10 +3,11 @@
  * literals and names assigned them), its `session.run("pytest", ...)` invocation, and the Python
  * versions `@nox.session(python=...)` names. A session that runs pytest installs test requirements.
  */
-import { type EvidenceContext, type Group, groupOfName } from './evidence_context.js';
+
+import { pipInstallArgs } from '../requirements/file.js';
+import { type EvidenceContext, type Group, groupOfName } from './context.js';
 import { argsAfterPytest } from './pytest_invocation.js';
 import { type CallSite, PythonSource, type Value } from './python_source.js';
-import { pipInstallArgs } from './requirements_file.js';
 
 const FILE = 'noxfile.py';
 

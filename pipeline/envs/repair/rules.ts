@@ -6,10 +6,11 @@
  * Python cannot run (a syntax error, a name the standard library lacks, pytest too old) moves the
  * unit to the newest base. The suite is never edited: the environment is. Each change says why.
  */
-import { DEBIAN_SUITES, type PythonVersion, type UnitEnv } from '../runtime/manifest.js';
-import type { DebianIndex } from './debian_index.js';
-import { normalizeName } from './names.js';
-import { debianCandidate, packageForModule } from './resolve_debian.js';
+import { DEBIAN_SUITES, type PythonVersion, type UnitEnv } from '../../runtime/manifest.js';
+import { pluginFor } from '../../runtime/pytest_options.js';
+import { debianCandidate, packageForModule } from '../debian/resolve.js';
+import type { DebianIndex } from '../debian/suite_index.js';
+import { normalizeName } from '../requirements/names.js';
 
 export type Problem =
   | { kind: 'module'; module: string; line: string }
@@ -18,34 +19,6 @@ export type Problem =
   /** Collection stopped at a module nothing else here repairs: the rest of the suite can still run. */
   | { kind: 'collection'; line: string }
   | { kind: 'other'; line: string };
-
-/** Markers, options and ini keys that belong to a plugin: what its absence looks like. */
-const PLUGIN_OF: [RegExp, string][] = [
-  [/^(--cov\b.*|no_cover)$/, 'pytest-cov'],
-  [/^(-n|--numprocesses|--dist|--maxprocesses)$/, 'pytest-xdist'],
-  [/^(--timeout.*|timeout|timeout_method|timeout_func_only)$/, 'pytest-timeout'],
-  [/^(--asyncio-mode.*|asyncio|asyncio_mode|asyncio_default_fixture_loop_scope)$/, 'pytest-asyncio'],
-  [/^(--benchmark-.*|benchmark)$/, 'pytest-benchmark'],
-  [/^(--reruns.*|flaky|reruns)$/, 'pytest-rerunfailures'],
-  [/^(trio|trio_mode)$/, 'pytest-trio'],
-  [/^(anyio)$/, 'anyio'],
-  [/^(--randomly-.*)$/, 'pytest-randomly'],
-  [/^(--mypy.*|mypy)$/, 'pytest-mypy'],
-  [/^(django_db|DJANGO_SETTINGS_MODULE|--ds)$/, 'pytest-django'],
-  [/^(--doctest-plus|doctest_plus|doctest_optionflags_plus)$/, 'pytest-doctestplus'],
-  [/^(env)$/, 'pytest-env'],
-  [/^(freeze_time)$/, 'pytest-freezer'],
-  [/^(mock|mocker)$/, 'pytest-mock'],
-  [/^(--hypothesis-.*|hypothesis)$/, 'hypothesis'],
-  [/^(httpserver)$/, 'pytest-httpserver'],
-  [/^(lazy_fixture)$/, 'pytest-lazy-fixtures'],
-  [/^(subtests)$/, 'pytest-subtests'],
-];
-
-/** A name pytest did not know, as the plugin that would define it (null when none is known). */
-export function pluginFor(name: string): string | null {
-  return PLUGIN_OF.find(([pattern]) => pattern.test(name))?.[1] ?? null;
-}
 
 /** A problem for a name pytest did not know: its plugin's, or one nothing repairs. */
 const unknownName = (name: string, line: string): [string, Problem] => {

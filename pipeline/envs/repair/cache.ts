@@ -8,10 +8,10 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { writeFileAtomic } from '../../core/atomic.js';
-import { hashOf } from '../../core/hashing.js';
-import { cacheDir } from '../runtime/layout.js';
-import type { PythonVersion, UnitEnv } from '../runtime/manifest.js';
+import { writeFileAtomic } from '../../../core/atomic.js';
+import { hashOf } from '../../../core/hashing.js';
+import { cacheDir } from '../../runtime/layout.js';
+import type { PythonVersion, UnitEnv } from '../../runtime/manifest.js';
 
 export interface RepairedEnv {
   env: UnitEnv;

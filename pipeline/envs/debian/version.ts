@@ -3,7 +3,7 @@
  * checked against what a suite ships: "1:2.8.2-3+b1" is 2.8.2, "1.0~rc1-2" is 1.0rc1, "3.2+dfsg-1"
  * is 3.2, "1.5+really1.4-1" is 1.4 (Debian's way of going back to an older upstream).
  */
-import { parseVersion, type Version } from './pep440.js';
+import { parseVersion, type Version } from '../requirements/pep440.js';
 
 const TILDE_PRE = /~(alpha|a|beta|b|rc|c|preview|pre)[-_.]?(\d*)/i;
 

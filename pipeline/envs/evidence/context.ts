@@ -6,11 +6,11 @@
  */
 import { lstatSync, readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import { join, posix, sep } from 'node:path';
-import { sha256 } from '../../core/hashing.js';
-import type { Requirement } from './requirements.js';
-import { installTarget, type RequirementsEntry, readRequirementsFile, type Source } from './requirements_file.js';
+import { sha256 } from '../../../core/hashing.js';
+import { installTarget, type RequirementsEntry, readRequirementsFile, type Source } from '../requirements/file.js';
+import type { Requirement } from '../requirements/pep508.js';
 
-export type { Source } from './requirements_file.js';
+export type { Source } from '../requirements/file.js';
 
 /** What a requirement is for. The resolver takes runtime and test; dev only where nothing says test. */
 export type Group = 'runtime' | 'test' | 'dev' | 'docs' | 'lint' | 'build' | 'extra';

@@ -6,10 +6,10 @@
  * `${{ ... }}` expressions cannot be known here: words and values holding one are dropped.
  */
 import { isMap, isScalar, isSeq, LineCounter, type Node, parseDocument, type YAMLMap } from 'yaml';
-import { shellSplit } from '../../core/shell.js';
-import { type EvidenceContext, type Group, groupOfName, type Source } from './evidence_context.js';
+import { shellSplit } from '../../../core/shell.js';
+import { pipInstallArgs, type RequirementsEntry } from '../requirements/file.js';
+import { type EvidenceContext, type Group, groupOfName, type Source } from './context.js';
 import { argsAfterPytest } from './pytest_invocation.js';
-import { pipInstallArgs, type RequirementsEntry } from './requirements_file.js';
 
 const DIR = '.github/workflows';
 const EXPRESSION = /\$\{\{/;

@@ -9,9 +9,9 @@
  * a base for. Nothing the model says runs as a command. What it proposed and what was refused is
  * recorded with the attempt.
  */
-import { DEBIAN_SUITES, PYTHON_VERSIONS, type PythonVersion, type UnitEnv } from '../runtime/manifest.js';
-import type { DebianIndex } from './debian_index.js';
-import type { Repair } from './repair.js';
+import { DEBIAN_SUITES, PYTHON_VERSIONS, type PythonVersion, type UnitEnv } from '../../runtime/manifest.js';
+import type { DebianIndex } from '../debian/suite_index.js';
+import type { Repair } from './rules.js';
 
 /** How much of the collect-only run's end the model sees. */
 const OUTPUT_TAIL = 6000;

@@ -3,7 +3,7 @@
  * among them), [requires] python_version the Python. A value is "*", a PEP 440 specifier, or a
  * table with version, extras, markers (a git or path source keeps only the name).
  */
-import type { EvidenceContext, Group } from './evidence_context.js';
+import type { EvidenceContext, Group } from './context.js';
 import { parseToml, strings, TomlLines, type TomlTable, tableAt } from './toml_lines.js';
 
 const FILE = 'Pipfile';

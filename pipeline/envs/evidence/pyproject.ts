@@ -4,14 +4,14 @@
  * include-group), and the tools' own tables: poetry, hatch (envs, version source, vcs hook), pdm,
  * setuptools (dynamic files), setuptools-scm, flit's old metadata, tox's legacy_tox_ini.
  */
-import { shellSplit } from '../../core/shell.js';
-import { type EvidenceContext, type Group, groupOfName, type Source } from './evidence_context.js';
-import { readToxIni } from './evidence_tox.js';
-import { normalizeName } from './names.js';
-import { parseSpecifiers } from './pep440.js';
-import { poetryToPep440 } from './poetry.js';
+import { shellSplit } from '../../../core/shell.js';
+import { normalizeName } from '../requirements/names.js';
+import { parseSpecifiers } from '../requirements/pep440.js';
+import { poetryToPep440 } from '../requirements/poetry.js';
+import { type EvidenceContext, type Group, groupOfName, type Source } from './context.js';
 import { argsAfterPytest } from './pytest_invocation.js';
 import { parseToml, strings, TomlLines, type TomlTable, tableAt } from './toml_lines.js';
+import { readToxIni } from './tox.js';
 
 const FILE = 'pyproject.toml';
 

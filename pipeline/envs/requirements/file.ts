@@ -5,9 +5,9 @@
  * the caller decides what may be read (a checkout, never a path outside it).
  */
 import { posix } from 'node:path';
-import { shellSplit } from '../../core/shell.js';
+import { shellSplit } from '../../../core/shell.js';
 import { normalizeName } from './names.js';
-import { parseRequirement, type Requirement } from './requirements.js';
+import { parseRequirement, type Requirement } from './pep508.js';
 
 export interface Source {
   /** Relative to the checkout, with "/" separators. */

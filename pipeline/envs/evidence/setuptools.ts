@@ -4,12 +4,13 @@
  * never run: the `setup(...)` call's keyword arguments where they are literals, names assigned
  * literals, or requirement files they read (python_source.ts says how far that goes).
  */
-import { type EvidenceContext, type Group, groupOfName, type Source } from './evidence_context.js';
-import { classifierPython } from './evidence_pyproject.js';
-import { readToxIni } from './evidence_tox.js';
+
+import { normalizeName } from '../requirements/names.js';
+import { type EvidenceContext, type Group, groupOfName, type Source } from './context.js';
 import { parseIni } from './ini.js';
-import { normalizeName } from './names.js';
+import { classifierPython } from './pyproject.js';
 import { PythonSource, type Value } from './python_source.js';
+import { readToxIni } from './tox.js';
 
 /** An extras_require key: "test", or "test:python_version<'3.8'" / ":sys_platform=='win32'" (a marker on every item). */
 function extraKey(key: string): { extra: string; group: Group; marker?: string } {

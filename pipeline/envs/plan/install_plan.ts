@@ -8,12 +8,12 @@
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { shQuote } from '../../core/shell.js';
-import type { InstallPlan } from '../runtime/records.js';
-import { Checkout, type Evidence } from './evidence_context.js';
-import { parseIni } from './ini.js';
-import { parseVersion } from './pep440.js';
-import { parseToml, type TomlTable, tableAt } from './toml_lines.js';
+import { shQuote } from '../../../core/shell.js';
+import type { InstallPlan } from '../../runtime/records.js';
+import { Checkout, type Evidence } from '../evidence/context.js';
+import { parseIni } from '../evidence/ini.js';
+import { parseToml, type TomlTable, tableAt } from '../evidence/toml_lines.js';
+import { parseVersion } from '../requirements/pep440.js';
 
 /** The import root: the src layout's folder, a setuptools `package-dir` root, else the repository. */
 function importRoot(checkout: string, srcLayout: boolean, pyproject: TomlTable | null, setupCfg: string | null): string {

@@ -14,8 +14,8 @@ import { join } from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
 import { promisify } from 'node:util';
 import { createGunzip, gunzipSync } from 'node:zlib';
-import { debianMirror } from '../runtime/layout.js';
-import type { DebianSuite } from '../runtime/manifest.js';
+import { debianMirror } from '../../runtime/layout.js';
+import type { DebianSuite } from '../../runtime/manifest.js';
 
 const execFile = promisify(execFileCb);
 

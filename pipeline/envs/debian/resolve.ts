@@ -10,16 +10,16 @@
  * extras asked for (`-e .[tests]`, tox extras, hatch features, the project naming itself with
  * extras). Build-backend requirements are resolved apart, for the install step.
  */
-import { hashOf } from '../../core/hashing.js';
-import { DEBIAN_SUITES, DEFAULT_PYTHON, type DebianSuite, PYTHON_VERSIONS, type PythonVersion, type UnitEnv } from '../runtime/manifest.js';
-import type { DebianIndex } from './debian_index.js';
-import { debianUpstreamVersion } from './debian_version.js';
-import type { DeclaredRequirement, Evidence, Group, Source } from './evidence_context.js';
-import { linuxMarkerEnv } from './markers.js';
-import { normalizeName } from './names.js';
-import { formatSpecifiers, formatVersion, parseSpecifiers, parseVersion, satisfiesAll, type Version } from './pep440.js';
-import { configRequirements, type ExplainedArgs, type Outcome, pytestArgs, testVars } from './pytest_env.js';
-import { markerHolds, type Requirement } from './requirements.js';
+import { hashOf } from '../../../core/hashing.js';
+import { DEBIAN_SUITES, DEFAULT_PYTHON, type DebianSuite, PYTHON_VERSIONS, type PythonVersion, type UnitEnv } from '../../runtime/manifest.js';
+import type { DeclaredRequirement, Evidence, Group, Source } from '../evidence/context.js';
+import { configRequirements, type ExplainedArgs, type Outcome, pytestArgs, testVars } from '../plan/pytest_env.js';
+import { linuxMarkerEnv } from '../requirements/markers.js';
+import { normalizeName } from '../requirements/names.js';
+import { formatSpecifiers, formatVersion, parseSpecifiers, parseVersion, satisfiesAll, type Version } from '../requirements/pep440.js';
+import { markerHolds, type Requirement } from '../requirements/pep508.js';
+import type { DebianIndex } from './suite_index.js';
+import { debianUpstreamVersion } from './version.js';
 
 /** Bump when these rules change: it is part of every resolution's key. */
 const RULES = 1;

@@ -6,7 +6,7 @@
  */
 
 import { posix } from 'node:path';
-import { type EvidenceContext, type Group, groupOfName } from './evidence_context.js';
+import { type EvidenceContext, type Group, groupOfName } from './context.js';
 
 const NAMED = /^(?:.*[-_.])?requirements?(?:[-_.].*)?\.(?:txt|in)$/i;
 const FOLDERS = ['requirements', 'reqs'];

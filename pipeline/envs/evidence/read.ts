@@ -3,15 +3,15 @@
  * files, tox/nox, CI workflows, Pipfile and the pytest configuration. Every requirement keeps the
  * file and line that asked for it and the group it was asked for (runtime, test, dev, ...).
  */
-import { Checkout, type Evidence, EvidenceContext } from './evidence_context.js';
-import { readNoxfile } from './evidence_nox.js';
-import { readPipfile } from './evidence_pipfile.js';
-import { readPyproject } from './evidence_pyproject.js';
-import { readRequirementFiles } from './evidence_requirements.js';
-import { readSetupCfg, readSetupPy } from './evidence_setuptools.js';
-import { readToxIni } from './evidence_tox.js';
-import { readWorkflows } from './evidence_workflows.js';
+import { Checkout, type Evidence, EvidenceContext } from './context.js';
+import { readNoxfile } from './nox.js';
+import { readPipfile } from './pipfile.js';
+import { readPyproject } from './pyproject.js';
 import { readPytestConfigs } from './pytest_config.js';
+import { readRequirementFiles } from './requirements.js';
+import { readSetupCfg, readSetupPy } from './setuptools.js';
+import { readToxIni } from './tox.js';
+import { readWorkflows } from './workflows.js';
 
 /**
  * Each reader in turn; one that throws (a hostile file nesting deeper than the parsers' stack, a
