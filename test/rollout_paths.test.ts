@@ -199,8 +199,9 @@ describe("validate's per-test timeout", () => {
       ['tests/test_hangs.py::test_quick', 'passed'],
     ]);
     expect(rows[0].message).toMatch(/Timeout/);
-    // Cut at the 3 s limit, not at the 300 s suite timeout.
-    expect(rows[0].duration_seconds).toBeGreaterThanOrEqual(3);
+    // Cut at the 3 s limit, not at the 300 s suite timeout (pytest-timeout's timer and the report's
+    // clock are not the same clock: 2.9995 s was seen).
+    expect(rows[0].duration_seconds).toBeGreaterThanOrEqual(2.9);
     expect(rows[0].duration_seconds).toBeLessThan(60);
   }, 600_000);
 });
