@@ -114,15 +114,24 @@ function firstError(s: Step): string {
   return (hit ?? `exit ${s.code}`).slice(0, 240);
 }
 
-/** pytest's summary counts ("3 failed, 120 passed, 2 errors in 4.2s"); null where the run ended before printing one. */
+/** pytest's summary counts ("3 failed, 120 passed, 2 errors in 4.2s"), or its progress so far; null where it printed neither. */
 function summary(out: string): Record<'passed' | 'failed' | 'errors' | 'skipped', number> | null {
   const line = out
     .split('\n')
     .reverse()
     .find((l) => /\bin [\d.]+s\b/.test(l) && /\d+ (passed|failed|errors?|skipped|deselected|xfailed|xpassed)|no tests ran/.test(l));
-  if (!line) return null;
-  const count = (word: string) => Number(new RegExp(`(\\d+) ${word}`).exec(line)?.[1] ?? 0);
-  return { passed: count('passed'), failed: count('failed'), errors: count('errors?'), skipped: count('skipped') };
+  if (line) {
+    const count = (word: string) => Number(new RegExp(`(\\d+) ${word}`).exec(line)?.[1] ?? 0);
+    return { passed: count('passed'), failed: count('failed'), errors: count('errors?'), skipped: count('skipped') };
+  }
+  // A run stopped by the time limit prints no summary: its progress lines ("..F.s [ 40%]") count what ran.
+  const progress = out
+    .split('\n')
+    .filter((l) => /^[.FEsxX]+\s*\[\s*\d+%\]$/.test(l.trim()))
+    .join('');
+  if (!progress) return null;
+  const chars = (c: string) => progress.split(c).length - 1;
+  return { passed: chars('.'), failed: chars('F'), errors: chars('E'), skipped: chars('s') };
 }
 
 /** repos.tsv beside the manifest: which local folder names (owner__name) are held out. */
