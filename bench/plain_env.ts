@@ -134,6 +134,18 @@ function summary(out: string): Record<'passed' | 'failed' | 'errors' | 'skipped'
   return { passed: chars('.'), failed: chars('F'), errors: chars('E'), skipped: chars('s') };
 }
 
+/**
+ * What `--collect-only` found: its "N tests collected" line, or, where the project's addopts add
+ * another -q (vit-pytorch), the per-file "path.py: N" lines that replace it.
+ */
+function collectedCount(out: string): number | null {
+  const line = /(\d+)(?:\/\d+)? tests? collected/.exec(out);
+  if (line) return Number(line[1]);
+  if (/no tests collected/.test(out)) return 0;
+  const perFile = [...out.matchAll(/^\S+\.py: (\d+)$/gm)];
+  return perFile.length ? perFile.reduce((s, m) => s + Number(m[1]), 0) : null;
+}
+
 /** repos.tsv beside the manifest: which local folder names (owner__name) are held out. */
 function heldOut(): Set<string> {
   const tsv = join(dirname(resolve(args.manifest)), 'repos.tsv');
@@ -202,7 +214,7 @@ async function measure(unit: Unit, held: boolean): Promise<PlainResult> {
   const pytest = (extra: string[], limit: number) => step(['unshare', '-n', vpy, '-m', 'pytest', '-q', '-p', 'no:cacheprovider', ...extra], src, limit, runEnv);
   const haveVenv = existsSync(vpy);
   const collect = haveVenv ? pytest(['--collect-only'], 300) : null;
-  const collected = collect ? Number(/(\d+) tests? collected/.exec(collect.out)?.[1] ?? (/no tests collected/.test(collect.out) ? 0 : Number.NaN)) : Number.NaN;
+  const collected = collect ? collectedCount(collect.out) : null;
   const test = haveVenv ? pytest([], Number(args['test-limit'])) : null;
   const counts = test ? summary(test.out) : null;
   const venvBytes = dirBytes(venv);
@@ -220,7 +232,7 @@ async function measure(unit: Unit, held: boolean): Promise<PlainResult> {
     venv_bytes: venvBytes,
     collect_ok: collect?.code === 0,
     collect_error: collect && collect.code !== 0 ? firstError(collect) : haveVenv ? null : 'no venv',
-    collected: Number.isNaN(collected) ? null : collected,
+    collected,
     test_s: test ? Math.round(test.seconds * 10) / 10 : null,
     test_exit: test?.code ?? null,
     passed: counts?.passed ?? null,
