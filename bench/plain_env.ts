@@ -24,7 +24,7 @@
 import { spawnSync } from 'node:child_process';
 import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import { parseArgs } from 'node:util';
+import { parseArgs, stripVTControlCharacters } from 'node:util';
 import { dirBytes, gb } from '../core/disk.js';
 import { git } from '../core/git.js';
 import { readLines } from '../core/jsonl.js';
@@ -96,7 +96,8 @@ function step(argv: string[], cwd: string, limitS: number, env: NodeJS.ProcessEn
     maxBuffer: 64 << 20,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  const out = `${res.stdout ?? ''}\n${res.stderr ?? ''}`;
+  // Colour codes some tools print despite NO_COLOR (litgpt's import errors) would end up in the error column.
+  const out = stripVTControlCharacters(`${res.stdout ?? ''}\n${res.stderr ?? ''}`);
   return { code: res.status ?? 137, seconds: (Date.now() - started) / 1000, out };
 }
 
