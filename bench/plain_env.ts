@@ -211,7 +211,8 @@ async function measure(unit: Unit, held: boolean): Promise<PlainResult> {
   const cacheGrowth = dirBytes(uvCache) - cacheBefore;
 
   // The venv as a person who activated it has it (console scripts on PATH), with no network.
-  const runEnv = { ...baseEnv, VIRTUAL_ENV: venv, PATH: `${join(venv, 'bin')}:${process.env.PATH}` };
+  // Unbuffered: a run the time limit stops dies without flushing, and its progress lines are its only counts.
+  const runEnv = { ...baseEnv, VIRTUAL_ENV: venv, PATH: `${join(venv, 'bin')}:${process.env.PATH}`, PYTHONUNBUFFERED: '1' };
   const pytest = (extra: string[], limit: number) => step(['unshare', '-n', vpy, '-m', 'pytest', '-q', '-p', 'no:cacheprovider', ...extra], src, limit, runEnv);
   const haveVenv = existsSync(vpy);
   const collect = haveVenv ? pytest(['--collect-only'], 300) : null;
