@@ -125,10 +125,10 @@ function summary(out: string): Record<'passed' | 'failed' | 'errors' | 'skipped'
     const count = (word: string) => Number(new RegExp(`(\\d+) ${word}`).exec(line)?.[1] ?? 0);
     return { passed: count('passed'), failed: count('failed'), errors: count('errors?'), skipped: count('skipped') };
   }
-  // A run stopped by the time limit prints no summary: its progress lines ("..F.s [ 40%]") count what ran.
+  // A run stopped by the time limit prints no summary: its progress lines ("..F.s [ 40%]", the last one unfinished) count what ran.
   const progress = out
     .split('\n')
-    .filter((l) => /^[.FEsxX]+\s*\[\s*\d+%\]$/.test(l.trim()))
+    .filter((l) => /^[.FEsxX]+\s*(\[\s*\d+%\])?$/.test(l.trim()))
     .join('');
   if (!progress) return null;
   const chars = (c: string) => progress.split(c).length - 1;
