@@ -11,7 +11,7 @@ interface CloneRun {
 }
 
 describe('clone', () => {
-  it('clones a local folder or repository again after it changed, and only then', async () => {
+  it('clones a local folder, repository or bare repository again after it changed, and only then', async () => {
     const dir = tempDir('clone-key');
     const folder = join(dir, 'textstats');
     cpSync(join(packageRoot, 'examples', 'repos', 'textstats'), folder, { recursive: true });
@@ -21,23 +21,34 @@ describe('clone', () => {
     gitIn('init', '-q');
     gitIn('add', '-A');
     gitIn('commit', '-qm', 'first');
+    // A bare repository (a mirror, `git clone --bare`): git's files at its top, no work tree.
+    const bare = join(dir, 'bare.git');
+    execFileSync('git', ['clone', '-q', '--bare', repo, bare]);
     const manifest = join(dir, 'manifest.jsonl');
-    writeFileSync(manifest, [folder, repo].map((r) => JSON.stringify({ repo: r })).join('\n') + '\n');
+    writeFileSync(manifest, [folder, repo, bare].map((r) => JSON.stringify({ repo: r })).join('\n') + '\n');
     const out = join(dir, 'out');
     const clone = async () => {
       const res = await cli(['clone', '--manifest', manifest, '--out', out, '--json']);
       expect(res.code, res.stderr).toBe(0);
       return (JSON.parse(res.stdout) as CloneRun).units.map((u) => u.ran.includes('clone'));
     };
-    expect(await clone()).toEqual([true, true]);
-    expect(await clone()).toEqual([false, false]);
+    expect(await clone()).toEqual([true, true, true]);
+    expect(await clone()).toEqual([false, false, false]);
     writeFileSync(join(folder, 'NOTES.txt'), 'edited between runs\n');
-    expect(await clone()).toEqual([true, false]);
+    expect(await clone()).toEqual([true, false, false]);
     writeFileSync(join(repo, 'NOTES.txt'), 'committed between runs\n');
     gitIn('add', '-A');
     gitIn('commit', '-qm', 'second');
-    expect(await clone()).toEqual([false, true]);
-    expect(await clone()).toEqual([false, false]);
+    expect(await clone()).toEqual([false, true, false]);
+    gitIn('push', '-q', bare, 'HEAD');
+    expect(await clone()).toEqual([false, false, true]);
+    expect(await clone()).toEqual([false, false, false]);
+    // Pinned to a commit: read as the repository it is, not as a plain folder of git's files.
+    const first = execFileSync('git', ['--git-dir', bare, 'rev-parse', 'HEAD~1'], { encoding: 'utf8' }).trim();
+    const pinned = join(dir, 'pinned.jsonl');
+    writeFileSync(pinned, `${JSON.stringify({ repo: bare, commit: first })}\n`);
+    const res = await cli(['clone', '--manifest', pinned, '--out', join(dir, 'out-pinned'), '--json']);
+    expect(res.code, res.stdout).toBe(0);
   }, 120_000);
   it('refuses a folder whose .git is a file pointing at another repository on the host', async () => {
     const dir = tempDir('git-file');

@@ -90,8 +90,12 @@ export function isSrcLayout(root: string): boolean {
   );
 }
 
+/** A bare repository (a mirror, a `git clone --bare`): git's own files at the folder's top, no work tree. */
+const isBareRepository = (path: string) =>
+  existsSync(join(path, 'HEAD')) && existsSync(join(path, 'objects')) && existsSync(join(path, 'refs')) && !existsSync(join(path, '.git'));
+
 async function resolveSource(unit: Unit, mirror: string): Promise<string> {
-  if (unit.sourceKind === 'local') {
+  if (unit.sourceKind === 'local' && !isBareRepository(unit.location)) {
     if (!existsSync(unit.location)) throw new GitError(`local path ${unit.location} does not exist`);
     if (!statSync(unit.location).isDirectory()) throw new GitError(`local path ${unit.location} is not a folder`);
     // A .git file (a worktree or submodule pointer) or link makes git read a repository elsewhere
@@ -115,9 +119,10 @@ async function resolveSource(unit: Unit, mirror: string): Promise<string> {
  */
 async function localFingerprint(unit: Unit): Promise<string | null> {
   if (unit.sourceKind !== 'local' || unit.commit || !existsSync(unit.location)) return null;
-  if (!existsSync(join(unit.location, '.git'))) return hashTree(unit.location, '');
+  const bare = isBareRepository(unit.location);
+  if (!bare && !existsSync(join(unit.location, '.git'))) return hashTree(unit.location, '');
   try {
-    return (await git(['rev-parse', 'HEAD'], { cwd: unit.location })).trim();
+    return (await git(bare ? ['--git-dir', unit.location, 'rev-parse', 'HEAD'] : ['rev-parse', 'HEAD'], { cwd: unit.location })).trim();
   } catch {
     return null;
   }
