@@ -10,6 +10,7 @@
  * reads the hand-written environments' results from an output folder a run already wrote.
  *
  *   node dist/bench/envs.js [--manifest bare.jsonl] [--hand hand.jsonl | --hand-out DIR] [--dir /tmp/worldline-bench-envs] [--fresh]
+ *   node dist/bench/envs.js --set bench/fixtures/envs-index ...   (issue 41's set: bench/envs_set.ts)
  *
  * Without --manifest it lays out Debian corpus projects (test/corpus.ts) bare: their package folder
  * alone, no packaging file, so the repair loop finds what their tests import; with --hand absent,
@@ -27,6 +28,7 @@ import { table } from '../core/table.js';
 import { Ledger, type LedgerEntry, type StageName } from '../pipeline/runtime/ledger.js';
 import type { BuildRecord, ResolveRecord, ValidateRecord } from '../pipeline/runtime/records.js';
 import { CORPUS, materializeCorpus } from '../test/corpus.js';
+import { benchSet } from './envs_set.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -36,8 +38,25 @@ const { values: args } = parseArgs({
     projects: { type: 'string', default: 'isodate,hyperlink,jsonschema,traitlets' },
     dir: { type: 'string', default: '/tmp/worldline-bench-envs' },
     fresh: { type: 'boolean', default: false },
+    // Issue 41's set (bench/envs_set.ts): Debian alone, the index and the plain script side by side.
+    set: { type: 'string' },
+    modes: { type: 'string', default: 'none,auto' },
+    only: { type: 'string' },
+    torch: { type: 'string' },
+    plain: { type: 'string', default: join(packageRoot, 'bench', 'plain_env.jsonl') },
+    concurrency: { type: 'string', default: '2' },
   },
 });
+
+if (args.set) {
+  await benchSet({
+    ...args,
+    set: args.set,
+    dir: args.dir === '/tmp/worldline-bench-envs' ? '/var/cache/worldline-bench/envs' : args.dir,
+    concurrency: Number(args.concurrency),
+  });
+  process.exit(0);
+}
 
 const CLI = join(packageRoot, 'dist/bin/worldline.js');
 

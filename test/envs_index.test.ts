@@ -166,16 +166,17 @@ describe('the Python index as a backend', () => {
     return JSON.parse(readFileSync(join(ledger, readdirSync(ledger)[0]), 'utf8')) as LedgerEntry<R>;
   };
   /** A repository committed on COMMIT_DATE asking for `dependencies`, its tests checking the tree the lock gives. */
-  const project = (name: string, dependencies: string[], classifiers: string[] = []) => {
+  const TREE_TEST =
+    'import importlib.metadata\n\nimport alpha\nimport gamma\n\n\ndef test_tree():\n' +
+    '    assert alpha.VERSION == "1.0" and gamma.VERSION == "1.0"\n' +
+    '    assert importlib.metadata.version("wl-beta") == "1.0"\n';
+  const project = (name: string, dependencies: string[], classifiers: string[] = [], test = TREE_TEST) => {
     process.env.GIT_COMMITTER_DATE = COMMIT_DATE;
     process.env.GIT_AUTHOR_DATE = COMMIT_DATE;
     try {
       const repo = gitRepo(join(dir, name), {
         'pyproject.toml': `[project]\nname = "${name}"\nversion = "0.1.0"\ndependencies = ${JSON.stringify(dependencies)}\nclassifiers = ${JSON.stringify(classifiers)}\n`,
-        'tests/test_tree.py':
-          'import importlib.metadata\n\nimport alpha\nimport gamma\n\n\ndef test_tree():\n' +
-          '    assert alpha.VERSION == "1.0" and gamma.VERSION == "1.0"\n' +
-          '    assert importlib.metadata.version("wl-beta") == "1.0"\n',
+        'tests/test_tree.py': test,
       });
       const manifest = join(dir, `${name}.jsonl`);
       writeFileSync(manifest, `${JSON.stringify({ repo })}\n`);
@@ -202,6 +203,12 @@ describe('the Python index as a backend', () => {
     for (const [dist, version, module, requires, tag] of WHEELS) {
       execFileSync('python3', ['-c', MAKE_WHEEL, wheels, dist, version, module, tag ?? 'py3-none-any', ...requires]);
     }
+    // A wheel of 32 MB of incompressible bytes: heavy, for a stack line of 8 MB.
+    execFileSync('python3', ['-c', MAKE_WHEEL, wheels, 'wl-heavy', '1.0', 'heavy', 'py3-none-any']);
+    execFileSync('python3', [
+      '-c',
+      `import os, zipfile\nwith zipfile.ZipFile(${JSON.stringify(join(wheels, 'wl_heavy-1.0-py3-none-any.whl'))}, 'a') as z: z.writestr('heavy/blob.bin', os.urandom(32 << 20))`,
+    ]);
     // uv as the mirror would serve it: fetched here through this host's own pip configuration.
     execFileSync('python3', [
       '-m',
@@ -236,7 +243,13 @@ describe('the Python index as a backend', () => {
     expect(lock.map((d) => `${d.name}==${d.version}`).sort()).toEqual(['wl-alpha==1.0', 'wl-beta==1.0', 'wl-gamma-dist==1.0']);
     for (const d of lock) expect(d.sha256).toMatch(/^[0-9a-f]{64}$/);
     expect(resolved.env).toMatchObject({ pip: [], apt: [] });
-    expect(entry<BuildRecord>(join(dir, 'out'), 'build').record?.index).toEqual({ mode: 'auto', files: 3, downloaded: 3, cached: 0 });
+    expect(entry<BuildRecord>(join(dir, 'out'), 'build').record?.index).toEqual({
+      mode: 'auto',
+      files: 3,
+      downloaded: 3,
+      downloaded_bytes: expect.any(Number),
+      cached: 0,
+    });
     expect(entry<ValidateRecord>(join(dir, 'out'), 'validate').record).toMatchObject({ collected: 1, passed: 1 });
     // uv's own wheel came once too, fetched by this host's pip into the cache.
     expect(index.downloads.filter((f) => !f.startsWith('uv-')).sort()).toEqual([
@@ -255,7 +268,7 @@ describe('the Python index as a backend', () => {
     const before = index.downloads.length;
     const res = await run(project('index-user-2', ['wl-gamma-dist', 'wl-alpha>=1']), 'out2', 'clone,resolve,build,validate', trusted);
     expect(res.code, `${res.stdout}\n${res.stderr}`).toBe(0);
-    expect(entry<BuildRecord>(join(dir, 'out2'), 'build').record?.index).toEqual({ mode: 'auto', files: 3, downloaded: 0, cached: 3 });
+    expect(entry<BuildRecord>(join(dir, 'out2'), 'build').record?.index).toEqual({ mode: 'auto', files: 3, downloaded: 0, downloaded_bytes: 0, cached: 3 });
     expect(index.downloads.length).toBe(before);
     expect(entry<ValidateRecord>(join(dir, 'out2'), 'validate').record).toMatchObject({ passed: 1 });
   }, 900_000);
@@ -273,7 +286,7 @@ describe('the Python index as a backend', () => {
     const res = await cli(['run', '--manifest', locked, '--out', join(dir, 'out5'), '--stages', 'clone,resolve,build,validate'], env);
     expect(res.code, `${res.stdout}\n${res.stderr}`).toBe(0);
     expect(entry<ResolveRecord>(join(dir, 'out5'), 'resolve').record?.source).toBe('manifest');
-    expect(entry<BuildRecord>(join(dir, 'out5'), 'build').record?.index).toEqual({ mode: 'lock', files: 3, downloaded: 0, cached: 3 });
+    expect(entry<BuildRecord>(join(dir, 'out5'), 'build').record?.index).toEqual({ mode: 'lock', files: 3, downloaded: 0, downloaded_bytes: 0, cached: 3 });
     expect(entry<ValidateRecord>(join(dir, 'out5'), 'validate').record).toMatchObject({ passed: 1 });
     expect(index.downloads.length).toBe(before);
     const status = await cli(['status', '--out', join(dir, 'out5')]);
@@ -305,7 +318,7 @@ describe('the Python index as a backend', () => {
         },
       );
       expect(res.code, `${res.stdout}\n${res.stderr}`).toBe(0);
-      expect(entry<BuildRecord>(join(dir, 'out7'), 'build').record?.index).toEqual({ mode: 'auto', files: 4, downloaded: 1, cached: 3 });
+      expect(entry<BuildRecord>(join(dir, 'out7'), 'build').record?.index).toMatchObject({ mode: 'auto', files: 4, downloaded: 1, cached: 3 });
       expect(proxy.tunnels).toContain(new URL(index.url).host);
       // The resolver read the index through the proxy, and the one new file came through it too.
       expect(index.proxied).toContain('simple/wl-delta');
@@ -313,6 +326,57 @@ describe('the Python index as a backend', () => {
     } finally {
       proxy.server.close();
     }
+  }, 900_000);
+
+  it("installs the locks' heavy files once, as a stack image every unit locking them is built on", async () => {
+    const heavyTest =
+      'import importlib.resources\n\nimport heavy\n\n\ndef test_heavy():\n    assert len(importlib.resources.files("heavy").joinpath("blob.bin").read_bytes()) == 32 << 20\n';
+    const build = async (name: string, dependencies: string[]) => {
+      const res = await cli(
+        [
+          'run',
+          '--manifest',
+          project(name, dependencies, [], heavyTest),
+          '--out',
+          join(dir, name),
+          '--stages',
+          'clone,resolve,build,validate',
+          '--pip-index',
+          'auto',
+        ],
+        {
+          WORLDLINE_INDEX_CACHE: join(dir, 'index-cache'),
+          WORLDLINE_STACK_MIN_BYTES: String(8 << 20),
+          PIP_INDEX_URL: index.url,
+          PIP_CERT: trusted,
+          REQUESTS_CA_BUNDLE: '',
+          CURL_CA_BUNDLE: '',
+        },
+      );
+      expect(res.code, `${res.stdout}\n${res.stderr}`).toBe(0);
+      expect(entry<ValidateRecord>(join(dir, name), 'validate').record).toMatchObject({ passed: 1 });
+      return entry<BuildRecord>(join(dir, name), 'build').record!;
+    };
+    const one = await build('stack-one', ['wl-heavy', 'wl-gamma-dist']);
+    const two = await build('stack-two', ['wl-heavy', 'wl-delta']);
+    expect(one.index).toMatchObject({ files: 2, stack: expect.stringMatching(/^worldline\/stack:py3\.\d+\.\d+-[0-9a-f]{12}$/), stack_files: 1 });
+    // The same heavy file on the same base: one stack, made by whichever built first.
+    expect(two.index?.stack).toBe(one.index?.stack);
+    expect([one.index?.stack_built, two.index?.stack_built].sort()).toEqual([false, true]);
+    const layers = (ref: string) =>
+      JSON.parse(execFileSync('docker', ['image', 'inspect', '--format', '{{json .RootFS.Layers}}', ref], { encoding: 'utf8' })) as string[];
+    const stackTop = layers(one.index!.stack!).at(-1)!;
+    expect(layers(one.image)).toContain(stackTop);
+    expect(layers(two.image)).toContain(stackTop);
+    // The setup installed only the light file: what the unit's image adds over its stack (the
+    // checkout, its pristine copy, bytecode: some 16 MB) is less than the heavy file.
+    const size = (ref: string) => Number(execFileSync('docker', ['image', 'inspect', '--format', '{{.Size}}', ref], { encoding: 'utf8' }));
+    expect(size(two.image) - size(two.index!.stack!)).toBeLessThan(32 << 20);
+    const imported = execFileSync('docker', ['run', '--rm', '--network', 'none', two.image, 'python3', '-c', 'import heavy, delta; print(heavy.__file__)'], {
+      encoding: 'utf8',
+    });
+    expect(imported).toMatch(/heavy\/__init__\.py/);
+    execFileSync('docker', ['rmi', '-f', one.image, two.image, one.index!.stack!]);
   }, 900_000);
 
   it('names the certificate when the index is not trusted, not a missing distribution', async () => {

@@ -88,7 +88,17 @@ export interface BuildRecord {
   /** What pip installed from the package index (`name==version`, as `pip freeze` says): the constraints to pin. */
   pip_installed?: string[];
   /** How env.lock entered the image: the index mode, its files, how many were downloaded for this build and how many the host's cache had. */
-  index?: { mode: string; files: number; downloaded: number; cached: number };
+  index?: {
+    mode: string;
+    files: number;
+    downloaded: number;
+    downloaded_bytes?: number;
+    cached: number;
+    /** The image of the lock's heavy files this one starts from (pipeline/sandbox/stack_images.ts), their count, and whether this build made it. */
+    stack?: string;
+    stack_files?: number;
+    stack_built?: boolean;
+  };
   /** How the project itself went in (null: a manifest env, or nothing to install). */
   install?: { method: 'backend' | 'metadata'; why: string | null } | null;
 }

@@ -536,6 +536,16 @@ export class SandboxSession {
   }
 }
 
+/** The checkout at /repo and our Python at /worldline/lib, for a build's setup (runAndCommit). */
+async function putCheckoutAndLib(container: Docker.Container, checkout: string): Promise<void> {
+  // The tar starts only now: a stream made earlier loses a small checkout (tar exits before the engine reads).
+  await container.putArchive(tarStream(['-C', checkout, '--transform', 's,^\\./,repo/,;s,^\\.$,repo,', '.']), { path: '/' });
+  // Our Python where runs mount it, for the image's bytecode (pipeline/sandbox/bytecode.ts): sources
+  // only, no tests; the build script removes it once compiled, and runs mount the live tree over it.
+  const lib = ['--exclude=__pycache__', '--exclude=tests', '--exclude=mutate_tests', '--exclude=*.[ch]', '--exclude=*.so'];
+  await container.putArchive(tarStream(['-C', tracersDir, ...lib, '--transform', 's,^\\.,worldline/lib,', '.']), { path: '/' });
+}
+
 /**
  * The repository-controlled part of a build (the manifest's `setup` steps, installing the
  * repository itself): run as root in a container of `image` with no network, the run's memory,
@@ -545,7 +555,8 @@ export class SandboxSession {
  */
 export async function runAndCommit(opts: {
   image: string;
-  checkout: string;
+  /** Absent for an image of no repository's (a heavy stack, stack_images.ts): then neither the checkout nor our Python arrives. */
+  checkout?: string;
   script: string;
   limits: SandboxLimits;
   timeoutMs: number;
@@ -580,12 +591,7 @@ export async function runAndCommit(opts: {
     },
   });
   try {
-    // The tar starts only now: a stream made earlier loses a small checkout (tar exits before the engine reads).
-    await container.putArchive(tarStream(['-C', opts.checkout, '--transform', 's,^\\./,repo/,;s,^\\.$,repo,', '.']), { path: '/' });
-    // Our Python where runs mount it, for the image's bytecode (pipeline/sandbox/bytecode.ts): sources
-    // only, no tests; the build script removes it once compiled, and runs mount the live tree over it.
-    const lib = ['--exclude=__pycache__', '--exclude=tests', '--exclude=mutate_tests', '--exclude=*.[ch]', '--exclude=*.so'];
-    await container.putArchive(tarStream(['-C', tracersDir, ...lib, '--transform', 's,^\\.,worldline/lib,', '.']), { path: '/' });
+    if (opts.checkout) await putCheckoutAndLib(container, opts.checkout);
     const { exitCode, timedOut, oomKilled } = await startAndWait(container, opts.timeoutMs, opts.onOutput);
     if (exitCode !== 0 || timedOut) return { imageId: null, exitCode, timedOut, oomKilled };
     const [repo, tag] = opts.tag.split(':');

@@ -20,7 +20,7 @@ import { installCommand } from '../envs/plan/install_plan.js';
 import { settleEnv } from '../envs/repair/loop.js';
 import { engineWentAway } from '../runtime/job_scope.js';
 import { buildOutputPath, outLayout } from '../runtime/layout.js';
-import type { PythonVersion, UnitEnv } from '../runtime/manifest.js';
+import type { LockedDist, PythonVersion, UnitEnv } from '../runtime/manifest.js';
 import { redactText, unitRedactor } from '../runtime/part_redaction.js';
 import type { BuildRecord, InstallPlan, ResolveRecord } from '../runtime/records.js';
 import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
@@ -29,6 +29,7 @@ import { bytecodeScript, COLLECT_MARKS, PYCACHE_PREFIX } from '../sandbox/byteco
 import { buildImage, engineFault, inspectImage, removeImage, tarStream } from '../sandbox/engine.js';
 import { firstErrorLine } from '../sandbox/pytest_output.js';
 import { freshWork, PRISTINE_REPO, runAndCommit, SANDBOX_UID } from '../sandbox/sandbox.js';
+import { splitHeavy, stackImage } from '../sandbox/stack_images.js';
 
 /** Bump when the Dockerfile below changes shape. */
 const BUILD_REVISION = 8;
@@ -44,9 +45,9 @@ const PIP_MARK = 'worldline-pip: ';
  * one (a URL: its simple index; a folder: its wheels, copied into the build, no other index), and
  * what it installed is printed for the record (PIP_MARK). Null when there are no packages.
  */
-export function packagesDockerfile(base: BaseImage, env: UnitEnv, pipIndex?: string): string | null {
+export function packagesDockerfile(base: BaseImage, env: UnitEnv, pipIndex?: string, from = base.ref): string | null {
   if (!env.apt.length && !env.pip.length) return null;
-  const lines = [`FROM ${base.ref}`];
+  const lines = [`FROM ${from}`];
   if (env.apt.length) {
     lines.push(`RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends ${env.apt.map(shQuote).join(' ')} && rm -rf /var/lib/apt/lists/*`);
   }
@@ -208,9 +209,43 @@ async function buildOnce(ctx: StageContext, env: UnitEnv, python: PythonVersion,
   writeFileSync(logFile, '');
   ctx.log(`build ${unit.id}: ${tag}`);
   const deadline = Date.now() + options.buildTimeoutS * 1000;
-  let from = base.ref;
-  const packages = packagesDockerfile(base, env, options.pipIndex);
   const none = { collect: { output: '', exitCode: null }, install: null };
+  // The lock's files, on the host: into the host's cache (once per host); its heavy files become
+  // (or are found as) a stack image shared by every unit that locks them; the rest are linked
+  // into a folder the setup mounts.
+  let from = base.ref;
+  let rest: { lock: LockedDist[]; paths: string[] } = { lock: [], paths: [] };
+  if (env.lock?.length) {
+    const settings = indexSettings(options.pipIndex ?? 'auto');
+    try {
+      const fetched = await fetchLocked(env.lock, { cert: settings?.cert ?? null, proxy: settings?.proxy ?? null });
+      const uv = await uvBinary(ctx.log);
+      const split = splitHeavy(env.lock, fetched.paths);
+      const pick = (ix: number[]) => ({ lock: ix.map((i) => env.lock![i]), paths: ix.map((i) => fetched.paths[i]) });
+      rest = pick(split.rest);
+      const heavy = pick(split.heavy);
+      const stack = heavy.lock.length
+        ? await stackImage({ base, heavy: heavy.lock, paths: heavy.paths, uv, limits: options, timeoutMs: deadline - Date.now(), log: ctx.log })
+        : null;
+      if (stack) from = stack.tag;
+      // `lock`: the line's own lock, fetched (when not cached) with this host's trust, no index consulted.
+      fromIndex = {
+        mode: (options.pipIndex && settings?.mode) || 'lock',
+        files: env.lock.length,
+        downloaded: fetched.downloaded,
+        downloaded_bytes: fetched.downloadedBytes,
+        cached: fetched.cached,
+        ...(stack ? { stack: stack.tag, stack_files: heavy.lock.length, stack_built: stack.built } : {}),
+      };
+      ctx.log(
+        `build ${unit.id}: ${env.lock.length} file(s) from the Python index, ${fetched.downloaded} downloaded, ${fetched.cached} from this host's cache` +
+          (stack ? `; ${heavy.lock.length} heavy in ${stack.tag}${stack.built ? ' (built now)' : ''}` : ''),
+      );
+    } catch (e) {
+      return { failure: `the Python index's files: ${(e as Error).message}`, ...none };
+    }
+  }
+  const packages = packagesDockerfile(base, env, options.pipIndex, from);
   if (packages) {
     const work = freshWork(outLayout.work(options.out, 'build', unit.id));
     writeFileSync(join(work, 'Dockerfile'), packages);
@@ -236,21 +271,7 @@ async function buildOnce(ctx: StageContext, env: UnitEnv, python: PythonVersion,
     from = result.imageId;
     pipInstalled = pipLines(readFileSync(logFile, 'utf8'));
   }
-  // The lock's files, on the host: into the host's cache (once per host), then linked into a folder the build mounts.
-  let lockFolder: string | null = null;
-  if (env.lock?.length) {
-    const settings = indexSettings(options.pipIndex ?? 'auto');
-    try {
-      const fetched = await fetchLocked(env.lock, { cert: settings?.cert ?? null, proxy: settings?.proxy ?? null });
-      lockFolder = installFolder(env.lock, fetched.paths, await uvBinary(ctx.log));
-      // `lock`: the line's own lock, fetched (when not cached) with this host's trust, no index consulted.
-      fromIndex = { mode: (options.pipIndex && settings?.mode) || 'lock', files: env.lock.length, downloaded: fetched.downloaded, cached: fetched.cached };
-      ctx.log(`build ${unit.id}: ${env.lock.length} file(s) from the Python index, ${fetched.downloaded} downloaded, ${fetched.cached} from this host's cache`);
-    } catch (e) {
-      if (packages) await removeImage(`${tag}-packages`);
-      return { failure: `the Python index's files: ${(e as Error).message}`, ...none };
-    }
-  }
+  const lockFolder = rest.lock.length ? installFolder(rest.lock, rest.paths, await uvBinary(ctx.log)) : null;
   let logged = 0;
   let dropped = 0;
   // Repository-controlled output: held (capped) in memory and redacted before it reaches the disk.
@@ -259,7 +280,7 @@ async function buildOnce(ctx: StageContext, env: UnitEnv, python: PythonVersion,
   const setup = await runAndCommit({
     image: from,
     checkout: outLayout.checkout(options.out, unit.id),
-    script: setupScript(env, clone.src_layout, install),
+    script: setupScript({ ...env, lock: rest.lock }, clone.src_layout, install),
     limits: options,
     timeoutMs: Math.max(1000, deadline - Date.now()),
     tag,

@@ -7,7 +7,7 @@
  * nothing is copied into a build context), so a wheel is downloaded once per host.
  */
 import { createHash } from 'node:crypto';
-import { createReadStream, createWriteStream, existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { createReadStream, createWriteStream, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
 import { get as httpGet, type IncomingMessage } from 'node:http';
 import { get as httpsGet } from 'node:https';
 import { dirname, join } from 'node:path';
@@ -17,6 +17,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { tempPath } from '../../../core/atomic.js';
 import { withLock } from '../../../core/lock.js';
+import { mapLimit } from '../../../core/map_limit.js';
 import { indexCacheDir } from '../../runtime/layout.js';
 import type { LockedDist } from '../../runtime/manifest.js';
 import { throughProxy } from './proxy.js';
@@ -27,6 +28,8 @@ const FILE_TIMEOUT_MS = 30 * 60_000;
 const STALL_MS = 60_000;
 const TRIES = 3;
 const REDIRECTS = 5;
+/** Files fetched at once: a torch lock is some twenty files of 0.1-1 GB, and one stream seldom fills the link. */
+const PARALLEL = 4;
 
 /** Where a locked file lies in the cache. */
 export function cachedPath(dist: LockedDist): string {
@@ -87,29 +90,31 @@ function causeOf(e: unknown): string {
 }
 
 /**
- * Every file of `lock` in the cache: the paths, and how many were downloaded now and how many were
- * there already. Throws, naming the file and the first cause, once a file fails all its tries.
+ * Every file of `lock` in the cache: the paths, how many files (and bytes) were downloaded now and
+ * how many were there already. Throws, naming the file and the first cause, once a file fails all
+ * its tries.
  */
 export async function fetchLocked(
   lock: LockedDist[],
   trust: { cert: string | null; proxy: string | null },
-): Promise<{ paths: string[]; downloaded: number; cached: number }> {
+): Promise<{ paths: string[]; downloaded: number; downloadedBytes: number; cached: number }> {
   const route = { ca: trust.cert ? readFileSync(trust.cert) : undefined, proxy: trust.proxy };
-  let downloaded = 0;
   for (const dist of lock) {
     if (!/^[0-9a-f]{64}$/.test(dist.sha256) || dist.filename.includes('/')) throw new Error(`not a lockable file: ${JSON.stringify(dist)}`);
+  }
+  // Bytes of each file this call downloaded (0: the cache had it, or another process fetched it meanwhile).
+  const fetched = await mapLimit(lock, PARALLEL, async (dist) => {
     const path = cachedPath(dist);
-    if (existsSync(path)) continue;
-    await withLock(`${dirname(path)}.lock`, async () => {
-      if (existsSync(path)) return;
+    if (existsSync(path)) return 0;
+    return withLock(`${dirname(path)}.lock`, async () => {
+      if (existsSync(path)) return 0;
       mkdirSync(dirname(path), { recursive: true });
       for (let attempt = 1; ; attempt++) {
         const tmp = tempPath(path);
         try {
           await fetchOnce(dist, tmp, route);
           renameSync(tmp, path);
-          downloaded++;
-          return;
+          return statSync(path).size;
         } catch (e) {
           rmSync(tmp, { force: true });
           if (attempt >= TRIES) throw new Error(`could not download ${dist.filename} (${TRIES} tries): ${causeOf(e)}`);
@@ -117,6 +122,7 @@ export async function fetchLocked(
         }
       }
     });
-  }
-  return { paths: lock.map(cachedPath), downloaded, cached: lock.length - downloaded };
+  });
+  const downloaded = fetched.filter((b) => b > 0).length;
+  return { paths: lock.map(cachedPath), downloaded, downloadedBytes: fetched.reduce((a, b) => a + b, 0), cached: lock.length - downloaded };
 }
