@@ -221,6 +221,31 @@ describe('resolving a bare repository', () => {
     ]);
   });
 
+  it('takes the PEP 735 groups a test job installs: pip install --group, uv sync and uv run with their defaults', () => {
+    const pyproject = [
+      '[project]',
+      'name = "grouped"',
+      '[project.optional-dependencies]',
+      'test = ["six"]',
+      '[dependency-groups]',
+      'dev = ["pytest-mock"]',
+      'lint = ["black"]',
+      'docs = ["sphinx"]',
+    ].join('\n');
+    const job = (...runs: string[]) =>
+      `jobs:\n  test:\n    runs-on: ubuntu-latest\n    steps:\n${runs.map((r) => `      - run: ${r}\n`).join('')}      - run: pytest\n`;
+    const apt = (workflow?: string) =>
+      resolveDebian(readEvidence(layout({ 'pyproject.toml': pyproject, ...(workflow ? { '.github/workflows/ci.yml': workflow } : {}) })), [bookworm]).env.apt;
+    // A test extra and no job: the groups are someone else's (lint, docs, a developer's dev).
+    expect(apt()).toEqual(['python3-six']);
+    expect(apt(job('pip install . --group lint'))).toEqual(['black', 'python3-six']);
+    // uv's default group is dev; --group adds, --no-dev takes it away.
+    expect(apt(job('uv sync --group docs'))).toEqual(['python3-pytest-mock', 'python3-six', 'python3-sphinx']);
+    expect(apt(job('uv sync --no-dev'))).toEqual(['python3-six']);
+    expect(apt(job('uv run --group lint pytest -x'))).toEqual(['black', 'python3-pytest-mock', 'python3-six']);
+    expect(apt(job('uv sync --all-groups'))).toEqual(['black', 'python3-pytest-mock', 'python3-six', 'python3-sphinx']);
+  });
+
   it("bounds a requirement by the constraints installed beside it, not by another env's", () => {
     const ev = readEvidence(
       layout({

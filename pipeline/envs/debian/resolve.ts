@@ -212,12 +212,20 @@ const text = (r: Requirement) =>
 
 function select(ev: Evidence): Selection {
   const all = [...ev.requirements, ...configRequirements(ev)];
+  // A test job's bare `pip install .` names no test requirements: only one with extras or groups does.
   const hasTest =
-    all.some((r) => r.group === 'test' && !r.constraint && r.scope?.startsWith('pytest:') !== true) || ev.selfInstalls.some((s) => s.group === 'test');
+    all.some((r) => r.group === 'test' && !r.constraint && r.scope?.startsWith('pytest:') !== true) ||
+    ev.selfInstalls.some((s) => s.group === 'test' && (s.extras.length > 0 || !!s.groups?.length));
   const groups: Group[] = hasTest ? ['runtime', 'test'] : ['runtime', 'test', 'dev'];
   const self = ev.project.name ? normalizeName(ev.project.name) : undefined;
-  const extras = new Set(ev.selfInstalls.filter((s) => groups.includes(s.group)).flatMap((s) => s.extras));
-  const wanted = (r: DeclaredRequirement) => groups.includes(r.group) || (r.scope?.startsWith('extra:') === true && extras.has(r.scope.slice('extra:'.length)));
+  const installs = ev.selfInstalls.filter((s) => groups.includes(s.group));
+  const extras = new Set(installs.flatMap((s) => s.extras));
+  // PEP 735 groups the test tooling installs (`pip install --group dev`, `uv sync`): whatever they are called.
+  const dependencyGroups = new Set(installs.flatMap((s) => (s.groups ?? []).map(normalizeName)));
+  const inGroup = (scope: string | undefined) =>
+    scope?.startsWith('group:') === true && (dependencyGroups.has('*') || dependencyGroups.has(scope.slice('group:'.length)));
+  const wanted = (r: DeclaredRequirement) =>
+    groups.includes(r.group) || (r.scope?.startsWith('extra:') === true && (extras.has('*') || extras.has(r.scope.slice('extra:'.length)))) || inGroup(r.scope);
   // The project naming itself with extras (attrs' "tests" extra lists "attrs[tests-no-zope]") asks for those extras: to a fixed point.
   for (let grew = true; grew; ) {
     grew = false;

@@ -28,6 +28,8 @@ export interface DeclaredRequirement {
 /** The project itself installed, with the extras asked for (`-e .`, `.[test]`, tox `extras = test`, hatch `features`). */
 export interface SelfInstall {
   extras: string[];
+  /** PEP 735 dependency groups installed with it (`pip install --group dev`, `uv sync`, `uv run`): `*` for every group. */
+  groups?: string[];
   /** `-e`: installed in place, as the pipeline installs it too. */
   editable?: true;
   group: Group;
@@ -171,7 +173,13 @@ export class EvidenceContext {
           ...(e.constraint ? { constraint: true } : {}),
         });
       else if (e.kind === 'self') {
-        this.evidence.selfInstalls.push({ extras: e.extras, ...(e.editable ? { editable: true as const } : {}), group, source: e.source });
+        this.evidence.selfInstalls.push({
+          extras: e.extras,
+          ...(e.groups?.length ? { groups: e.groups } : {}),
+          ...(e.editable ? { editable: true as const } : {}),
+          group,
+          source: e.source,
+        });
       } else if (e.kind === 'option') this.evidence.options.push({ option: e.option, ...(e.value ? { value: e.value } : {}), source: e.source });
       else this.note(e.source, e.message);
     }

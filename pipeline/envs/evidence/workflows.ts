@@ -26,6 +26,24 @@ function pipInstallWords(words: string[]): string[] | undefined {
   return end < 0 ? rest : rest.slice(0, end);
 }
 
+/**
+ * `uv sync` and `uv run` install the project with uv's default dependency group (`dev`) unless told
+ * otherwise, and the groups and extras named: the project itself, as an install line would say it.
+ */
+function uvSyncEntry(words: string[], source: Source): RequirementsEntry | undefined {
+  if (words[0] !== 'uv' || !['sync', 'run'].includes(words[1]) || words.some((w) => ['--no-sync', '--no-project', '--script'].includes(w))) return undefined;
+  // `uv run` takes its own options before the command it runs: up to the first word no option takes.
+  const takesValue = /^--(group|extra|only-group|python|with|package|directory|project)$/;
+  const command = words.findIndex((w, i) => i > 1 && !w.startsWith('-') && !takesValue.test(words[i - 1]));
+  const own = words.slice(2, words[1] === 'run' && command > 0 ? command : words.length);
+  const valueOf = (flag: string) => own.flatMap((w, i) => (w === flag ? [own[i + 1]] : w.startsWith(`${flag}=`) ? [w.slice(flag.length + 1)] : []));
+  const only = valueOf('--only-group');
+  const defaults = only.length || own.includes('--no-dev') || own.includes('--no-default-groups') ? [] : ['dev'];
+  const groups = own.includes('--all-groups') ? ['*'] : [...defaults, ...only, ...valueOf('--group')];
+  const extras = own.includes('--all-extras') ? ['*'] : valueOf('--extra');
+  return { kind: 'self', extras, groups, editable: true, source };
+}
+
 class Workflow {
   private readonly lines = new LineCounter();
 
@@ -100,6 +118,8 @@ class Workflow {
         const source = { file: this.file, line: l.line };
         const pip = pipInstallWords(words);
         if (pip) installs.push(pipInstallArgs(pip, source, (f) => this.ctx.checkout.read(f)));
+        const synced = uvSyncEntry(words, source);
+        if (synced) installs.push([synced]);
         const args = argsAfterPytest(words);
         if (args) ev.testCommands.push({ tool: 'workflow', scope, args, source });
         runsTests ||= args !== undefined || /^(tox|nox)$/.test(words[0] ?? '') || /-m (tox|nox)\b/.test(l.text);

@@ -18,8 +18,8 @@ export interface Source {
 
 export type RequirementsEntry =
   | { kind: 'requirement'; requirement: Requirement; source: Source; constraint: boolean }
-  /** `.`, `.[test]`, `-e .[dev]`: the project itself, with the extras asked for. */
-  | { kind: 'self'; extras: string[]; editable: boolean; source: Source }
+  /** `.`, `.[test]`, `-e .[dev]`: the project itself, with the extras asked for; `--group dev` (pip 25.1): its PEP 735 groups. */
+  | { kind: 'self'; extras: string[]; groups?: string[]; editable: boolean; source: Source }
   /** An option pip would obey (`--index-url`, `--pre`, a local path, an unnamed URL): recorded, not used. */
   | { kind: 'option'; option: string; value?: string; source: Source }
   | { kind: 'error'; message: string; source: Source };
@@ -176,6 +176,8 @@ export function pipInstallArgs(words: string[], source: Source, read: ReadText, 
     else if (constraint !== undefined)
       entries.push(...readRequirementsFile(posix.join(within.base, value), read, { ...within, constraint: within.constraint || constraint }));
     else if (EDITABLE.has(name)) entries.push(installTarget(value, source, true));
+    // `--group [path:]name`: a dependency group of the pyproject.toml (of that path; ours is the only one read).
+    else if (name === '--group') entries.push({ kind: 'self', extras: [], groups: [value.split(':').at(-1)!], editable: false, source });
     else entries.push({ kind: 'option', option: name, value, source });
   }
   return entries;
