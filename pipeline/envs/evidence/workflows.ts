@@ -36,11 +36,11 @@ function uvSyncEntry(words: string[], source: Source): RequirementsEntry | undef
   const takesValue = /^--(group|extra|only-group|python|with|package|directory|project)$/;
   const command = words.findIndex((w, i) => i > 1 && !w.startsWith('-') && !takesValue.test(words[i - 1]));
   const own = words.slice(2, words[1] === 'run' && command > 0 ? command : words.length);
-  const valueOf = (flag: string) => own.flatMap((w, i) => (w === flag ? [own[i + 1]] : w.startsWith(`${flag}=`) ? [w.slice(flag.length + 1)] : []));
-  const only = valueOf('--only-group');
+  const flagValue = (flag: string) => own.flatMap((w, i) => (w === flag ? [own[i + 1]] : w.startsWith(`${flag}=`) ? [w.slice(flag.length + 1)] : []));
+  const only = flagValue('--only-group');
   const defaults = only.length || own.includes('--no-dev') || own.includes('--no-default-groups') ? [] : ['dev'];
-  const groups = own.includes('--all-groups') ? ['*'] : [...defaults, ...only, ...valueOf('--group')];
-  const extras = own.includes('--all-extras') ? ['*'] : valueOf('--extra');
+  const groups = own.includes('--all-groups') ? ['*'] : [...defaults, ...only, ...flagValue('--group')];
+  const extras = own.includes('--all-extras') ? ['*'] : flagValue('--extra');
   return { kind: 'self', extras, groups, editable: true, source };
 }
 
