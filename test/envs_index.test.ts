@@ -114,7 +114,7 @@ async function serveProxy(): Promise<{ server: HttpServer; url: string; tunnels:
 
 /** A PEP 691 (JSON, API 1.1 with upload times) simple index of every wheel in `dir`. */
 async function serveIndex(dir: string, tls: { key: string; cert: string }): Promise<Served> {
-  const files = readdirSync(dir).filter((f) => f.endsWith('.whl'));
+  const files = readdirSync(dir).filter((f) => f.endsWith('.whl') || f.endsWith('.tar.gz'));
   const downloads: string[] = [];
   const proxied: string[] = [];
   const server = createServer({ key: readFileSync(tls.key), cert: readFileSync(tls.cert) }, (req, res) => {
@@ -127,7 +127,7 @@ async function serveIndex(dir: string, tls: { key: string; cert: string }): Prom
       const body = {
         meta: { 'api-version': '1.1' },
         name: project,
-        versions: [...new Set(mine.map((f) => f.split('-')[1]))],
+        versions: [...new Set(mine.map((f) => f.split('-')[1].replace(/\.tar\.gz$/, '')))],
         files: mine.map((f) => ({
           filename: f,
           url: `/files/${f}`,
@@ -209,6 +209,8 @@ describe('the Python index as a backend', () => {
       '-c',
       `import os, zipfile\nwith zipfile.ZipFile(${JSON.stringify(join(wheels, 'wl_heavy-1.0-py3-none-any.whl'))}, 'a') as z: z.writestr('heavy/blob.bin', os.urandom(32 << 20))`,
     ]);
+    // A distribution published only as an sdist (its setup would run code to build it).
+    execFileSync('tar', ['-czf', join(wheels, 'wl_sdist-1.0.tar.gz'), '-C', dir, '--transform', 's,^wheels,wl_sdist-1.0,', '--no-recursion', 'wheels']);
     // uv as the mirror would serve it: fetched here through this host's own pip configuration.
     execFileSync('python3', [
       '-m',
@@ -378,6 +380,14 @@ describe('the Python index as a backend', () => {
     expect(imported).toMatch(/heavy\/__init__\.py/);
     execFileSync('docker', ['rmi', '-f', one.image, two.image, one.index!.stack!]);
   }, 900_000);
+
+  it("leaves out a requirement with no wheel at the cut-off, saying so, and takes a vendor's local build label as the index's release", async () => {
+    const res = await run(project('index-sdist', ['wl-alpha', 'wl-gamma-dist', 'wl-sdist', 'wl-delta==1.0+cpu']), 'out9', 'clone,resolve', trusted);
+    expect(res.code, `${res.stdout}\n${res.stderr}`).toBe(0);
+    const resolved = entry<ResolveRecord>(join(dir, 'out9'), 'resolve').record!;
+    expect(resolved.index?.left_out).toEqual(['wl-sdist: no wheel at the cut-off']);
+    expect(resolved.env?.lock?.map((d) => `${d.name}==${d.version}`).sort()).toEqual(['wl-alpha==1.0', 'wl-beta==1.0', 'wl-delta==1.0', 'wl-gamma-dist==1.0']);
+  }, 300_000);
 
   it('names the certificate when the index is not trusted, not a missing distribution', async () => {
     const res = await run(project('index-untrusted', ['wl-alpha']), 'out3', 'clone,resolve', untrusted);

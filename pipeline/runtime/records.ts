@@ -56,7 +56,14 @@ export interface ResolveRecord {
    * resolved as of (the commit's date unless --exclude-newer), and why each base tried before the
    * chosen one did not lock. The lock itself is env.lock.
    */
-  index?: { mode: string; exclude_newer: string; exclude_newer_from: 'commit' | 'option'; tried: string[] };
+  index?: {
+    mode: string;
+    exclude_newer: string;
+    exclude_newer_from: 'commit' | 'option';
+    tried: string[];
+    /** Requirements named directly that were left out of the lock, and why (no wheel at the cut-off: sdists are not built). */
+    left_out?: string[];
+  };
 }
 
 /** One try at an image that collects: what stopped pytest's collection in it, and what was changed for the next try. */

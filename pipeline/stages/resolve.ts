@@ -43,7 +43,9 @@ const PIP = 'python3-pip';
 function indexRequirements(resolution: Resolution): { requirements: string[]; replaced: Set<string> } {
   // Plugins that reorder the tests on every run (they would make each run a different suite).
   const unwanted = (r: string) => /^pytest[-_.]random(ly|[-_.]order)\b/i.test(r);
-  const requirements = resolution.unresolved.map((u) => u.requirement).filter((r) => !unwanted(r));
+  // A local version label (`torch==2.0+cpu`) names a build on a vendor's own index; the index's
+  // release of that version (`==2.0` matches it and its local builds) is the nearest.
+  const requirements = resolution.unresolved.map((u) => u.requirement.replace(/(==\s*[^\s,;+]+)\+[A-Za-z0-9.]+/g, '$1')).filter((r) => !unwanted(r));
   const replaced = new Set(resolution.packages.filter((p) => p.asked.every((a) => !a.satisfied)).map((p) => p.package));
   for (const p of resolution.packages) if (replaced.has(p.package)) requirements.push(...p.asked.map((a) => a.requirement));
   return { requirements: [...new Set(requirements)].sort(), replaced };
@@ -68,6 +70,7 @@ interface Locked {
   fromIndex: ReturnType<typeof indexRequirements>;
   lock: LockedDist[];
   tried: string[];
+  leftOut: string[];
 }
 
 /**
@@ -89,11 +92,11 @@ async function lockedBase(
   for (const base of first.bases) {
     const resolution = base.suite === first.suite ? first : resolveDebian(evidence, [indexes.find((i) => i.suite === base.suite)!]);
     const fromIndex = indexRequirements(resolution);
-    if (!fromIndex.requirements.length) return { resolution, fromIndex, lock: [], tried };
+    if (!fromIndex.requirements.length) return { resolution, fromIndex, lock: [], tried, leftOut: [] };
     // Fetched only for a unit that needs the index: a unit Debian meets whole costs nothing more.
     uv ??= await uvBinary(ctx.log);
     const locked = await lockRequirements({ uv, settings, requirements: fromIndex.requirements, python: base.python, excludeNewer: cutoff });
-    if ('lock' in locked) return { resolution, fromIndex, lock: locked.lock, tried };
+    if ('lock' in locked) return { resolution, fromIndex, lock: locked.lock, tried, leftOut: locked.leftOut };
     tried.push(`python ${base.python}: ${locked.failure}`);
     if (!locked.unsolvable) break;
   }
@@ -176,7 +179,15 @@ export const resolveStage: Stage<'resolve'> = {
       unresolved: [...resolution.unresolved, ...resolution.build.unresolved].map((u) => `${u.requirement} (${u.group}, ${source(u.source)}): ${u.detail}`),
       install: installPlan(checkout, clone.src_layout, evidence, version, backend),
       ...(settings && cutoff && locked
-        ? { index: { mode: settings.mode, exclude_newer: cutoff.time, exclude_newer_from: cutoff.from, tried: locked.tried } }
+        ? {
+            index: {
+              mode: settings.mode,
+              exclude_newer: cutoff.time,
+              exclude_newer_from: cutoff.from,
+              tried: locked.tried,
+              ...(locked.leftOut.length ? { left_out: locked.leftOut } : {}),
+            },
+          }
         : {}),
     });
   },

@@ -118,11 +118,48 @@ function readPylock(text: string, settings: IndexSettings): { lock: LockedDist[]
   return { lock };
 }
 
+/** The distribution uv says has no wheel for the target (`Because [all versions of] X[==V] has no usable wheels`). */
+export function wheelless(said: string): string | undefined {
+  return /Because (?:all versions of |there is no version of )?([A-Za-z0-9][A-Za-z0-9._-]*)(?:[=<>!~]=?\S+)? ha(?:s|ve) no usable wheels/.exec(said)?.[1];
+}
+
+const nameOf = (requirement: string) =>
+  requirement
+    .split(/[\s[<>=!~;@(]/)[0]
+    .toLowerCase()
+    .replace(/[-_.]+/g, '-');
+
+/**
+ * Locks `requirements` as lockOnce does; a requirement named directly whose distribution has no
+ * wheel at the cut-off (an sdist-only test plugin, a small runtime helper) is left out and the
+ * rest locked again, at most `MAX_LEFT_OUT` times: sdists are never built on the host (their
+ * setup runs code), and the tests that import it fail alone instead of the whole unit. What was
+ * left out is returned for the record.
+ */
+export async function lockRequirements(
+  opts: Parameters<typeof lockOnce>[0],
+): Promise<({ lock: LockedDist[] } | { failure: string; unsolvable: boolean }) & { leftOut: string[] }> {
+  const leftOut: string[] = [];
+  let requirements = opts.requirements;
+  for (;;) {
+    const locked = await lockOnce({ ...opts, requirements });
+    if ('lock' in locked || leftOut.length >= MAX_LEFT_OUT) return { ...locked, leftOut };
+    const name = wheelless(locked.failure);
+    const kept = name ? requirements.filter((r) => nameOf(r) !== nameOf(name)) : requirements;
+    if (kept.length === requirements.length) return { ...locked, leftOut };
+    leftOut.push(...requirements.filter((r) => !kept.includes(r)).map((r) => `${r}: no wheel at the cut-off`));
+    requirements = kept;
+  }
+}
+
+/** How many directly named wheel-less requirements one lock may leave out before it fails instead. */
+const MAX_LEFT_OUT = 5;
+
 /**
  * Locks `requirements` for `python`'s base as of `excludeNewer` (an RFC 3339 time): the files, or
  * why not (`unsolvable`: no versions meet the requirements there; another Python may).
  */
-export async function lockRequirements(opts: {
+async function lockOnce(opts: {
   uv: string;
   settings: IndexSettings;
   requirements: string[];
