@@ -239,6 +239,8 @@ describe('resolving a bare repository', () => {
     // A test extra and no job: the groups are someone else's (lint, docs, a developer's dev).
     expect(apt()).toEqual(['python3-six']);
     expect(apt(job('pip install . --group lint'))).toEqual(['black', 'python3-six']);
+    // A shell comment names nothing (gpytorch's CI: `pip install "numpy<2"  # Numpy 2.0 is not ...`).
+    expect(apt(job('|\n          pip install . --group lint  # sphinx 2.0 is for the docs job'))).toEqual(['black', 'python3-six']);
     // uv's default group is dev; --group adds, --no-dev takes it away.
     expect(apt(job('uv sync --group docs'))).toEqual(['python3-pytest-mock', 'python3-six', 'python3-sphinx']);
     expect(apt(job('uv sync --no-dev'))).toEqual(['python3-six']);

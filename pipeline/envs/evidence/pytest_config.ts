@@ -19,7 +19,8 @@ function fromText(key: string, text: string): string[] {
       .map((l) => l.trim())
       .filter(Boolean);
   if (key === 'testpaths') return text.split(/\s+/).filter(Boolean);
-  return shellSplit(text);
+  // pytest splits addopts with shlex.split, where `#` is an ordinary character.
+  return shellSplit(text, false);
 }
 
 function config(source: Source, format: PytestConfig['format'], values: Map<string, string | string[]>): PytestConfig {
