@@ -28,6 +28,9 @@ const WHEELS: [string, string, string, string[], string?][] = [
   ['wl-beta', '2.0', 'beta', []],
   ['wl-gamma-dist', '1.0', 'gamma', []],
   ['wl-delta', '1.0', 'delta', []],
+  // Needs six, which Debian ships too: the lock's six is the one, Debian's stays out.
+  ['wl-epsilon', '1.0', 'epsilon', ['six']],
+  ['six', '1.16.0', 'six', []],
   // Built for CPython 3.11 only, as a pin that predates a newer Python's wheels.
   ['wl-native', '1.0', 'native', [], 'cp311-cp311-manylinux_2_17_x86_64'],
 ];
@@ -387,6 +390,16 @@ describe('the Python index as a backend', () => {
     const resolved = entry<ResolveRecord>(join(dir, 'out9'), 'resolve').record!;
     expect(resolved.index?.left_out).toEqual(['wl-sdist: no wheel at the cut-off']);
     expect(resolved.env?.lock?.map((d) => `${d.name}==${d.version}`).sort()).toEqual(['wl-alpha==1.0', 'wl-beta==1.0', 'wl-delta==1.0', 'wl-gamma-dist==1.0']);
+  }, 300_000);
+
+  it('leaves out a Debian package the lock has too, so one version of each project is installed', async () => {
+    const res = await run(project('index-shadow', ['six', 'wl-epsilon', 'idna']), 'out10', 'clone,resolve', trusted);
+    expect(res.code, `${res.stdout}\n${res.stderr}`).toBe(0);
+    const resolved = entry<ResolveRecord>(join(dir, 'out10'), 'resolve').record!;
+    expect(resolved.env?.lock?.map((d) => `${d.name}==${d.version}`).sort()).toEqual(['six==1.16.0', 'wl-epsilon==1.0']);
+    // idna is Debian's alone; six came in with wl-epsilon's tree, and Debian's is left out.
+    expect(resolved.env?.apt).toEqual(['python3-idna']);
+    expect(resolved.index?.instead_of_debian).toEqual(['python3-six']);
   }, 300_000);
 
   it('names the certificate when the index is not trusted, not a missing distribution', async () => {

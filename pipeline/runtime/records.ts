@@ -63,6 +63,8 @@ export interface ResolveRecord {
     tried: string[];
     /** Requirements named directly that were left out of the lock, and why (no wheel at the cut-off: sdists are not built). */
     left_out?: string[];
+    /** Debian packages left out because the lock has every project they were asked for (the lock's versions were resolved together). */
+    instead_of_debian?: string[];
   };
 }
 

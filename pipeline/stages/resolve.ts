@@ -24,13 +24,14 @@ import { UV_VERSION, uvBinary } from '../envs/index/uv.js';
 import { installPlan } from '../envs/plan/install_plan.js';
 import { versionAt } from '../envs/plan/scm_version.js';
 import { readRepairedEnv } from '../envs/repair/cache.js';
+import { normalizeName, requirementName } from '../envs/requirements/names.js';
 import { mirrorPath, outLayout } from '../runtime/layout.js';
 import { DEBIAN_SUITES, type LockedDist, PYTHON_VERSIONS, type Unit } from '../runtime/manifest.js';
 import type { ResolveRecord } from '../runtime/records.js';
 import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
 
 /** Bump when what a resolve record holds changes in a way the key's other fields do not show. */
-const RESOLVE_REVISION = 2;
+const RESOLVE_REVISION = 3;
 
 /** The backend install needs pip beside the backend's own packages. */
 const PIP = 'python3-pip';
@@ -49,6 +50,17 @@ function indexRequirements(resolution: Resolution): { requirements: string[]; re
   const replaced = new Set(resolution.packages.filter((p) => p.asked.every((a) => !a.satisfied)).map((p) => p.package));
   for (const p of resolution.packages) if (replaced.has(p.package)) requirements.push(...p.asked.map((a) => a.requirement));
   return { requirements: [...new Set(requirements)].sort(), replaced };
+}
+
+/**
+ * The Debian packages a lock makes redundant: each asked for only by projects the lock has too
+ * (the index's tree pulled them in, numpy under pandas, torch under accelerate). The lock's
+ * versions are the ones resolved together, and they would shadow Debian's anyway; installing both
+ * costs the Debian package and its dependencies (python3-torch: about 1 GB) for nothing.
+ */
+function lockedInstead(resolution: Resolution, lock: LockedDist[]): Set<string> {
+  const locked = new Set(lock.map((d) => normalizeName(d.name)));
+  return new Set(resolution.packages.filter((p) => p.asked.every((a) => locked.has(requirementName(a.requirement)))).map((p) => p.package));
 }
 
 /** The suites a unit may be resolved against: its own Python's when the line names one, else every base's. */
@@ -154,7 +166,8 @@ export const resolveStage: Stage<'resolve'> = {
     // else its metadata is written directly, and a unit with nothing to install needs no network.
     const backendPackages = resolution.build.unresolved.length ? [] : resolution.build.packages.map((p) => p.package);
     const backend = !!resolution.build.backend && backendPackages.length > 0 && resolution.env.apt.length > 0;
-    const apt = locked ? resolution.env.apt.filter((p) => !locked.fromIndex.replaced.has(p)) : resolution.env.apt;
+    const instead = locked ? lockedInstead(resolution, locked.lock) : new Set<string>();
+    const apt = locked ? resolution.env.apt.filter((p) => !locked.fromIndex.replaced.has(p) && !instead.has(p)) : resolution.env.apt;
     const env = repaired?.env ?? {
       ...resolution.env,
       apt: backend ? [...new Set([...apt, PIP, ...backendPackages])].sort() : apt,
@@ -186,6 +199,7 @@ export const resolveStage: Stage<'resolve'> = {
               exclude_newer_from: cutoff.from,
               tried: locked.tried,
               ...(locked.leftOut.length ? { left_out: locked.leftOut } : {}),
+              ...(instead.size ? { instead_of_debian: [...instead].sort() } : {}),
             },
           }
         : {}),

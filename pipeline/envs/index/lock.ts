@@ -16,6 +16,7 @@ import { promisify } from 'node:util';
 import { parse } from 'smol-toml';
 import { indexCacheDir } from '../../runtime/layout.js';
 import type { LockedDist, PythonVersion } from '../../runtime/manifest.js';
+import { requirementName } from '../requirements/names.js';
 import type { IndexSettings } from './settings.js';
 
 /** Each base's glibc, as uv names a target platform (trixie's 2.41 is newer than uv knows: 2.40 is the nearest below). */
@@ -123,12 +124,6 @@ export function wheelless(said: string): string | undefined {
   return /Because (?:all versions of |there is no version of )?([A-Za-z0-9][A-Za-z0-9._-]*)(?:[=<>!~]=?\S+)? ha(?:s|ve) no usable wheels/.exec(said)?.[1];
 }
 
-const nameOf = (requirement: string) =>
-  requirement
-    .split(/[\s[<>=!~;@(]/)[0]
-    .toLowerCase()
-    .replace(/[-_.]+/g, '-');
-
 /**
  * Locks `requirements` as lockOnce does; a requirement named directly whose distribution has no
  * wheel at the cut-off (an sdist-only test plugin, a small runtime helper) is left out and the
@@ -145,7 +140,7 @@ export async function lockRequirements(
     const locked = await lockOnce({ ...opts, requirements });
     if ('lock' in locked || leftOut.length >= MAX_LEFT_OUT) return { ...locked, leftOut };
     const name = wheelless(locked.failure);
-    const kept = name ? requirements.filter((r) => nameOf(r) !== nameOf(name)) : requirements;
+    const kept = name ? requirements.filter((r) => requirementName(r) !== requirementName(name)) : requirements;
     if (kept.length === requirements.length) return { ...locked, leftOut };
     leftOut.push(...requirements.filter((r) => !kept.includes(r)).map((r) => `${r}: no wheel at the cut-off`));
     requirements = kept;

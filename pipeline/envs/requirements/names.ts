@@ -5,3 +5,8 @@ export function normalizeName(name: string): string {
     .toLowerCase()
     .replace(/[-_.]+/g, '-');
 }
+
+/** The project a requirement's text names (`Six>=1.10; python_version<"4"` -> `six`), normalised. */
+export function requirementName(requirement: string): string {
+  return normalizeName(requirement.split(/[\s[<>=!~;@(]/)[0]);
+}
