@@ -31,6 +31,8 @@ const WHEELS: [string, string, string, string[], string?][] = [
   // Needs six, which Debian ships too: the lock's six is the one, Debian's stays out.
   ['wl-epsilon', '1.0', 'epsilon', ['six']],
   ['six', '1.16.0', 'six', []],
+  // Needs wl-sdist, which has no wheel: deep in a tree, as transformer-lens needs transformers-stream-generator.
+  ['wl-zeta', '1.0', 'zeta', ['wl-sdist>=1']],
   // Built for CPython 3.11 only, as a pin that predates a newer Python's wheels.
   ['wl-native', '1.0', 'native', [], 'cp311-cp311-manylinux_2_17_x86_64'],
 ];
@@ -384,12 +386,18 @@ describe('the Python index as a backend', () => {
     execFileSync('docker', ['rmi', '-f', one.image, two.image, one.index!.stack!]);
   }, 900_000);
 
-  it("leaves out a requirement with no wheel at the cut-off, saying so, and takes a vendor's local build label as the index's release", async () => {
+  it("leaves out a distribution with no wheel at the cut-off, named or deep in the tree, saying so, and takes a vendor's local build label as the index's release", async () => {
     const res = await run(project('index-sdist', ['wl-alpha', 'wl-gamma-dist', 'wl-sdist', 'wl-delta==1.0+cpu']), 'out9', 'clone,resolve', trusted);
     expect(res.code, `${res.stdout}\n${res.stderr}`).toBe(0);
     const resolved = entry<ResolveRecord>(join(dir, 'out9'), 'resolve').record!;
     expect(resolved.index?.left_out).toEqual(['wl-sdist: no wheel at the cut-off']);
     expect(resolved.env?.lock?.map((d) => `${d.name}==${d.version}`).sort()).toEqual(['wl-alpha==1.0', 'wl-beta==1.0', 'wl-delta==1.0', 'wl-gamma-dist==1.0']);
+    // Asked for by a dependency, not by the project: left out of the tree all the same.
+    const deep = await run(project('index-sdist-deep', ['wl-zeta', 'wl-gamma-dist']), 'out11', 'clone,resolve', trusted);
+    expect(deep.code, `${deep.stdout}\n${deep.stderr}`).toBe(0);
+    const deeper = entry<ResolveRecord>(join(dir, 'out11'), 'resolve').record!;
+    expect(deeper.index?.left_out).toEqual(['wl-sdist: no wheel at the cut-off']);
+    expect(deeper.env?.lock?.map((d) => `${d.name}==${d.version}`).sort()).toEqual(['wl-gamma-dist==1.0', 'wl-zeta==1.0']);
   }, 300_000);
 
   it('leaves out a Debian package the lock has too, so one version of each project is installed', async () => {

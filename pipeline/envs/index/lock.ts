@@ -16,7 +16,7 @@ import { promisify } from 'node:util';
 import { parse } from 'smol-toml';
 import { indexCacheDir } from '../../runtime/layout.js';
 import type { LockedDist, PythonVersion } from '../../runtime/manifest.js';
-import { requirementName } from '../requirements/names.js';
+import { normalizeName } from '../requirements/names.js';
 import type { IndexSettings } from './settings.js';
 
 /** Each base's glibc, as uv names a target platform (trixie's 2.41 is newer than uv knows: 2.40 is the nearest below). */
@@ -125,29 +125,26 @@ export function wheelless(said: string): string | undefined {
 }
 
 /**
- * Locks `requirements` as lockOnce does; a requirement named directly whose distribution has no
- * wheel at the cut-off (an sdist-only test plugin, a small runtime helper) is left out and the
- * rest locked again, at most `MAX_LEFT_OUT` times: sdists are never built on the host (their
- * setup runs code), and the tests that import it fail alone instead of the whole unit. What was
- * left out is returned for the record.
+ * Locks `requirements` as lockOnce does; a distribution with no wheel at the cut-off (an sdist-only
+ * test plugin, a small helper deep in the tree: transformer-lens needs transformers-stream-generator)
+ * is excluded from the resolution and the rest locked again, at most `MAX_LEFT_OUT` times: sdists
+ * are never built on the host (their setup runs code), and the tests that import it fail alone
+ * instead of the whole unit. What was left out is returned for the record.
  */
 export async function lockRequirements(
-  opts: Parameters<typeof lockOnce>[0],
+  opts: Omit<Parameters<typeof lockOnce>[0], 'excludes'>,
 ): Promise<({ lock: LockedDist[] } | { failure: string; unsolvable: boolean }) & { leftOut: string[] }> {
-  const leftOut: string[] = [];
-  let requirements = opts.requirements;
+  const excludes: string[] = [];
   for (;;) {
-    const locked = await lockOnce({ ...opts, requirements });
-    if ('lock' in locked || leftOut.length >= MAX_LEFT_OUT) return { ...locked, leftOut };
-    const name = wheelless(locked.failure);
-    const kept = name ? requirements.filter((r) => requirementName(r) !== requirementName(name)) : requirements;
-    if (kept.length === requirements.length) return { ...locked, leftOut };
-    leftOut.push(...requirements.filter((r) => !kept.includes(r)).map((r) => `${r}: no wheel at the cut-off`));
-    requirements = kept;
+    const locked = await lockOnce({ ...opts, excludes });
+    const leftOut = excludes.map((name) => `${name}: no wheel at the cut-off`);
+    const name = 'lock' in locked || excludes.length >= MAX_LEFT_OUT ? undefined : wheelless(locked.failure);
+    if (!name || excludes.includes(normalizeName(name))) return { ...locked, leftOut };
+    excludes.push(normalizeName(name));
   }
 }
 
-/** How many directly named wheel-less requirements one lock may leave out before it fails instead. */
+/** How many wheel-less distributions one lock may leave out before it fails instead. */
 const MAX_LEFT_OUT = 5;
 
 /**
@@ -158,18 +155,22 @@ async function lockOnce(opts: {
   uv: string;
   settings: IndexSettings;
   requirements: string[];
+  /** Distributions left out of the resolution, even where something in the tree asks for them. */
+  excludes: string[];
   python: PythonVersion;
   excludeNewer: string;
 }): Promise<{ lock: LockedDist[] } | { failure: string; unsolvable: boolean }> {
   const work = mkdtempSync(join(tmpdir(), 'worldline-lock-'));
   try {
     writeFileSync(join(work, 'requirements.in'), `${opts.requirements.join('\n')}\n`);
+    writeFileSync(join(work, 'excludes.txt'), opts.excludes.map((name) => `${name}\n`).join(''));
     const { args, env } = uvIndexArgs(opts.settings);
     const flags = [
       ...['pip', 'compile', join(work, 'requirements.in'), '--output-file', join(work, 'pylock.toml'), '--format', 'pylock.toml'],
       ...['--python-version', opts.python, '--python-platform', PLATFORMS[opts.python], '--exclude-newer', opts.excludeNewer],
       ...['--only-binary', ':all:', '--no-header', '--no-annotate', '--quiet', '--no-config', '--no-progress'],
       ...['--cache-dir', join(indexCacheDir(), 'uv-cache')],
+      ...(opts.excludes.length ? ['--excludes', join(work, 'excludes.txt')] : []),
       ...args,
     ];
     try {
