@@ -170,6 +170,36 @@ const s1 = (x: number | null) => (x === null ? '-' : x.toFixed(1));
 const gb = (x: number | null) => (x === null ? '-' : `${(x / 1e9).toFixed(2)} GB`);
 const pct = (n: number, of: number) => `${n} of ${of} (${of ? Math.round((100 * n) / of) : 0}%)`;
 
+/** The kind of cause a row's collect result names, first match wins (issue 41 asks each kind counted). */
+const KINDS: [string, RegExp][] = [
+  ['clone', /^clone:/],
+  ['index not trusted', /certificate|UnknownIssuer/i],
+  ['no wheel for its Python', /no wheels with a matching Python|does not satisfy Python|requires-python/i],
+  ['no lock', /gives no lock/],
+  ['Debian package', /Unable to locate package|apt-get/],
+  ['compiler', /gcc|compil|Failed building wheel/i],
+  ['CUDA', /CUDA_HOME|nvcc|libcuda|CUDA driver/i],
+  ['hub download', /huggingface\.co|hf_hub|HF_HUB_OFFLINE|LocalEntryNotFound|urlopen|Name or service not known|Temporary failure in name resolution/i],
+  ['time limit', /timed out|within \d+ ?s|timeout/i],
+  ['module missing', /No module named|ModuleNotFoundError|ImportError/],
+  ['modules did not collect', /module\(s\) did not collect/],
+  ['no test passed', /no test passed/],
+];
+
+export const kindOf = (collect: string) => KINDS.find(([, re]) => re.test(collect))?.[0] ?? 'other';
+
+/** Rows that did not collect cleanly, counted by kind of cause. */
+function whyNot(rows: Row[]): string {
+  const counts = new Map<string, number>();
+  for (const r of rows.filter((r) => !r.collectOk)) counts.set(kindOf(r.collect), (counts.get(kindOf(r.collect)) ?? 0) + 1);
+  return (
+    [...counts]
+      .sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]))
+      .map(([k, n]) => `${k} ${n}`)
+      .join(', ') || 'none'
+  );
+}
+
 function totals(rows: Row[]): string {
   const builds = rows.map((r) => r.buildS).filter((x): x is number => x !== null);
   const downloaded = rows.reduce((a, r) => a + (r.downloadedBytes ?? 0), 0);
@@ -220,7 +250,7 @@ export async function benchSet(args: {
     report.push(`${label}: ${new Set(part.map((r) => r.repo.name)).size} repositories`);
     for (const mode of [...modes, 'plain']) {
       const m = part.filter((r) => r.mode === mode);
-      if (m.length) report.push(`  ${mode.padEnd(6)} ${totals(m)}`);
+      if (m.length) report.push(`  ${mode.padEnd(6)} ${totals(m)}`, `         did not collect: ${whyNot(m)}`);
     }
     report.push(
       '',
