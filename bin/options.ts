@@ -18,6 +18,7 @@ import { NEAR_DEDUP_DEFAULTS } from '../datasets/near_dedup.js';
 import { DEFAULT_ROW_GROUP_ROWS } from '../datasets/parquet/writer.js';
 import { DEFAULT_TOKENIZER, TOKENIZERS } from '../datasets/tokens.js';
 import { cutoffTime } from '../pipeline/envs/index/lock.js';
+import { defaultPipIndex } from '../pipeline/envs/index/settings.js';
 import { DEFAULT_QUEUE, redisConnection } from '../pipeline/queue/connection.js';
 import { UsageError } from '../pipeline/run.js';
 import { DEFAULTS, type PipelineOptions, type TraceCaps } from '../pipeline/runtime/options.js';
@@ -378,7 +379,7 @@ const sandboxOptions = <T>(y: Argv<T>) =>
     .option('pip-index', {
       type: 'string',
       describe:
-        "Where a bare line's requirements Debian cannot meet come from: auto (this host's pip configuration: its indexes, find-links, certificate, proxy), a simple index URL, a folder of wheels, or none (Debian alone, offline; the default). Resolved and downloaded on this host, locked per unit, installed in the build from the host's cache with no network",
+        "Where a bare line's requirements Debian cannot meet come from: auto (this host's pip configuration: its indexes, find-links, certificate, proxy), a simple index URL, a folder of wheels, or none (Debian alone, offline). Default: WORLDLINE_PIP_INDEX, else auto when this host's pip reaches an index, else none. Resolved and downloaded on this host, locked per unit, installed in the build from the host's cache with no network",
     })
     .option('exclude-newer', {
       type: 'string',
@@ -653,6 +654,12 @@ export const pipelineOptions = (y: Argv) => {
 
 export type PipelineArgs = Awaited<ReturnType<ReturnType<typeof pipelineOptions>['parse']>>;
 
+/** `none` is no index (undefined: the resolutions and keys of a run without one); a folder, absolute. */
+function pipIndexOf(given: string): string | undefined {
+  if (given === 'none') return undefined;
+  return /^([a-z][a-z0-9+.-]*:\/\/|auto$)/i.test(given) ? given : resolve(given);
+}
+
 /** The checked arguments as the pipeline takes them. */
 export function toPipelineOptions(a: PipelineArgs): PipelineOptions {
   return {
@@ -665,13 +672,7 @@ export function toPipelineOptions(a: PipelineArgs): PipelineOptions {
     unitBudgetS: a['unit-budget'],
     baseImage: a['base-image'],
     envPolicy: a['env-policy'],
-    // `none` is no index, as when the option is absent: the same resolutions, the same keys.
-    pipIndex:
-      a['pip-index'] === 'none'
-        ? undefined
-        : a['pip-index'] && !/^([a-z][a-z0-9+.-]*:\/\/|auto$)/i.test(a['pip-index'])
-          ? resolve(a['pip-index'])
-          : a['pip-index'],
+    pipIndex: pipIndexOf(a['pip-index'] ?? defaultPipIndex()),
     excludeNewer: a['exclude-newer'] === undefined ? undefined : cutoffTime(a['exclude-newer']),
     buildTimeoutS: a['build-timeout'],
     validateRuns: a['validate-runs'],

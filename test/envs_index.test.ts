@@ -15,7 +15,7 @@ import { type AddressInfo, connect } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cutoffTime, lockRequirements, uvCause } from '../pipeline/envs/index/lock.js';
-import { indexSettings, parsePipConfigList } from '../pipeline/envs/index/settings.js';
+import { defaultPipIndex, indexSettings, parsePipConfigList } from '../pipeline/envs/index/settings.js';
 import { UV_VERSION } from '../pipeline/envs/index/uv.js';
 import type { LedgerEntry } from '../pipeline/runtime/ledger.js';
 import type { BuildRecord, ResolveRecord, ValidateRecord } from '../pipeline/runtime/records.js';
@@ -408,6 +408,47 @@ describe('the Python index as a backend', () => {
     // idna is Debian's alone; six came in with wl-epsilon's tree, and Debian's is left out.
     expect(resolved.env?.apt).toEqual(['python3-idna']);
     expect(resolved.index?.instead_of_debian).toEqual(['python3-six']);
+  }, 300_000);
+
+  it("takes the index by default when this host's pip reaches one, Debian alone when it does not", async () => {
+    // The test run sets WORLDLINE_PIP_INDEX=none (vitest.config.ts); unset, the default is probed.
+    const resolvedBy = async (out: string, cert: string) => {
+      const res = await cli(['run', '--manifest', project(`index-${out}`, ['wl-gamma-dist']), '--out', join(dir, out), '--stages', 'clone,resolve'], {
+        WORLDLINE_PIP_INDEX: '',
+        WORLDLINE_INDEX_CACHE: join(dir, 'index-cache'),
+        PIP_INDEX_URL: index.url,
+        PIP_CERT: cert,
+        REQUESTS_CA_BUNDLE: '',
+        CURL_CA_BUNDLE: '',
+      });
+      return { res, resolved: entry<ResolveRecord>(join(dir, out), 'resolve').record };
+    };
+    const reached = await resolvedBy('out12', trusted);
+    expect(reached.res.code, `${reached.res.stdout}\n${reached.res.stderr}`).toBe(0);
+    expect(reached.resolved?.index?.mode).toBe('auto');
+    expect(reached.resolved?.env?.lock?.map((d) => d.name)).toEqual(['wl-gamma-dist']);
+    // An index this host does not trust is not reached: Debian alone, its unresolved requirement said.
+    const refused = await resolvedBy('out13', untrusted);
+    expect(refused.resolved?.index).toBeUndefined();
+    expect(refused.resolved?.unresolved.join('\n')).toMatch(/wl-gamma-dist/);
+    // In this process (the served index would wait on it): nothing listening, a find-links folder, the variable.
+    const saved = { ...process.env };
+    for (const v of ['WORLDLINE_PIP_INDEX', 'REQUESTS_CA_BUNDLE', 'CURL_CA_BUNDLE']) delete process.env[v];
+    try {
+      expect(defaultPipIndex(new Map([[':env:.index-url', 'https://127.0.0.1:9/simple']]))).toBe('none');
+      expect(
+        defaultPipIndex(
+          new Map([
+            [':env:.no-index', '1'],
+            [':env:.find-links', join(dir, 'wheels')],
+          ]),
+        ),
+      ).toBe('auto');
+      process.env.WORLDLINE_PIP_INDEX = 'https://127.0.0.1:9/simple';
+      expect(defaultPipIndex(new Map())).toBe('https://127.0.0.1:9/simple');
+    } finally {
+      process.env = saved;
+    }
   }, 300_000);
 
   it('names the certificate when the index is not trusted, not a missing distribution', async () => {

@@ -8,6 +8,7 @@
  * download.ts), builds install from the cache.
  */
 import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 
 export interface IndexSettings {
@@ -84,4 +85,37 @@ export function indexSettings(given: string, config: Map<string, string> = hostP
   }
   if (isUrl(given)) return { mode: 'url', indexUrl: given, extraIndexUrls: [], findLinks: [], noIndex: false, ...trust };
   return { mode: 'folder', indexUrl: null, extraIndexUrls: [], findLinks: [resolve(given)], noIndex: true, ...trust };
+}
+
+/** Whether an index answers an HTTP request (any status below 500) with the host's trust and proxy, within five seconds. */
+const ANSWERS = [
+  'import ssl, sys, urllib.error, urllib.request',
+  'url, cafile, proxy = sys.argv[1:4]',
+  'handlers = [urllib.request.HTTPSHandler(context=ssl.create_default_context(cafile=cafile or None))]',
+  'if proxy: handlers.append(urllib.request.ProxyHandler({"http": proxy, "https": proxy}))',
+  'try: urllib.request.build_opener(*handlers).open(urllib.request.Request(url, method="HEAD"), timeout=5)',
+  'except urllib.error.HTTPError as e: sys.exit(0 if e.code < 500 else 1)',
+  'except Exception: sys.exit(1)',
+].join('\n');
+
+/**
+ * `--pip-index`'s default: WORLDLINE_PIP_INDEX when set; else `auto` when this host's pip reaches an
+ * index (its index URL, or pypi.org when it names none, answers; or its find-links folder is
+ * there), else `none`: a connected host builds from the index as its users' pip does, an offline
+ * one stays with Debian alone instead of failing every unit on a dead index.
+ */
+export function defaultPipIndex(config: Map<string, string> = hostPipConfig()): string {
+  const given = process.env.WORLDLINE_PIP_INDEX;
+  if (given) return given;
+  const s = indexSettings('auto', config)!;
+  if (s.findLinks.some((f) => !isUrl(f) && existsSync(f)) && s.noIndex) return 'auto';
+  if (s.noIndex) return 'none';
+  const url = `${(s.indexUrl ?? 'https://pypi.org/simple').replace(/\/+$/, '')}/pip/`;
+  if (url.startsWith('file://')) return existsSync(new URL(url).pathname) ? 'auto' : 'none';
+  try {
+    execFileSync('python3', ['-c', ANSWERS, url, s.cert ?? '', s.proxy ?? ''], { stdio: 'ignore', timeout: 15_000 });
+    return 'auto';
+  } catch {
+    return 'none';
+  }
 }
