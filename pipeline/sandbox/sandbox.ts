@@ -597,7 +597,13 @@ export async function runAndCommit(opts: {
     const [repo, tag] = opts.tag.split(':');
     // The build container's owner and job labels must not pass to every container of the image.
     const changes = [...opts.changes, 'LABEL worldline.owner=', 'LABEL worldline.role=', `LABEL ${JOB_LABEL}=`, `LABEL ${OUT_LABEL}=`];
-    const committed = (await container.commit({ repo, tag, changes })) as { Id: string };
+    // With no config of its own the engine commits the container's, NetworkDisabled and all: a
+    // heavy stack committed so left every `docker build` FROM it without DNS (apt-get could not
+    // reach the mirror). The engine merges the rest (user, env, cmd, workdir, labels) as before.
+    const committed = (await container.commit({
+      _query: { container: container.id, repo, tag, changes },
+      _body: { NetworkDisabled: false },
+    } as object)) as { Id: string };
     return { imageId: committed.Id, exitCode, timedOut, oomKilled };
   } finally {
     await container.remove({ force: true, v: true }).catch(() => undefined);
