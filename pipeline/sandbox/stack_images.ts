@@ -41,9 +41,12 @@ export function splitHeavy(lock: LockedDist[], paths: string[]): { heavy: number
   return { heavy, rest };
 }
 
+/** Bump when how a stack is made changes: 2, committed without the build container's NetworkDisabled. */
+const STACK_REVISION = 2;
+
 /** The stack's tag: its base and the heavy files' hashes, so equal stacks are one image per host. */
 export function stackTag(base: BaseImage, heavy: LockedDist[]): string {
-  return `worldline/stack:py${base.python}-${hashOf({ base: base.imageId, files: heavy.map((d) => d.sha256).sort() })}`;
+  return `worldline/stack:py${base.python}-${hashOf({ base: base.imageId, files: heavy.map((d) => d.sha256).sort(), revision: STACK_REVISION })}`;
 }
 
 /**
