@@ -33,10 +33,11 @@ export async function git(args: string[], opts: { cwd?: string; env?: Record<str
   }
 }
 
-/** Extracts a commit's tree (no .git) into `dest` via `git archive | tar -x`. */
-export function archiveTo(gitDir: string, commit: string, dest: string): Promise<void> {
+/** Extracts a commit's tree (no .git) into `dest` via `git archive | tar -x`, but for the paths in `leaveOut`. */
+export function archiveTo(gitDir: string, commit: string, dest: string, leaveOut: string[] = []): Promise<void> {
+  const pathspec = leaveOut.length ? ['--', '.', ...leaveOut.map((p) => `:(exclude,literal)${p}`)] : [];
   return new Promise((resolve, reject) => {
-    const archive = spawn('git', ['--git-dir', gitDir, 'archive', '--format=tar', commit], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const archive = spawn('git', ['--git-dir', gitDir, 'archive', '--format=tar', commit, ...pathspec], { stdio: ['ignore', 'pipe', 'pipe'] });
     const tar = spawn('tar', ['-x', '-C', dest], { stdio: ['pipe', 'ignore', 'pipe'] });
     archive.stdout.pipe(tar.stdin);
     let stderr = '';
@@ -50,5 +51,22 @@ export function archiveTo(gitDir: string, commit: string, dest: string): Promise
     };
     archive.on('close', done('git archive'));
     tar.on('close', done('tar'));
+  });
+}
+
+/**
+ * The commit's files whose contents the repository does not hold: a partial clone's
+ * (`--filter=blob:limit=...`) or a mirror's that left its largest files out. git archive stops at
+ * the first of them; the rest of the tree is still the commit's.
+ */
+export async function missingFiles(gitDir: string, commit: string): Promise<string[]> {
+  const listed = await git(['--git-dir', gitDir, 'rev-list', '--objects', '--no-walk', '--missing=print', commit]);
+  const missing = new Set(listed.split('\n').flatMap((l) => (l.startsWith('?') ? [l.slice(1).trim()] : [])));
+  if (!missing.size) return [];
+  const tree = await git(['--git-dir', gitDir, 'ls-tree', '-r', '-z', '--full-tree', commit]);
+  return tree.split('\0').flatMap((entry) => {
+    const [meta, path] = entry.split('\t');
+    const [, type, sha] = (meta ?? '').split(' ');
+    return type === 'blob' && missing.has(sha) ? [path] : [];
   });
 }

@@ -15,6 +15,8 @@ export interface CloneRecord {
   file_count: number;
   py_file_count: number;
   src_layout: boolean;
+  /** Files of the commit whose contents the repository lacks (a partial clone's largest), left out of the checkout. */
+  missing_files?: string[];
 }
 
 /** The project's own install, worked out from its files (tracers/worldline_install.py carries it out). */

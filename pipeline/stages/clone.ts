@@ -5,7 +5,7 @@
  */
 import { existsSync, lstatSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { archiveTo, FIXED_COMMIT_ENV, GitError, git } from '../../core/git.js';
+import { archiveTo, FIXED_COMMIT_ENV, GitError, git, missingFiles } from '../../core/git.js';
 import { hashTree } from '../../core/hashing.js';
 import { detectLicense } from '../../core/license.js';
 import { withLock } from '../../core/lock.js';
@@ -128,6 +128,12 @@ async function localFingerprint(unit: Unit): Promise<string | null> {
   }
 }
 
+/**
+ * How many files a checkout may lack (their contents absent from the repository: the largest
+ * files of a partial clone or a trimmed mirror) and still be the commit's tree, less them.
+ */
+const MAX_MISSING_FILES = 500;
+
 export const cloneStage: Stage<'clone'> = {
   name: 'clone',
   key: async (ctx) => ({ location: ctx.unit.location, commit: ctx.unit.commit ?? null, now: await localFingerprint(ctx.unit) }),
@@ -145,9 +151,15 @@ export const cloneStage: Stage<'clone'> = {
     const dest = outLayout.checkout(options.out, unit.id);
     rmSync(dest, { recursive: true, force: true });
     mkdirSync(dest, { recursive: true });
-    await archiveTo(mirror, commit, dest);
+    const missing = await missingFiles(mirror, commit);
+    if (missing.length > MAX_MISSING_FILES)
+      return failed(`${unit.repo} at ${commit.slice(0, 12)} lacks the contents of ${missing.length} files (${missing.slice(0, 3).join(', ')}, ...)`);
+    await archiveTo(mirror, commit, dest, missing);
     const license = detectLicense(dest);
-    ctx.log(`clone ${unit.id}: ${commit.slice(0, 12)} (${license.spdx})`);
+    ctx.log(
+      `clone ${unit.id}: ${commit.slice(0, 12)} (${license.spdx})` +
+        (missing.length ? `; ${missing.length} file(s) whose contents the repository lacks left out: ${missing.slice(0, 5).join(', ')}` : ''),
+    );
     return ok({
       commit,
       checkout: outLayout.checkoutRel(unit.id),
@@ -155,6 +167,7 @@ export const cloneStage: Stage<'clone'> = {
       license_file: license.file,
       ...countTree(dest),
       src_layout: isSrcLayout(dest),
+      ...(missing.length ? { missing_files: missing } : {}),
     });
   },
 };
