@@ -266,6 +266,27 @@ describe('evidence: setuptools', () => {
     expect(ev.pythonVersions).toEqual([{ version: '3.10', from: 'classifier', source: at('setup.py', 21) }]);
   });
 
+  it('reads a name reassigned from itself as Python does, in file order, and a requirement joined from literals', () => {
+    // gpytorch's setup.py: the list was lost whole, and with it linear_operator, scipy, scikit-learn.
+    const ev = readEvidence(
+      layout({
+        'setup.py': [
+          'from setuptools import setup',
+          'torch_min = "2.0"',
+          'install_requires = ["scipy>=1.6.0", "linear_operator>=0.6"]',
+          'try:',
+          '    import torch', // 5
+          '    if torch.__version__ >= torch_min:',
+          '        install_requires = [">=".join(["torch", torch_min])] + install_requires',
+          'except ImportError:',
+          '    pass',
+          'setup(name="gp", install_requires=install_requires)', // 10
+        ].join('\n'),
+      }),
+    );
+    expect(requirements(ev)).toEqual(['torch >=2.0 runtime setup.py:7', 'scipy >=1.6.0 runtime setup.py:3', 'linear-operator >=0.6 runtime setup.py:3']);
+  });
+
   it('says which setup.py values it cannot know', () => {
     const ev = readEvidence(
       layout({ 'setup.py': 'from setuptools import setup\nsetup(install_requires=compute(), extras_require={"dev": [f"x{y}"]}, **kwargs)\n' }),

@@ -333,6 +333,8 @@ function dotted(node: Node): string | undefined {
 export class PythonSource {
   private readonly tokens: Token[];
   private readonly statements: Statement[] = [];
+  /** Names whose statements are being applied, with their value so far: `x = [a] + x` reads the x before it. */
+  private readonly sofar = new Map<string, Value | undefined>();
   private readonly callSites: CallSite[] = [];
 
   constructor(text: string) {
@@ -444,10 +446,17 @@ export class PythonSource {
   }
 
   private variable(name: string, line: number, depth: number): Value {
+    if (this.sofar.has(name)) return this.sofar.get(name) ?? unknown(line, `${name} is read before it is assigned`);
     let value: Value | undefined;
     for (const s of this.statements) {
       if (s.name !== name) continue;
-      const v = this.evaluate(s.value, depth + 1);
+      this.sofar.set(name, value);
+      let v: Value;
+      try {
+        v = this.evaluate(s.value, depth + 1);
+      } finally {
+        this.sofar.delete(name);
+      }
       if (s.op === 'assign') value = v;
       else if (s.op === 'add') value = value ? this.binop('+', value, v, s.line) : v;
       else if (s.op === 'append' && value?.t === 'list') value = { ...value, items: [...value.items, v] };
@@ -482,6 +491,13 @@ export class PythonSource {
       if (obj.t === 'str' && fn.name === 'split' && args[0]?.t === 'str')
         return { t: 'list', items: obj.v.split(args[0].v).map((v) => ({ t: 'str', v, line: obj.line })), line: node.line };
       return unknown(node.line, `.${fn.name}() of ${obj.t}`);
+    }
+    // ">=".join(["torch", torch_min]): a requirement put together from literals.
+    if (fn.k === 'attr' && fn.name === 'join' && args[0]?.t === 'list') {
+      const sep = this.evaluate(fn.obj, depth + 1);
+      const parts = args[0].items;
+      if (sep.t === 'str' && parts.every((p) => p.t === 'str'))
+        return { t: 'str', v: parts.map((p) => (p as Extract<Value, { t: 'str' }>).v).join(sep.v), line: node.line };
     }
     if (['list', 'sorted', 'tuple', 'set'].includes(name) && args.length === 1) return args[0];
     if (name === 'dict') {
