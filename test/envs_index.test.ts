@@ -33,6 +33,10 @@ const WHEELS: [string, string, string, string[], string?][] = [
   ['six', '1.16.0', 'six', []],
   // Needs wl-sdist, which has no wheel: deep in a tree, as transformer-lens needs transformers-stream-generator.
   ['wl-zeta', '1.0', 'zeta', ['wl-sdist>=1']],
+  // Imported by tests and declared nowhere, as gpytorch's linear_operator was lost: found on the index by its module's name.
+  ['wl-theta', '1.0', 'wl_theta', ['wl-beta']],
+  // A project named like a module it does not hold (as `agents` is not openai-agents' module): refused.
+  ['iota', '1.0', 'not_iota', []],
   // Built for CPython 3.11 only, as a pin that predates a newer Python's wheels.
   ['wl-native', '1.0', 'native', [], 'cp311-cp311-manylinux_2_17_x86_64'],
 ];
@@ -175,13 +179,14 @@ describe('the Python index as a backend', () => {
     'import importlib.metadata\n\nimport alpha\nimport gamma\n\n\ndef test_tree():\n' +
     '    assert alpha.VERSION == "1.0" and gamma.VERSION == "1.0"\n' +
     '    assert importlib.metadata.version("wl-beta") == "1.0"\n';
-  const project = (name: string, dependencies: string[], classifiers: string[] = [], test = TREE_TEST) => {
+  const project = (name: string, dependencies: string[], classifiers: string[] = [], test = TREE_TEST, files: Record<string, string> = {}) => {
     process.env.GIT_COMMITTER_DATE = COMMIT_DATE;
     process.env.GIT_AUTHOR_DATE = COMMIT_DATE;
     try {
       const repo = gitRepo(join(dir, name), {
         'pyproject.toml': `[project]\nname = "${name}"\nversion = "0.1.0"\ndependencies = ${JSON.stringify(dependencies)}\nclassifiers = ${JSON.stringify(classifiers)}\n`,
         'tests/test_tree.py': test,
+        ...files,
       });
       const manifest = join(dir, `${name}.jsonl`);
       writeFileSync(manifest, `${JSON.stringify({ repo })}\n`);
@@ -456,6 +461,22 @@ describe('the Python index as a backend', () => {
       process.env = saved;
     }
   }, 300_000);
+
+  it('repairs a module the tests import and nothing declared from the index, when its wheel holds it, and refuses one that does not', async () => {
+    const theta = 'import wl_theta\n\n\ndef test_theta():\n    assert wl_theta.VERSION == "1.0"\n';
+    const manifest = project('index-repair', ['wl-gamma-dist'], [], theta, { 'tests/test_iota.py': 'import iota\n\n\ndef test_iota():\n    assert iota\n' });
+    const res = await run(manifest, 'out14', 'clone,resolve,build,validate', trusted);
+    expect(res.code, `${res.stdout}\n${res.stderr}`).toBe(0);
+    const built = entry<BuildRecord>(join(dir, 'out14'), 'build').record!;
+    expect(built.env_source).toBe('repaired');
+    expect(built.attempts[0].changes).toEqual([expect.stringMatching(/^\+wl-theta==1\.0 from the index: ModuleNotFoundError: No module named 'wl_theta'/)]);
+    expect(built.attempts[0].refused).toEqual(['index: iota 1.0 does not hold the module iota']);
+    // wl-theta's own dependency came with it, as of the commit's date (wl-beta 1.0, not 2.0).
+    expect(built.env?.lock?.map((d) => `${d.name}==${d.version}`).sort()).toEqual(['wl-beta==1.0', 'wl-gamma-dist==1.0', 'wl-theta==1.0']);
+    // iota's module still does not collect: it costs its own tests, not the suite's.
+    expect(built.env?.pytest_args).toContain('--continue-on-collection-errors');
+    expect(entry<ValidateRecord>(join(dir, 'out14'), 'validate').record).toMatchObject({ passed: 1 });
+  }, 900_000);
 
   it('names the certificate when the index is not trusted, not a missing distribution', async () => {
     const res = await run(project('index-untrusted', ['wl-alpha']), 'out3', 'clone,resolve', untrusted);

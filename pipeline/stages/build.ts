@@ -17,6 +17,7 @@ import { INDEX_MOUNT, installFolder, installStep } from '../envs/index/install.j
 import { indexSettings } from '../envs/index/settings.js';
 import { uvBinary } from '../envs/index/uv.js';
 import { installCommand } from '../envs/plan/install_plan.js';
+import type { IndexRepair } from '../envs/repair/index.js';
 import { settleEnv } from '../envs/repair/loop.js';
 import { engineWentAway } from '../runtime/job_scope.js';
 import { buildOutputPath, outLayout } from '../runtime/layout.js';
@@ -133,6 +134,13 @@ function startOf(ctx: StageContext): { env: UnitEnv; python: PythonVersion; infe
     return { env: r.env ?? ctx.unit.env, python: r.python, inferred: r.source === 'inferred', install: r.install, key: r.key };
   }
   return { env: ctx.unit.env, python: ctx.unit.python, inferred: false, install: null, key: null };
+}
+
+/** The unit's Python index for the repair loop: the run's, as of the cut-off the unit was resolved at (none without one). */
+function indexRepairOf(ctx: StageContext): IndexRepair | undefined {
+  const cutoff = ctx.ledger.get<ResolveRecord>('resolve', ctx.unit.id)?.record?.index?.exclude_newer;
+  const settings = ctx.options.pipIndex ? indexSettings(ctx.options.pipIndex) : null;
+  return settings && cutoff ? { settings, excludeNewer: cutoff, uv: () => uvBinary(ctx.log), log: ctx.log } : undefined;
 }
 
 /** What one image build said: its record, or why it failed; the collect-only run's output and status; the install's answer. */
@@ -375,6 +383,7 @@ export const buildStage: Stage<'build'> = {
         commit: () => requireRecord(ctx, 'clone').commit,
         firstErrorLine,
         log: ctx.log,
+        index: indexRepairOf(ctx),
       },
       async (env, python) => {
         const built = await buildWithRetry(ctx, env, python, start.install);

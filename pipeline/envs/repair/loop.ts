@@ -12,7 +12,8 @@ import type { BuildAttempt, BuildRecord } from '../../runtime/records.js';
 import { type DebianIndex, loadDebianIndex } from '../debian/suite_index.js';
 import { AGENT_SYSTEM, agentQuestion, readAgentAnswer } from './agent.js';
 import { writeRepairedEnv } from './cache.js';
-import { diagnose, lastResort, type Problem, reachedCollection, repair } from './rules.js';
+import { type IndexRepair, repairFromIndex } from './index.js';
+import { diagnose, lastResort, modulesDebianLacks, type Problem, reachedCollection, repair } from './rules.js';
 
 /** How many images an inferred environment may take to collect (the first and its repairs), and for how long. */
 const MAX_ATTEMPTS = 4;
@@ -45,10 +46,13 @@ export interface RepairSetting {
   /** The first error line of a collect-only run's output (sandbox/pytest_output.ts). */
   firstErrorLine: (output: string) => string | null;
   log: (line: string) => void;
+  /** The unit's Python index, when it was resolved with one: modules Debian lacks are looked up there. */
+  index?: IndexRepair;
 }
 
 /**
- * The environment for the next try: the rules' (rules.ts); else, with --env-policy openai, the
+ * The environment for the next try: the rules' (rules.ts), with what Debian lacks from the unit's
+ * Python index (index.ts); else, with --env-policy openai, the
  * environment agent's (agent.ts: what it proposed and could not be taken goes on `attempt`);
  * else the last resort.
  */
@@ -63,6 +67,14 @@ async function nextEnv(s: RepairSetting, env: UnitEnv, python: PythonVersion, pr
     canMovePython: !s.unit.pythonGiven,
     stoppedAtStart: !reachedCollection(output),
   });
+  // What Debian lacks comes from the index, beside what the rules took from Debian (on the same base: a lock is per Python).
+  const lacking = s.index && (!rules || rules.python === python) ? modulesDebianLacks(problems, indexes[python]) : [];
+  if (lacking.length && s.index) {
+    const refused: string[] = [];
+    const fromIndex = await repairFromIndex(rules?.env ?? env, python, lacking, s.index, refused);
+    if (refused.length) attempt.refused = [...(attempt.refused ?? []), ...refused];
+    if (fromIndex) return { env: fromIndex.env, python, changes: [...(rules?.changes ?? []), ...fromIndex.changes] };
+  }
   if (rules) return rules;
   const { openai, envPolicy } = s.options;
   if (envPolicy === 'openai' && openai) {

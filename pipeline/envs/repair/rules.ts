@@ -70,6 +70,11 @@ export function diagnose(output: string): Problem[] {
   return [...found.values()];
 }
 
+/** The missing modules no package of the suite ships: the Python index's to find (index.ts), when the unit has one. */
+export function modulesDebianLacks(problems: Problem[], index: DebianIndex): Extract<Problem, { kind: 'module' }>[] {
+  return problems.filter((p): p is Extract<Problem, { kind: 'module' }> => p.kind === 'module' && !packageForModule(index, p.module));
+}
+
 const CONTINUE = '--continue-on-collection-errors';
 
 export interface Repair {
