@@ -221,6 +221,19 @@ describe('resolving a bare repository', () => {
     ]);
   });
 
+  it("runs the broadest of the project's test commands: the whole suite over one job's single module", () => {
+    const workflow = (name: string, run: string) => `jobs:\n  ${name}:\n    runs-on: ubuntu-latest\n    steps:\n      - run: ${run}\n`;
+    const args = (files: Record<string, string>) =>
+      resolveDebian(readEvidence(layout({ 'pyproject.toml': '[project]\nname = "many"\n', ...files })), [bookworm]).env.pytest_args;
+    // lm-evaluation-harness: new_tasks.yml (read first) runs one module, unit_tests.yml the rest.
+    const jobs = {
+      '.github/workflows/new_tasks.yml': workflow('tasks', 'pytest tests/test_tasks.py -x'),
+      '.github/workflows/unit_tests.yml': workflow('cpu', 'pytest -x -n=auto --ignore=tests/models/test_openvino.py'),
+    };
+    expect(args(jobs)).toEqual(['--ignore=tests/models/test_openvino.py']);
+    expect(args({ ...jobs, '.github/workflows/unit_tests.yml': workflow('cpu', 'pytest tests -m "not slow"') })).toEqual(['tests', '-m', 'not slow']);
+  });
+
   it('takes the PEP 735 groups a test job installs: pip install --group, uv sync and uv run with their defaults', () => {
     const pyproject = [
       '[project]',

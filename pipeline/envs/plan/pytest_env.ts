@@ -93,6 +93,16 @@ function pathsAndSelection(args: string[]): string[] {
 
 const TOOL_ORDER = ['tox', 'workflow', 'nox', 'hatch'] as const;
 
+/**
+ * How little of the suite an invocation runs: 0 with no paths (the whole suite, maybe less what it
+ * ignores), 1 with folders, 2 with single modules or tests (a job for one file: lm-evaluation-harness's
+ * new-tasks workflow runs tests/test_tasks.py alone, its unit tests job the rest).
+ */
+function narrowness(args: string[]): number {
+  const paths = pathsAndSelection(args).filter((w, i, all) => !w.startsWith('-') && !(i > 0 && KEPT.has(all[i - 1])));
+  return paths.some((p) => /\.py($|::)|::/.test(p)) ? 2 : paths.length ? 1 : 0;
+}
+
 /** The pytest arguments for a suite whose pytest is `pytestVersion`, given what it gives each requirement. */
 export function pytestArgs(ev: Evidence, outcome: (r: Requirement) => Outcome, pytestVersion: Version | undefined): ExplainedArgs[] {
   const out: ExplainedArgs[] = [];
@@ -156,7 +166,10 @@ export function pytestArgs(ev: Evidence, outcome: (r: Requirement) => Outcome, p
     });
   }
   if (!config?.testpaths.length) {
-    const command = TOOL_ORDER.flatMap((tool) => ev.testCommands.filter((c) => c.tool === tool)).find((c) => pathsAndSelection(c.args).length);
+    // The broadest of them, the first in the tools' order among equals.
+    const command = TOOL_ORDER.flatMap((tool) => ev.testCommands.filter((c) => c.tool === tool))
+      .filter((c) => pathsAndSelection(c.args).length)
+      .reduce<(typeof ev.testCommands)[number] | undefined>((best, c) => (!best || narrowness(c.args) < narrowness(best.args) ? c : best), undefined);
     if (command)
       out.push({
         args: pathsAndSelection(command.args),
