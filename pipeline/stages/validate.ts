@@ -102,7 +102,10 @@ export const validateStage: Stage<'validate'> = {
     );
     writeFileAtomic(outLayout.part(options.out, 'tests', unit.id), rows.map((r) => JSON.stringify(r)).join('\n') + '\n');
     if (!record.traceable) {
-      return failed(`not traceable: no test passed in every run (${counts.collected} collected, ${counts.passed} passed in run 1)`, record);
+      // Nothing collected: why, in the suite's own words (a hub download at import, a missing module).
+      const stopped = counts.collected ? undefined : runs[0]?.collectErrors.find((e) => e.message);
+      const why = stopped ? `: ${stopped.nodeid}: ${stopped.message!.trim().slice(0, 300)}` : '';
+      return failed(`not traceable: no test passed in every run (${counts.collected} collected, ${counts.passed} passed in run 1)${why}`, record);
     }
     return ok(record);
   },
