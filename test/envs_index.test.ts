@@ -37,6 +37,9 @@ const WHEELS: [string, string, string, string[], string?][] = [
   ['wl-theta', '1.0', 'wl_theta', ['wl-beta']],
   // A project named like a module it does not hold (as `agents` is not openai-agents' module): refused.
   ['iota', '1.0', 'not_iota', []],
+  // One release with a wheel per CPython: the lock names one of them, for the base's Python.
+  ['wl-dual', '1.0', 'dual', [], 'cp311-cp311-manylinux_2_17_x86_64'],
+  ['wl-dual', '1.0', 'dual', [], 'cp313-cp313-manylinux_2_17_x86_64'],
   // Built for CPython 3.11 only, as a pin that predates a newer Python's wheels.
   ['wl-native', '1.0', 'native', [], 'cp311-cp311-manylinux_2_17_x86_64'],
 ];
@@ -476,6 +479,22 @@ describe('the Python index as a backend', () => {
     // iota's module still does not collect: it costs its own tests, not the suite's.
     expect(built.env?.pytest_args).toContain('--continue-on-collection-errors');
     expect(entry<ValidateRecord>(join(dir, 'out14'), 'validate').record).toMatchObject({ passed: 1 });
+  }, 900_000);
+
+  it("locks again for the new base's Python when a repair moves the unit there", async () => {
+    // Named for 3.11, its tests need 3.12's syntax: the repair moves it to 3.13, and the lock's cp311 wheel would not install there.
+    const test = 'import dual\n\ntype Number = int\n\n\ndef test_dual():\n    assert dual.VERSION == "1.0"\n';
+    const manifest = project('index-move', ['wl-dual'], ['Programming Language :: Python :: 3.11'], test);
+    const res = await run(manifest, 'out15', 'clone,resolve,build,validate', trusted);
+    expect(res.code, `${res.stdout}\n${res.stderr}`).toBe(0);
+    expect(entry<ResolveRecord>(join(dir, 'out15'), 'resolve').record?.env?.lock?.map((d) => d.filename)).toEqual([
+      'wl_dual-1.0-cp311-cp311-manylinux_2_17_x86_64.whl',
+    ]);
+    const built = entry<BuildRecord>(join(dir, 'out15'), 'build').record!;
+    expect(built.python).toBe('3.13');
+    expect(built.attempts[0].changes).toEqual([expect.stringMatching(/^python 3\.11 -> 3\.13/), 'lock: 1 file(s) for python 3.13']);
+    expect(built.env?.lock?.map((d) => d.filename)).toEqual(['wl_dual-1.0-cp313-cp313-manylinux_2_17_x86_64.whl']);
+    expect(entry<ValidateRecord>(join(dir, 'out15'), 'validate').record).toMatchObject({ passed: 1 });
   }, 900_000);
 
   it('names the certificate when the index is not trusted, not a missing distribution', async () => {

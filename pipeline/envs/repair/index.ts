@@ -95,3 +95,22 @@ export async function repairFromIndex(
   ix.log(`repair: ${changes.length} distribution(s) from the index`);
   return { env: { ...env, lock }, changes };
 }
+
+/**
+ * The unit's lock for another base's Python, when a repair moves it there: the same distributions,
+ * unpinned, as of the same cut-off (its wheels are per Python: cp311 files do not install on 3.13).
+ * Null, with why in `refused`, when they do not lock there.
+ */
+export async function relockForPython(env: UnitEnv, python: PythonVersion, ix: IndexRepair, refused: string[]): Promise<UnitEnv | null> {
+  if (!env.lock?.length) return env;
+  const locked = await lockRequirements({
+    uv: await ix.uv(),
+    settings: ix.settings,
+    requirements: env.lock.map((d) => d.name),
+    python,
+    excludeNewer: ix.excludeNewer,
+  });
+  if ('lock' in locked) return { ...env, lock: locked.lock };
+  refused.push(`index: the lock for python ${python}: ${locked.failure}`);
+  return null;
+}

@@ -12,7 +12,7 @@ import type { BuildAttempt, BuildRecord } from '../../runtime/records.js';
 import { type DebianIndex, loadDebianIndex } from '../debian/suite_index.js';
 import { AGENT_SYSTEM, agentQuestion, readAgentAnswer } from './agent.js';
 import { writeRepairedEnv } from './cache.js';
-import { type IndexRepair, repairFromIndex } from './index.js';
+import { type IndexRepair, relockForPython, repairFromIndex } from './index.js';
 import { diagnose, lastResort, modulesDebianLacks, type Problem, reachedCollection, repair } from './rules.js';
 
 /** How many images an inferred environment may take to collect (the first and its repairs), and for how long. */
@@ -57,6 +57,18 @@ export interface RepairSetting {
  * else the last resort.
  */
 async function nextEnv(s: RepairSetting, env: UnitEnv, python: PythonVersion, problems: Problem[], output: string, attempt: BuildAttempt) {
+  const next = await proposedEnv(s, env, python, problems, output, attempt);
+  // A move to another base takes the lock along, locked again for that base's Python.
+  if (!next || next.python === python || !next.env.lock?.length) return next;
+  const refused: string[] = [];
+  const moved = s.index ? await relockForPython(next.env, next.python, s.index, refused) : null;
+  if (refused.length) attempt.refused = [...(attempt.refused ?? []), ...refused];
+  return moved
+    ? { ...next, env: moved, changes: [...next.changes, `lock: ${moved.lock?.length} file(s) for python ${next.python}`] }
+    : lastResort(env, python, problems);
+}
+
+async function proposedEnv(s: RepairSetting, env: UnitEnv, python: PythonVersion, problems: Problem[], output: string, attempt: BuildAttempt) {
   const indexes = Object.fromEntries(await Promise.all(PYTHON_VERSIONS.map(async (p) => [p, await loadDebianIndex(DEBIAN_SUITES[p])] as const))) as Record<
     PythonVersion,
     DebianIndex
