@@ -45,6 +45,8 @@ const { values: args } = parseArgs({
     torch: { type: 'string' },
     plain: { type: 'string', default: join(packageRoot, 'bench', 'plain_env.jsonl') },
     concurrency: { type: 'string', default: '2' },
+    // One suite run answers "does a test pass in the offline container"; flakiness is validate's own benchmark.
+    'validate-runs': { type: 'string', default: '1' },
   },
 });
 
@@ -54,6 +56,7 @@ if (args.set) {
     set: args.set,
     dir: args.dir === '/tmp/worldline-bench-envs' ? '/var/cache/worldline-bench/envs' : args.dir,
     concurrency: Number(args.concurrency),
+    validateRuns: Number(args['validate-runs']),
   });
   process.exit(0);
 }

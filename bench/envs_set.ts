@@ -9,7 +9,7 @@
  * and passing tests; then the totals of each mode, the held-out repositories apart.
  *
  *   node dist/bench/envs.js --set DIR [--modes none,auto] [--only a,b] [--torch yes|no]
- *     [--plain bench/plain_env.jsonl] [--dir /var/cache/worldline-bench/envs] [--concurrency 2]
+ *     [--plain bench/plain_env.jsonl] [--dir /var/cache/worldline-bench/envs] [--concurrency 2] [--validate-runs 1]
  *
  * Output folders are kept: a rerun with the same --dir reuses what each ledger holds (remove the
  * folder, or the env images, for cold figures).
@@ -80,7 +80,7 @@ function imageBytes(ref: string | undefined): number | null {
   }
 }
 
-function runMode(manifest: string, out: string, mode: string, concurrency: number): number {
+function runMode(manifest: string, out: string, mode: string, concurrency: number, validateRuns: number): number {
   const started = Date.now();
   const res = spawnSync(
     process.execPath,
@@ -99,6 +99,8 @@ function runMode(manifest: string, out: string, mode: string, concurrency: numbe
       mode,
       '--concurrency',
       String(concurrency),
+      '--validate-runs',
+      String(validateRuns),
       '--progress',
       'json',
     ],
@@ -220,6 +222,7 @@ export async function benchSet(args: {
   plain: string;
   dir: string;
   concurrency: number;
+  validateRuns: number;
 }): Promise<void> {
   const setDir = resolve(args.set);
   const only = args.only?.split(',');
@@ -236,7 +239,7 @@ export async function benchSet(args: {
   const walls: string[] = [];
   for (const mode of modes) {
     const out = join(dir, `out-${mode}`);
-    walls.push(`${mode} ${s1(runMode(manifest, out, mode, args.concurrency))} s`);
+    walls.push(`${mode} ${s1(runMode(manifest, out, mode, args.concurrency, args.validateRuns))} s`);
     rows.push(...rowsOf(repos, out, mode));
   }
   if (existsSync(args.plain)) rows.push(...plainRows(repos, args.plain));
