@@ -266,25 +266,26 @@ describe('evidence: setuptools', () => {
     expect(ev.pythonVersions).toEqual([{ version: '3.10', from: 'classifier', source: at('setup.py', 21) }]);
   });
 
-  it('reads a name reassigned from itself as Python does, in file order, and a requirement joined from literals', () => {
+  it("reads a name reassigned from itself as Python does, a requirement joined from literals, past a raw string's escaped quote", () => {
     // gpytorch's setup.py: the list was lost whole, and with it linear_operator, scipy, scikit-learn.
     const ev = readEvidence(
       layout({
         'setup.py': [
-          'from setuptools import setup',
+          'from setuptools import setup; import re',
+          'm = re.search(r"^__version__ = [\'\\"]([^\'\\"]*)[\'\\"]", "")  # a raw string\'s \\" does not end it',
           'torch_min = "2.0"',
           'install_requires = ["scipy>=1.6.0", "linear_operator>=0.6"]',
           'try:',
-          '    import torch', // 5
+          '    import torch',
           '    if torch.__version__ >= torch_min:',
           '        install_requires = [">=".join(["torch", torch_min])] + install_requires',
           'except ImportError:',
           '    pass',
-          'setup(name="gp", install_requires=install_requires)', // 10
+          'setup(name="gp", install_requires=install_requires)',
         ].join('\n'),
       }),
     );
-    expect(requirements(ev)).toEqual(['torch >=2.0 runtime setup.py:7', 'scipy >=1.6.0 runtime setup.py:3', 'linear-operator >=0.6 runtime setup.py:3']);
+    expect(requirements(ev)).toEqual(['torch >=2.0 runtime setup.py:8', 'scipy >=1.6.0 runtime setup.py:4', 'linear-operator >=0.6 runtime setup.py:4']);
   });
 
   it('says which setup.py values it cannot know', () => {

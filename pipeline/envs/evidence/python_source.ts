@@ -126,10 +126,11 @@ function tokenize(text: string): { tokens: Token[]; indents: Map<number, number>
           if (quote.length === 1) break;
           line++;
         }
-        if (text[j] === '\\' && !prefix.includes('r')) {
+        if (text[j] === '\\') {
           const next = text[j + 1] ?? '';
           if (next === '\n') line++;
-          value += ESCAPES[next] ?? `\\${next}`;
+          // In a raw string the backslash stays, but still keeps the quote after it from ending the string (r"['\"]").
+          value += prefix.includes('r') ? `\\${next}` : (ESCAPES[next] ?? `\\${next}`);
           j += 2;
           continue;
         }
