@@ -31,7 +31,7 @@ import type { ResolveRecord } from '../runtime/records.js';
 import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
 
 /** Bump when what a resolve record holds changes in a way the key's other fields do not show. */
-const RESOLVE_REVISION = 3;
+const RESOLVE_REVISION = 4;
 
 /** The backend install needs pip beside the backend's own packages. */
 const PIP = 'python3-pip';
