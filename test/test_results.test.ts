@@ -1,10 +1,11 @@
-import { writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
+import type { ValidateRecord } from '../pipeline/runtime/records.js';
 import { countVerdicts, foldReport, mergeRuns } from '../pipeline/sandbox/pytest_report.js';
 import { runSandboxed } from '../pipeline/sandbox/sandbox.js';
 import { pytestCommand, readRunFiles, runnerCommand, writeReportKey } from '../pipeline/sandbox/suite_run.js';
-import { tempDir } from './helpers.js';
+import { cli, gitRepo, tempDir } from './helpers.js';
 
 const line = (o: object) => JSON.stringify(o);
 const phase = (nodeid: string, when: string, outcome: string, extra: object = {}) => line({ event: 'test', nodeid, when, outcome, duration: 0.1, ...extra });
@@ -166,6 +167,40 @@ describe('signed reports (validate, trace, grading)', () => {
       ['test_x.py::test_reroute', 'failed'],
     ]);
   }, 120_000);
+
+  it('takes subtests as parts of their test (a failing one fails it), not as a call phase reported twice', async () => {
+    // pytest-subtests from Debian, as pytest 9 has them built in (fastmcp's and gpytorch's suites were refused as tampered).
+    const dir = tempDir('subtests');
+    const repo = gitRepo(join(dir, 'repo'), {
+      'tests/test_sub.py': [
+        'import unittest',
+        '',
+        'def test_fixture(subtests):',
+        '    for i in range(3):',
+        '        with subtests.test(i=i):',
+        '            assert i != 1',
+        '',
+        'def test_plain():',
+        '    pass',
+        '',
+        'class TestCase(unittest.TestCase):',
+        '    def test_sub(self):',
+        '        for i in range(2):',
+        '            with self.subTest(i=i):',
+        '                self.assertLess(i, 2)',
+        '',
+      ].join('\n'),
+    });
+    const manifest = join(dir, 'manifest.jsonl');
+    writeFileSync(manifest, `${JSON.stringify({ repo, python: '3.11', env: { apt: ['python3-pytest-subtests'] } })}\n`);
+    const out = join(dir, 'out');
+    const res = await cli(['run', '--manifest', manifest, '--out', out, '--stages', 'clone,resolve,build,validate', '--licenses', '*']);
+    expect(res.code, `${res.stdout}\n${res.stderr}`).toBe(0);
+    const ledger = join(out, 'ledger', 'validate');
+    const validated = JSON.parse(readFileSync(join(ledger, readdirSync(ledger)[0]), 'utf8')) as { status: string; record: ValidateRecord };
+    expect(validated.status).toBe('ok');
+    expect(validated.record).toMatchObject({ collected: 3, passed: 2, failed: 1 });
+  }, 600_000);
 
   it('the runner, which alone signs, records as tampered a stream no honest plugin sends', async () => {
     /** The problem of a run whose test module (`body`) writes down the plugin's pipe to the runner. */

@@ -111,7 +111,21 @@ def pytest_runtest_logfinish(nodeid, location, _emit=_emit, _state=_state):
         _emit({"progress": "end", "nodeid": nodeid})
 
 
+def _is_subtest(report):
+    # pytest 9's SubtestReport and pytest-subtests' SubTestReport: one per subtest (the subtests
+    # fixture, unittest's subTest), each with when="call", beside the test's own call report.
+    return type(report).__name__ in ("SubtestReport", "SubTestReport")
+
+
 def pytest_runtest_logreport(report, _emit=_emit):
+    if _is_subtest(report):
+        # Part of its test: a failing one fails it. Not a phase, so never "reported twice".
+        record = {"event": "subtest", "nodeid": report.nodeid, "outcome": report.outcome}
+        message = _message(report)
+        if message:
+            record["message"] = message
+        _emit(record)
+        return
     if report.outcome == "rerun":
         # pytest-rerunfailures: this attempt does not count, the test runs again from its setup.
         _emit({"event": "rerun", "nodeid": report.nodeid, "when": report.when})

@@ -258,7 +258,7 @@ def boot(out, inputs=()):
 MAX_LINE = 64 << 20
 DRAIN_S = 5
 PHASES = ("setup", "call", "teardown")
-EVENTS = ("start", "collected", "collect_error", "test", "rerun", "finish")
+EVENTS = ("start", "collected", "collect_error", "test", "subtest", "rerun", "finish")
 
 
 class _Report:
@@ -291,6 +291,8 @@ class _Report:
             if phase in self.phases:
                 return "%s reported its %s phase twice" % phase
             self.phases.add(phase)
+        elif event == "subtest" and not isinstance(record.get("nodeid"), str):
+            return "the plugin sent a subtest record without a node id"
         elif event == "rerun":
             # A rerun plugin's failed attempt: the test's phases may be reported again.
             self.phases -= {(record.get("nodeid"), when) for when in PHASES}

@@ -50,6 +50,11 @@ type ReportLine =
    * setup, so the phases reported for it so far are dropped and may come again.
    */
   | { event: 'rerun'; nodeid: string; when: string }
+  /**
+   * One subtest of a test (the subtests fixture, unittest's subTest under pytest 9 or
+   * pytest-subtests): a failing one fails its test. Sent by a test itself it can only fail it.
+   */
+  | { event: 'subtest'; nodeid: string; outcome: string; message?: string }
   /** The runner's (worldline_runs.py): the plugin sent a record no honest plugin sends; the report ends here. */
   | { event: 'tampered'; reason: string };
 
@@ -134,12 +139,14 @@ export function foldReport(reportText: string, exitCode: number | null, timedOut
   const collected: string[] = [];
   const phases = new Map<string, PhaseReport[]>();
   const collectErrors: SuiteRun['collectErrors'] = [];
+  const failedSubtest = new Map<string, string | null>();
   let finished = false;
   for (const line of lines) {
     if (line.event === 'collected') collected.push(...line.nodeids);
     else if (line.event === 'collect_error') collectErrors.push({ nodeid: line.nodeid, message: line.message });
     else if (line.event === 'finish') finished = true;
     else if (line.event === 'rerun') phases.delete(line.nodeid);
+    else if (line.event === 'subtest' && line.outcome === 'failed' && !failedSubtest.has(line.nodeid)) failedSubtest.set(line.nodeid, line.message ?? null);
     else if (line.event === 'test') {
       const list = phases.get(line.nodeid) ?? [];
       list.push(line);
@@ -153,7 +160,9 @@ export function foldReport(reportText: string, exitCode: number | null, timedOut
   const unique = stoppedAtCollection ? [] : [...new Set([...collected, ...phases.keys()])];
   const tests: TestResult[] = unique.map((nodeid) => {
     const ph = phases.get(nodeid) ?? [];
-    const { outcome, message } = ph.length ? phaseOutcome(ph) : { outcome: 'missing' as Outcome, message: 'no result was reported' };
+    let { outcome, message } = ph.length ? phaseOutcome(ph) : { outcome: 'missing' as Outcome, message: 'no result was reported' };
+    if ((outcome === 'passed' || outcome === 'xpassed') && failedSubtest.has(nodeid))
+      ({ outcome, message } = { outcome: 'failed', message: failedSubtest.get(nodeid)! });
     const duration = ph.reduce((s, p) => s + (p.duration || 0), 0);
     return { nodeid, outcome, message, duration: Math.round(duration * 1e6) / 1e6 };
   });
