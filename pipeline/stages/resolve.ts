@@ -30,7 +30,7 @@ import { DEBIAN_SUITES, type LockedDist, PYTHON_VERSIONS, type Unit } from '../r
 import type { ResolveRecord } from '../runtime/records.js';
 import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
 
-/** Bump when what a resolve record holds changes in a way the key's other fields do not show. */
+/** Bump when what a resolve record holds changes in a way the key's other fields do not show (it keys the repaired environments too). */
 const RESOLVE_REVISION = 4;
 
 /** The backend install needs pip beside the backend's own packages. */
@@ -154,8 +154,9 @@ export const resolveStage: Stage<'resolve'> = {
     const evidence = readEvidence(checkout);
     const indexes = await suiteIndexes(unit);
     const debian = resolveDebian(evidence, indexes);
-    // A repair made with a pip index may hold pip packages: kept apart from one made without.
-    const cacheKey = hashOf({ resolution: debian.key, pipIndex: options.pipIndex ?? null });
+    // A repair made with a pip index may hold pip packages: kept apart from one made without; and
+    // one made by an older resolver (its pytest paths, its index requirements) is not reused.
+    const cacheKey = hashOf({ resolution: debian.key, pipIndex: options.pipIndex ?? null, revision: RESOLVE_REVISION });
     const settings = options.pipIndex ? indexSettings(options.pipIndex) : null;
     const cutoff = settings ? await cutoffOf(ctx, clone.commit) : null;
     const locked = settings && cutoff ? await lockedBase(ctx, evidence, debian, indexes, settings, cutoff.time) : null;
