@@ -9,7 +9,7 @@
  * and passing tests; then the totals of each mode, the held-out repositories apart.
  *
  *   node dist/bench/envs.js --set DIR [--modes none,auto] [--only a,b] [--torch yes|no]
- *     [--plain bench/plain_env.jsonl] [--dir /var/cache/worldline-bench/envs] [--concurrency 2] [--validate-runs 1]
+ *     [--plain bench/plain_env.jsonl] [--dir /var/cache/worldline-bench/envs] [--concurrency 2] [--validate-runs 1] [--report-only]
  *
  * Output folders are kept: a rerun with the same --dir reuses what each ledger holds (remove the
  * folder, or the env images, for cold figures).
@@ -223,6 +223,7 @@ export async function benchSet(args: {
   dir: string;
   concurrency: number;
   validateRuns: number;
+  reportOnly?: boolean;
 }): Promise<void> {
   const setDir = resolve(args.set);
   const only = args.only?.split(',');
@@ -239,11 +240,11 @@ export async function benchSet(args: {
   const walls: string[] = [];
   for (const mode of modes) {
     const out = join(dir, `out-${mode}`);
-    walls.push(`${mode} ${s1(runMode(manifest, out, mode, args.concurrency, args.validateRuns))} s`);
+    if (!args.reportOnly) walls.push(`${mode} ${s1(runMode(manifest, out, mode, args.concurrency, args.validateRuns))} s`);
     rows.push(...rowsOf(repos, out, mode));
   }
   if (existsSync(args.plain)) rows.push(...plainRows(repos, args.plain));
-  const report: string[] = [`wall: ${walls.join(', ')}; plain script from ${args.plain}`, ''];
+  const report: string[] = [`wall: ${walls.join(', ') || 'not run here (--report-only)'}; plain script from ${args.plain}`, ''];
   for (const [label, held] of [
     ['tuning set', false],
     ['held out (not used for tuning)', true],
