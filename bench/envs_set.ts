@@ -174,6 +174,7 @@ const pct = (n: number, of: number) => `${n} of ${of} (${of ? Math.round((100 * 
 
 /** The kind of cause a row's collect result names, first match wins (issue 41 asks each kind counted). */
 const KINDS: [string, RegExp][] = [
+  ['not run yet', /^not run$/],
   ['clone', /^clone:/],
   ['index not trusted', /certificate|UnknownIssuer/i],
   ['no wheel for its Python', /no wheels with a matching Python|does not satisfy Python|requires-python/i],

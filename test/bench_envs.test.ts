@@ -17,6 +17,7 @@ describe('bench:envs kinds of cause', () => {
     expect(kindOf("validate: run 1: pytest exited 4 before its session started: ModuleNotFoundError: No module named 'agents'")).toBe('module missing');
     expect(kindOf('10 module(s) did not collect')).toBe('modules did not collect');
     expect(kindOf('validate: not traceable: no test passed in every run (0 collected, 0 passed)')).toBe('no test passed');
+    expect(kindOf('not run')).toBe('not run yet');
     expect(kindOf('something new')).toBe('other');
   });
 });
