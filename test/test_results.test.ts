@@ -2,7 +2,7 @@ import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
 import type { ValidateRecord } from '../pipeline/runtime/records.js';
-import { countVerdicts, foldReport, mergeRuns } from '../pipeline/sandbox/pytest_report.js';
+import { countVerdicts, finishedPart, foldReport, mergeRuns } from '../pipeline/sandbox/pytest_report.js';
 import { runSandboxed } from '../pipeline/sandbox/sandbox.js';
 import { pytestCommand, readRunFiles, runnerCommand, writeReportKey } from '../pipeline/sandbox/suite_run.js';
 import { cli, gitRepo, tempDir } from './helpers.js';
@@ -55,6 +55,18 @@ describe('folding the reporting plugin output', () => {
     expect(foldReport(allPass, 1, false).problem).toMatch(/exited 1 but the report has no failing test/);
     expect(foldReport('', 1, false).problem).toBe('pytest exited 1 before its session started');
     expect(foldReport(line({ event: 'collected', nodeids: [] }), 5, false).problem).toBe('no tests collected (pytest exit 5)');
+  });
+
+  it('takes the last attempt of a test a rerun plugin retried, as each plugin reports its attempts', () => {
+    const rerun = line({ event: 'rerun', nodeid: 't.py::a', when: 'call' });
+    const [setup, call, teardown] = [phase('t.py::a', 'setup', 'passed'), phase('t.py::a', 'call', 'passed'), phase('t.py::a', 'teardown', 'passed')];
+    const fold = (...ls: string[]) =>
+      foldReport([line({ event: 'collected', nodeids: ['t.py::a'] }), ...ls, line({ event: 'finish', exitstatus: 0 })].join('\n'), 0, false);
+    // pytest-rerunfailures 10 (Debian's), 16 (the attempt's teardown after its rerun), pytest-retry (the call again).
+    for (const run of [fold(setup, rerun, setup, call, teardown), fold(setup, rerun, teardown, setup, call, teardown), fold(setup, rerun, call, teardown)]) {
+      expect(run.problem).toBeNull();
+      expect(run.tests.map((t) => [t.nodeid, t.outcome])).toEqual([['t.py::a', 'passed']]);
+    }
   });
 
   it('collects nothing from a session that stopped before its first test, whatever it had collected', () => {
@@ -168,8 +180,9 @@ describe('signed reports (validate, trace, grading)', () => {
     ]);
   }, 120_000);
 
-  it('takes subtests as parts of their test (a failing one fails it), not as a call phase reported twice', async () => {
-    // pytest-subtests from Debian, as pytest 9 has them built in (fastmcp's and gpytorch's suites were refused as tampered).
+  it('takes subtests as parts of their test (a failing one fails it) and a rerun attempt as no result, not as a phase reported twice', async () => {
+    // pytest-subtests from Debian, as pytest 9 has them built in (fastmcp's and gpytorch's suites were refused as tampered);
+    // pytest-rerunfailures from Debian, whose first attempt of a flaky test is reported as `rerun`.
     const dir = tempDir('subtests');
     const repo = gitRepo(join(dir, 'repo'), {
       'tests/test_sub.py': [
@@ -190,16 +203,26 @@ describe('signed reports (validate, trace, grading)', () => {
         '                self.assertLess(i, 2)',
         '',
       ].join('\n'),
+      'tests/test_flaky.py': [
+        'import os, pytest',
+        '',
+        '@pytest.mark.flaky(reruns=2)',
+        'def test_passes_at_its_second_attempt():',
+        '    if not os.path.exists("/tmp/attempted"):',
+        '        open("/tmp/attempted", "w").close()',
+        '        assert False, "first attempt"',
+        '',
+      ].join('\n'),
     });
     const manifest = join(dir, 'manifest.jsonl');
-    writeFileSync(manifest, `${JSON.stringify({ repo, python: '3.11', env: { apt: ['python3-pytest-subtests'] } })}\n`);
+    writeFileSync(manifest, `${JSON.stringify({ repo, python: '3.11', env: { apt: ['python3-pytest-subtests', 'python3-pytest-rerunfailures'] } })}\n`);
     const out = join(dir, 'out');
     const res = await cli(['run', '--manifest', manifest, '--out', out, '--stages', 'clone,resolve,build,validate', '--licenses', '*']);
     expect(res.code, `${res.stdout}\n${res.stderr}`).toBe(0);
     const ledger = join(out, 'ledger', 'validate');
     const validated = JSON.parse(readFileSync(join(ledger, readdirSync(ledger)[0]), 'utf8')) as { status: string; record: ValidateRecord };
     expect(validated.status).toBe('ok');
-    expect(validated.record).toMatchObject({ collected: 3, passed: 2, failed: 1 });
+    expect(validated.record).toMatchObject({ collected: 4, passed: 3, failed: 1 });
   }, 600_000);
 
   it('the runner, which alone signs, records as tampered a stream no honest plugin sends', async () => {
@@ -221,4 +244,49 @@ describe('signed reports (validate, trace, grading)', () => {
       'the report was tampered with: the plugin sent a record after the session finished',
     );
   }, 240_000);
+});
+
+describe('a suite longer than its time limit', () => {
+  it('keeps the tests that finished in every run, and trace runs only those', async () => {
+    const dir = tempDir('cut-short');
+    const repo = gitRepo(join(dir, 'repo'), {
+      'tests/test_a.py': ['def test_1():', '    pass', '', 'def test_2():', '    pass', '', 'def test_3():', '    assert 1 + 1 == 2', ''].join('\n'),
+      'tests/test_b.py': ['import time', '', 'def test_slow():', '    time.sleep(120)', '', 'def test_after():', '    pass', ''].join('\n'),
+    });
+    const manifest = join(dir, 'manifest.jsonl');
+    writeFileSync(manifest, `${JSON.stringify({ repo, python: '3.11' })}\n`);
+    const out = join(dir, 'out');
+    // Traced whole, the suite would meet its traced limit (10 s x 2) in test_slow too.
+    const args = ['run', '--manifest', manifest, '--out', out, '--stages', 'clone,build,validate,trace', '--licenses', '*'];
+    const res = await cli([...args, '--suite-timeout', '10', '--trace-slowdown', '2', '--no-plain-parity']);
+    expect(res.code, `${res.stdout}\n${res.stderr}`).toBe(0);
+    const record = <R>(stage: string) => {
+      const ledger = join(out, 'ledger', stage);
+      return JSON.parse(readFileSync(join(ledger, readdirSync(ledger)[0]), 'utf8')) as { status: string; record: R };
+    };
+    // One run of the two asked: a run past the timeout is not repeated (the runner stops there).
+    expect(record<ValidateRecord>('validate').record).toMatchObject({ runs: 1, collected: 3, passed: 3, unfinished: 2, traceable: true });
+    const rows = (part: string) =>
+      readdirSync(join(out, 'parts', part)).flatMap((f) =>
+        readFileSync(join(out, 'parts', part, f), 'utf8')
+          .split('\n')
+          .filter(Boolean)
+          .map((l) => (JSON.parse(l) as { node_id: string }).node_id),
+      );
+    expect(rows('tests').sort()).toEqual(['tests/test_a.py::test_1', 'tests/test_a.py::test_2', 'tests/test_a.py::test_3']);
+    expect(record<{ tests_traced: number }>('trace')).toMatchObject({ status: 'ok', record: { tests_traced: 3 } });
+    expect(new Set(rows('traces'))).toEqual(new Set(['tests/test_a.py::test_1', 'tests/test_a.py::test_2', 'tests/test_a.py::test_3']));
+  }, 600_000);
+
+  it('keeps nothing from a run with another problem beside the timeout', () => {
+    const report = [line({ event: 'collected', nodeids: ['t.py::a', 't.py::b'] }), phase('t.py::a', 'setup', 'passed'), phase('t.py::a', 'call', 'passed')];
+    // Its teardown never reported: unfinished, so nothing finished.
+    const run = foldReport([...report, phase('t.py::b', 'setup', 'passed'), ''].join('\n'), null, true);
+    expect(run.tests.map((t) => t.outcome)).toEqual(['missing', 'missing']);
+    const done = foldReport([...report, phase('t.py::a', 'teardown', 'passed'), ''].join('\n'), null, true);
+    done.problem = 'the suite exceeded its wall timeout and was killed; 1 of 2 collected tests had reported';
+    expect(finishedPart([done])).toMatchObject({ unfinished: 1, runs: [{ problem: null, tests: [{ nodeid: 't.py::a', outcome: 'passed' }] }] });
+    expect(finishedPart([{ ...done, problem: 'the report was tampered with: t.py::a reported its call phase twice' }])).toBeNull();
+    expect(finishedPart([{ ...done, timedOut: false, problem: null }])).toBeNull();
+  });
 });

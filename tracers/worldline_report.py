@@ -23,6 +23,7 @@ import json
 import os
 
 _write = os.write
+_read = os.read
 _open = os.open
 _close = os.close
 _set_inheritable = os.set_inheritable
@@ -83,11 +84,29 @@ def _message(report):
     return lines[0][:500] if lines else None
 
 
+def _selection():
+    """The node ids this run is limited to, when WORLDLINE_SELECT names a file of them (a line each):
+    the tests that finished before a suite's time limit, which the stages after validate run again."""
+    path = _environ_pop("WORLDLINE_SELECT", None)
+    if path is None:
+        return None
+    fd = _open(path, os.O_RDONLY)
+    chunks = []
+    while True:
+        chunk = _read(fd, 1 << 20)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    _close(fd)
+    return set(b"".join(chunks).decode("utf-8").split("\n")) - {""}
+
+
 def pytest_configure(config, _emit=_emit, _state=_state):
     # Without the runner (the tracer's own tests), straight to the file named.
     path = _environ_pop("WORLDLINE_REPORT", None)
     if path and _state["fd"] is None:
         _state["fd"] = _open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    _state["select"] = _selection()
     _emit({"event": "start"})
 
 
@@ -96,7 +115,15 @@ def pytest_collectreport(report, _emit=_emit):
         _emit({"event": "collect_error", "nodeid": report.nodeid, "message": _message(report)})
 
 
-def pytest_collection_finish(session, _emit=_emit):
+def pytest_collection_finish(session, _emit=_emit, _state=_state):
+    select = _state.get("select")
+    if select is not None:
+        # After every plugin's own selection and ordering; pytest counts the tests it collected
+        # from this same list once this hook returns.
+        dropped = [item for item in session.items if item.nodeid not in select]
+        if dropped:
+            session.items[:] = [item for item in session.items if item.nodeid in select]
+            session.config.hook.pytest_deselected(items=dropped)
     _emit({"event": "collected", "nodeids": [item.nodeid for item in session.items]})
 
 
@@ -126,8 +153,10 @@ def pytest_runtest_logreport(report, _emit=_emit):
             record["message"] = message
         _emit(record)
         return
-    if report.outcome == "rerun":
-        # pytest-rerunfailures: this attempt does not count, the test runs again from its setup.
+    if report.outcome not in ("passed", "failed", "skipped"):
+        # An attempt that does not count: pytest-rerunfailures' "rerun" (the test runs again from
+        # its setup), pytest-retry's "retried" (its --retry-outcome; the call phase is reported
+        # again). pytest itself knows only the three outcomes.
         _emit({"event": "rerun", "nodeid": report.nodeid, "when": report.when})
         return
     record = {

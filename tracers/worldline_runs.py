@@ -269,6 +269,8 @@ class _Report:
         self.file = open(path, "w", encoding="utf-8")
         self.sign = signer_of(key, os.path.basename(path))
         self.phases = set()
+        # Tests a rerun plugin retried: their next setup report starts a new attempt.
+        self.retrying = set()
         self.finished = False
         self.finished_at = None
         self.exitstatus = None
@@ -284,18 +286,25 @@ class _Report:
             return "the plugin sent a record with no known event"
         if self.finished:
             return "the plugin sent a record after the session finished"
-        if event == "test":
-            phase = (record.get("nodeid"), record.get("when"))
-            if not isinstance(phase[0], str) or phase[1] not in PHASES:
-                return "the plugin sent a test record without a node id and phase"
+        if event in ("test", "rerun"):
+            nodeid, when = phase = (record.get("nodeid"), record.get("when"))
+            if not isinstance(nodeid, str) or when not in PHASES:
+                return "the plugin sent a %s record without a node id and phase" % event
+            if event == "test" and when == "setup" and nodeid in self.retrying:
+                # A new attempt of a test a rerun plugin retried: what it reported so far is void.
+                self.retrying.discard(nodeid)
+                self.phases -= {(nodeid, w) for w in PHASES}
             if phase in self.phases:
                 return "%s reported its %s phase twice" % phase
-            self.phases.add(phase)
+            if event == "rerun":
+                # An attempt that does not count, reported in place of this phase's report:
+                # pytest-rerunfailures then runs the test again from its setup (its newer releases
+                # report the attempt's teardown first), pytest-retry reports the phase once more.
+                self.retrying.add(nodeid)
+            else:
+                self.phases.add(phase)
         elif event == "subtest" and not isinstance(record.get("nodeid"), str):
             return "the plugin sent a subtest record without a node id"
-        elif event == "rerun":
-            # A rerun plugin's failed attempt: the test's phases may be reported again.
-            self.phases -= {(record.get("nodeid"), when) for when in PHASES}
         self.finished = event == "finish"
         if self.finished:
             self.finished_at = time.monotonic()

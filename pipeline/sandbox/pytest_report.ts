@@ -46,8 +46,9 @@ type ReportLine =
   | PhaseReport
   | { event: 'finish'; exitstatus: number }
   /**
-   * A phase a rerun plugin (pytest-rerunfailures) reported as `rerun`: the test runs again from its
-   * setup, so the phases reported for it so far are dropped and may come again.
+   * A phase reported as an attempt that does not count, in place of its report: pytest-rerunfailures
+   * runs the test again from its setup (that new setup drops what the test reported so far),
+   * pytest-retry reports the phase once more.
    */
   | { event: 'rerun'; nodeid: string; when: string }
   /**
@@ -140,14 +141,16 @@ export function foldReport(reportText: string, exitCode: number | null, timedOut
   const phases = new Map<string, PhaseReport[]>();
   const collectErrors: SuiteRun['collectErrors'] = [];
   const failedSubtest = new Map<string, string | null>();
+  const retrying = new Set<string>();
   let finished = false;
   for (const line of lines) {
     if (line.event === 'collected') collected.push(...line.nodeids);
     else if (line.event === 'collect_error') collectErrors.push({ nodeid: line.nodeid, message: line.message });
     else if (line.event === 'finish') finished = true;
-    else if (line.event === 'rerun') phases.delete(line.nodeid);
+    else if (line.event === 'rerun') retrying.add(line.nodeid);
     else if (line.event === 'subtest' && line.outcome === 'failed' && !failedSubtest.has(line.nodeid)) failedSubtest.set(line.nodeid, line.message ?? null);
     else if (line.event === 'test') {
+      if (line.when === 'setup' && retrying.delete(line.nodeid)) phases.delete(line.nodeid);
       const list = phases.get(line.nodeid) ?? [];
       list.push(line);
       phases.set(line.nodeid, list);
@@ -160,7 +163,12 @@ export function foldReport(reportText: string, exitCode: number | null, timedOut
   const unique = stoppedAtCollection ? [] : [...new Set([...collected, ...phases.keys()])];
   const tests: TestResult[] = unique.map((nodeid) => {
     const ph = phases.get(nodeid) ?? [];
-    let { outcome, message } = ph.length ? phaseOutcome(ph) : { outcome: 'missing' as Outcome, message: 'no result was reported' };
+    // A test the timeout stopped before its teardown reported has no outcome to trust.
+    const unfinished = timedOut && !ph.some((p) => p.when === 'teardown');
+    let { outcome, message } =
+      ph.length && !unfinished
+        ? phaseOutcome(ph)
+        : { outcome: 'missing' as Outcome, message: unfinished ? 'unfinished at the suite timeout' : 'no result was reported' };
     if ((outcome === 'passed' || outcome === 'xpassed') && failedSubtest.has(nodeid))
       ({ outcome, message } = { outcome: 'failed', message: failedSubtest.get(nodeid)! });
     const duration = ph.reduce((s, p) => s + (p.duration || 0), 0);
@@ -178,13 +186,18 @@ export function foldReport(reportText: string, exitCode: number | null, timedOut
 
 /** What only a signed report lets us check: no test phase reported twice, and pytest's own exit status. */
 function signedCheck(lines: ReportLine[], exitCode: number | null): string | null {
+  // The runner's rule (worldline_runs.py _Report): a rerun stands in for its phase's report, and
+  // the test's next setup starts a new attempt.
   const seen = new Set<string>();
+  const retrying = new Set<string>();
   for (const line of lines) {
-    if (line.event === 'rerun') for (const when of ['setup', 'call', 'teardown']) seen.delete(`${when} ${line.nodeid}`);
-    if (line.event !== 'test') continue;
+    if (line.event !== 'test' && line.event !== 'rerun') continue;
+    if (line.event === 'test' && line.when === 'setup' && retrying.delete(line.nodeid))
+      for (const when of ['setup', 'call', 'teardown']) seen.delete(`${when} ${line.nodeid}`);
     const k = `${line.when} ${line.nodeid}`;
     if (seen.has(k)) return `the report was tampered with: ${line.nodeid} reported its ${line.when} phase twice`;
-    seen.add(k);
+    if (line.event === 'rerun') retrying.add(line.nodeid);
+    else seen.add(k);
   }
   const finish = lines.find((l) => l.event === 'finish') as { exitstatus: number } | undefined;
   if (finish && exitCode !== null && finish.exitstatus !== exitCode)
@@ -237,6 +250,23 @@ export interface TestVerdict {
   unstableId: boolean;
   duration: number;
   message: string | null;
+}
+
+/**
+ * Runs whose only problem is the suite timeout (a suite longer than its budget): each keeps the
+ * tests that finished in every run, and `unfinished` counts the collected ones that did not. Null
+ * when no run was cut short, or one has any other problem (tampering, a test the watchdog killed).
+ */
+export function finishedPart(runs: SuiteRun[]): { runs: SuiteRun[]; unfinished: number } | null {
+  const cutShort = (r: SuiteRun) => r.timedOut && !!r.problem?.startsWith('the suite exceeded its wall timeout');
+  if (!runs.some(cutShort) || runs.some((r) => r.problem && !cutShort(r))) return null;
+  const finished = runs.map((r) => new Set(r.tests.filter((t) => t.outcome !== 'missing').map((t) => t.nodeid)));
+  const kept = new Set([...finished[0]].filter((id) => finished.every((f) => f.has(id))));
+  const collected = new Set(runs.flatMap((r) => r.tests.map((t) => t.nodeid)));
+  return {
+    runs: runs.map((r) => ({ ...r, tests: r.tests.filter((t) => kept.has(t.nodeid)), problem: null })),
+    unfinished: collected.size - kept.size,
+  };
 }
 
 /**

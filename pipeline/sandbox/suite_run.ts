@@ -176,6 +176,8 @@ export interface SuiteSpec {
   testTimeoutS: number;
   pytest: string[];
   env?: Record<string, string>;
+  /** Node ids to run, the rest deselected after collection (the tests a suite cut short by its timeout finished). */
+  select?: string[];
   /** Told, about once a second while the suite runs, how many lines result file `rel` has (tests done). */
   watch?: { rel: string; onLines: (lines: number) => void };
 }
@@ -193,6 +195,7 @@ export async function runSuite(spec: SuiteSpec): Promise<SuiteOutcome> {
   const { unit, options } = spec;
   const work = freshWork(outLayout.work(options.out, spec.stage, unit.id));
   const key = writeReportKey(work);
+  if (spec.select) writeFileSync(join(work, 'select'), `${spec.select.join('\n')}\n`, { mode: 0o644 });
   const started = Date.now();
   const counter = spec.watch && new LineCounter(work, spec.watch.rel);
   const ticker = counter && setInterval(() => spec.watch?.onLines(counter.count()), 1000);
@@ -203,7 +206,7 @@ export async function runSuite(spec: SuiteSpec): Promise<SuiteOutcome> {
     work,
     vars: unit.env.vars,
     srcLayout: spec.srcLayout,
-    env: spec.env,
+    env: spec.select ? { ...spec.env, WORLDLINE_SELECT: '/worldline/out/select' } : spec.env,
     limits: options,
     // Each run has its own limit inside; this one catches a container that will not die.
     timeoutMs: (spec.suiteTimeoutS + 30) * spec.runs * 1000,

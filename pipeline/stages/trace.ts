@@ -25,6 +25,7 @@ export const traceStage: Stage<'trace'> = {
     const build = requireRecord(ctx, 'build');
     requireRecord(ctx, 'validate');
     const o = ctx.options;
+    const selection = selectionOf(ctx);
     return {
       image: build.image_id,
       code: tracerCodeHash(TRACER_CODE.tracer),
@@ -39,6 +40,7 @@ export const traceStage: Stage<'trace'> = {
       limits: [o.memoryMb, o.cpus, o.pids],
       pytest_args: ctx.unit.env.pytest_args,
       vars: ctx.unit.env.vars,
+      selection: selection && createHash('sha256').update(selection.join('\n')).digest('hex'),
       revision: TRACE_REVISION,
     };
   },
@@ -93,6 +95,18 @@ export const traceStage: Stage<'trace'> = {
   },
 };
 
+/**
+ * The tests a suite cut short by its timeout finished in validate (its rows), which the traced run
+ * is limited to: the whole suite would only be cut short again. Undefined: the whole suite.
+ */
+function selectionOf(ctx: StageContext): string[] | undefined {
+  if (!requireRecord(ctx, 'validate').unfinished) return undefined;
+  return readFileSync(outLayout.part(ctx.options.out, 'tests', ctx.unit.id), 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => (JSON.parse(l) as TestRecord).node_id);
+}
+
 /** One traced run of the unit's suite (its output in `work/traces.jsonl`, a line per test: the live count). */
 function traceSuite(ctx: StageContext, clone: CloneRecord, build: BuildRecord) {
   const { unit, options } = ctx;
@@ -116,6 +130,7 @@ function traceSuite(ctx: StageContext, clone: CloneRecord, build: BuildRecord) {
     suiteTimeoutS: options.suiteTimeoutS * options.traceSlowdown,
     testTimeoutS: options.testTimeoutS * options.traceSlowdown,
     pytest: pytestCommand(unit.env.pytest_args, options.testTimeoutS * options.traceSlowdown, build.pytest_timeout, ['worldline_tracer.plugin']),
+    select: selectionOf(ctx),
     env: {
       WORLDLINE_TRACE_OUT: '/worldline/out/traces.jsonl',
       WORLDLINE_TRACE_ROOT: '/repo',

@@ -14,12 +14,12 @@ import { redactRows, unitRedactor } from '../runtime/part_redaction.js';
 import type { BuildRecord, CloneRecord, PlainParity, ValidateRecord } from '../runtime/records.js';
 import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
 import { plainParity } from '../sandbox/plain_parity.js';
-import { countVerdicts, mergeRuns, type TestVerdict } from '../sandbox/pytest_report.js';
+import { countVerdicts, finishedPart, mergeRuns, type TestVerdict } from '../sandbox/pytest_report.js';
 import { firstProblem, pytestCommand, runSuite, suiteArgs, TIMEOUT_EXIT } from '../sandbox/suite_run.js';
 import { TRACER_CODE, tracerCodeHash } from '../sandbox/tracers.js';
 
 /** Bump when how the suite is run changes in a way the key's other fields do not show. */
-const VALIDATE_REVISION = 2;
+const VALIDATE_REVISION = 3;
 
 export function testFile(nodeid: string): string {
   return nodeid.split('::')[0];
@@ -48,7 +48,13 @@ export const validateStage: Stage<'validate'> = {
     const clone = requireRecord(ctx, 'clone');
     const build = requireRecord(ctx, 'build');
     ctx.log(`validate ${unit.id}: ${options.validateRuns} run(s) in ${build.image}`);
-    const { runs, containerExit, containerOutput, work, seconds } = await runSuite({
+    const {
+      runs: suite,
+      containerExit,
+      containerOutput,
+      work,
+      seconds,
+    } = await runSuite({
       unit,
       imageId: build.image_id,
       srcLayout: clone.src_layout,
@@ -60,6 +66,9 @@ export const validateStage: Stage<'validate'> = {
       pytest: pytestCommand(unit.env.pytest_args, options.testTimeoutS, build.pytest_timeout),
     });
     rmSync(work, { recursive: true, force: true });
+    // A suite longer than its time limit keeps the tests that finished; the rest are counted.
+    const cut = finishedPart(suite);
+    const runs = cut?.runs ?? suite;
     const verdicts = mergeRuns(runs);
     // A suite that ran past its timeout under us would only do so again: not run twice.
     const plain =
@@ -88,11 +97,13 @@ export const validateStage: Stage<'validate'> = {
       ...counts,
       traceable: counts.stable_passed > 0,
       collect_errors: runs[0]?.collectErrors.length ?? 0,
+      ...(cut && { unfinished: cut.unfinished }),
       plain,
     };
     const parity = plain && !plain.problem ? `; plain pytest: ${plain.mismatches} of ${plain.compared} differ` : '';
+    const cutNote = cut ? `; the suite timeout (${options.suiteTimeoutS} s) stopped it with ${cut.unfinished} test(s) unfinished` : '';
     ctx.log(
-      `validate ${unit.id}: ${counts.collected} collected, ${counts.passed} passed, ${counts.failed} failed, ${counts.error} errors, ${counts.flaky} flaky${record.collect_errors ? `, ${record.collect_errors} module(s) not collected` : ''}${parity} (${seconds.toFixed(1)} s)`,
+      `validate ${unit.id}: ${counts.collected} collected, ${counts.passed} passed, ${counts.failed} failed, ${counts.error} errors, ${counts.flaky} flaky${record.collect_errors ? `, ${record.collect_errors} module(s) not collected` : ''}${parity}${cutNote} (${seconds.toFixed(1)} s)`,
     );
     if (problem) return failed(`${problem}${plainSaid(plain, record.exit_codes[0])}`, record);
     const rows = redactRows(
@@ -105,7 +116,7 @@ export const validateStage: Stage<'validate'> = {
       // Nothing collected: why, in the suite's own words (a hub download at import, a missing module).
       const stopped = counts.collected ? undefined : runs[0]?.collectErrors.find((e) => e.message);
       const why = stopped ? `: ${stopped.nodeid}: ${stopped.message!.trim().slice(0, 300)}` : '';
-      return failed(`not traceable: no test passed in every run (${counts.collected} collected, ${counts.passed} passed in run 1)${why}`, record);
+      return failed(`not traceable: no test passed in every run (${counts.collected} collected, ${counts.passed} passed in run 1)${why}${cutNote}`, record);
     }
     return ok(record);
   },
