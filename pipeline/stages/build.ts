@@ -6,7 +6,7 @@
  * unit's lock from the Python index, installed from the host's cache (pipeline/envs/index/). Tagged
  * by a hash of base + env + commit, so an unchanged unit is never rebuilt.
  */
-import { appendFileSync, cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, cpSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { writeFileAtomic } from '../../core/atomic.js';
 import { FIXED_COMMIT_ENV } from '../../core/git.js';
@@ -19,6 +19,7 @@ import { uvBinary } from '../envs/index/uv.js';
 import { installCommand } from '../envs/plan/install_plan.js';
 import type { IndexRepair } from '../envs/repair/index.js';
 import { settleEnv } from '../envs/repair/loop.js';
+import { BudgetSpent } from '../runtime/budgets.js';
 import { engineWentAway } from '../runtime/job_scope.js';
 import { buildOutputPath, outLayout } from '../runtime/layout.js';
 import type { LockedDist, PythonVersion, UnitEnv } from '../runtime/manifest.js';
@@ -28,9 +29,10 @@ import { failed, ok, requireRecord, type Stage, type StageContext } from '../run
 import { type BaseImage, resolveBase } from '../sandbox/base_images.js';
 import { bytecodeScript, COLLECT_MARKS, PYCACHE_PREFIX } from '../sandbox/bytecode.js';
 import { buildImage, engineFault, inspectImage, removeImage, tarStream } from '../sandbox/engine.js';
+import { buildNeeds, diskShort, engineDiskFree } from '../sandbox/engine_disk.js';
 import { firstErrorLine } from '../sandbox/pytest_output.js';
 import { freshWork, PRISTINE_REPO, runAndCommit, SANDBOX_UID } from '../sandbox/sandbox.js';
-import { splitHeavy, stackImage } from '../sandbox/stack_images.js';
+import { splitHeavy, stackImage, stackTag } from '../sandbox/stack_images.js';
 
 /** Bump when the Dockerfile below changes shape. */
 const BUILD_REVISION = 8;
@@ -232,6 +234,8 @@ async function buildOnce(ctx: StageContext, env: UnitEnv, python: PythonVersion,
       const pick = (ix: number[]) => ({ lock: ix.map((i) => env.lock![i]), paths: ix.map((i) => fetched.paths[i]) });
       rest = pick(split.rest);
       const heavy = pick(split.heavy);
+      const stackThere = heavy.lock.length > 0 && (await inspectImage(stackTag(base, heavy.lock))) !== null;
+      await checkEngineDisk([...rest.paths, ...(stackThere ? [] : heavy.paths)].reduce((n, p) => n + statSync(p).size, 0));
       const stack = heavy.lock.length
         ? await stackImage({ base, heavy: heavy.lock, paths: heavy.paths, uv, limits: options, timeoutMs: deadline - Date.now(), log: ctx.log })
         : null;
@@ -250,9 +254,10 @@ async function buildOnce(ctx: StageContext, env: UnitEnv, python: PythonVersion,
           (stack ? `; ${heavy.lock.length} heavy in ${stack.tag}${stack.built ? ' (built now)' : ''}` : ''),
       );
     } catch (e) {
+      if (e instanceof BudgetSpent) throw e;
       return { failure: `the Python index's files: ${(e as Error).message}`, ...none };
     }
-  }
+  } else await checkEngineDisk(0);
   const packages = packagesDockerfile(base, env, options.pipIndex, from);
   if (packages) {
     const work = freshWork(outLayout.work(options.out, 'build', unit.id));
@@ -324,6 +329,17 @@ async function buildOnce(ctx: StageContext, env: UnitEnv, python: PythonVersion,
   writeFileAtomic(buildOutputPath(tag), readFileSync(logFile, 'utf8'));
   // The redacted output, as the reused-image path reads it: problems from it reach the ledger and a model's prompt.
   return { record: record(setup.imageId), collect: collectOf(redacted), install: installOf(redacted) };
+}
+
+/**
+ * Stops a build before its first layer when the engine's disk cannot hold what it will write
+ * (`wheelBytes` of wheels no image here holds yet): recorded as a cut budget, so the next run,
+ * with space freed, builds the unit (engine_disk.ts).
+ */
+async function checkEngineDisk(wheelBytes: number): Promise<void> {
+  const disk = await engineDiskFree();
+  const short = disk && diskShort(buildNeeds(wheelBytes), disk.free, disk.path);
+  if (short) throw new BudgetSpent(short);
 }
 
 /**

@@ -117,6 +117,9 @@ export async function fetchLocked(
           return statSync(path).size;
         } catch (e) {
           rmSync(tmp, { force: true });
+          // A full disk stays full: no second try, and the reason says where.
+          if ((e as NodeJS.ErrnoException).code === 'ENOSPC')
+            throw new Error(`could not download ${dist.filename}: the index cache's disk (${indexCacheDir()}) is full; free space there and run again`);
           if (attempt >= TRIES) throw new Error(`could not download ${dist.filename} (${TRIES} tries): ${causeOf(e)}`);
           await sleep(1000 * 2 ** attempt);
         }
