@@ -47,6 +47,8 @@ const { values: args } = parseArgs({
     concurrency: { type: 'string', default: '2' },
     // One suite run answers "does a test pass in the offline container"; flakiness is validate's own benchmark.
     'validate-runs': { type: 'string', default: '1' },
+    // Each suite's time (worldline's --suite-timeout): a suite past it keeps the tests that finished.
+    'suite-timeout': { type: 'string', default: '1800' },
     // Print the tables from the output folders as they are (a run cut short), running nothing.
     'report-only': { type: 'boolean', default: false },
   },
@@ -59,6 +61,7 @@ if (args.set) {
     dir: args.dir === '/tmp/worldline-bench-envs' ? '/var/cache/worldline-bench/envs' : args.dir,
     concurrency: Number(args.concurrency),
     validateRuns: Number(args['validate-runs']),
+    suiteTimeoutS: Number(args['suite-timeout']),
     reportOnly: args['report-only'],
   });
   process.exit(0);

@@ -9,7 +9,7 @@
  * and passing tests; then the totals of each mode, the held-out repositories apart.
  *
  *   node dist/bench/envs.js --set DIR [--modes none,auto] [--only a,b] [--torch yes|no]
- *     [--plain bench/plain_env.jsonl] [--dir /var/cache/worldline-bench/envs] [--concurrency 2] [--validate-runs 1] [--report-only]
+ *     [--plain bench/plain_env.jsonl] [--dir /var/cache/worldline-bench/envs] [--concurrency 2] [--validate-runs 1] [--suite-timeout 1800] [--report-only]
  *
  * Output folders are kept: a rerun with the same --dir reuses what each ledger holds (remove the
  * folder, or the env images, for cold figures).
@@ -80,7 +80,7 @@ function imageBytes(ref: string | undefined): number | null {
   }
 }
 
-function runMode(manifest: string, out: string, mode: string, concurrency: number, validateRuns: number): number {
+function runMode(manifest: string, out: string, mode: string, run: { concurrency: number; validateRuns: number; suiteTimeoutS: number }): number {
   const started = Date.now();
   const res = spawnSync(
     process.execPath,
@@ -98,9 +98,11 @@ function runMode(manifest: string, out: string, mode: string, concurrency: numbe
       '--pip-index',
       mode,
       '--concurrency',
-      String(concurrency),
+      String(run.concurrency),
       '--validate-runs',
-      String(validateRuns),
+      String(run.validateRuns),
+      '--suite-timeout',
+      String(run.suiteTimeoutS),
       '--progress',
       'json',
     ],
@@ -131,7 +133,9 @@ function rowsOf(repos: SetRepo[], out: string, mode: string): Row[] {
       imageBytes: imageBytes(b?.record?.image),
       collectOk,
       collect: collectOk
-        ? 'ok'
+        ? v?.record?.unfinished
+          ? `ok (${v.record.unfinished} tests unfinished at the suite timeout)`
+          : 'ok'
         : failedAt
           ? `${failedAt.stage}: ${failedAt.reason ?? ''}`
           : v
@@ -224,6 +228,7 @@ export async function benchSet(args: {
   dir: string;
   concurrency: number;
   validateRuns: number;
+  suiteTimeoutS: number;
   reportOnly?: boolean;
 }): Promise<void> {
   const setDir = resolve(args.set);
@@ -241,7 +246,7 @@ export async function benchSet(args: {
   const walls: string[] = [];
   for (const mode of modes) {
     const out = join(dir, `out-${mode}`);
-    if (!args.reportOnly) walls.push(`${mode} ${s1(runMode(manifest, out, mode, args.concurrency, args.validateRuns))} s`);
+    if (!args.reportOnly) walls.push(`${mode} ${s1(runMode(manifest, out, mode, args))} s`);
     rows.push(...rowsOf(repos, out, mode));
   }
   if (existsSync(args.plain)) rows.push(...plainRows(repos, args.plain));
