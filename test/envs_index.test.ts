@@ -17,6 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cutoffTime, lockRequirements, uvCause } from '../pipeline/envs/index/lock.js';
 import { defaultPipIndex, indexSettings, parsePipConfigList } from '../pipeline/envs/index/settings.js';
 import { UV_VERSION } from '../pipeline/envs/index/uv.js';
+import { oneExactPin } from '../pipeline/stages/resolve.js';
 import type { LedgerEntry } from '../pipeline/runtime/ledger.js';
 import type { BuildRecord, ResolveRecord, ValidateRecord } from '../pipeline/runtime/records.js';
 import { type CliResult, cli, gitRepo, sql, tempDir } from './helpers.js';
@@ -401,11 +402,23 @@ describe('the Python index as a backend', () => {
   }, 900_000);
 
   it("leaves out a distribution with no wheel at the cut-off, named or deep in the tree, saying so, and takes a vendor's local build label as the index's release", async () => {
-    const res = await run(project('index-sdist', ['wl-alpha', 'wl-gamma-dist', 'wl-sdist', 'wl-delta==1.0+cpu']), 'out9', 'clone,resolve', trusted);
+    // six's label too, though Debian has six: a Debian package that misses the pin goes to the index as asked.
+    const res = await run(
+      project('index-sdist', ['wl-alpha', 'wl-gamma-dist', 'wl-sdist', 'wl-delta==1.0+cpu', 'six==1.16.0+cpu']),
+      'out9',
+      'clone,resolve',
+      trusted,
+    );
     expect(res.code, `${res.stdout}\n${res.stderr}`).toBe(0);
     const resolved = entry<ResolveRecord>(join(dir, 'out9'), 'resolve').record!;
     expect(resolved.index?.left_out).toEqual(['wl-sdist: no wheel at the cut-off']);
-    expect(resolved.env?.lock?.map((d) => `${d.name}==${d.version}`).sort()).toEqual(['wl-alpha==1.0', 'wl-beta==1.0', 'wl-delta==1.0', 'wl-gamma-dist==1.0']);
+    expect(resolved.env?.lock?.map((d) => `${d.name}==${d.version}`).sort()).toEqual([
+      'six==1.16.0',
+      'wl-alpha==1.0',
+      'wl-beta==1.0',
+      'wl-delta==1.0',
+      'wl-gamma-dist==1.0',
+    ]);
     // Asked for by a dependency, not by the project: left out of the tree all the same.
     const deep = await run(project('index-sdist-deep', ['wl-zeta', 'wl-gamma-dist']), 'out11', 'clone,resolve', trusted);
     expect(deep.code, `${deep.stdout}\n${deep.stderr}`).toBe(0);
@@ -413,6 +426,15 @@ describe('the Python index as a backend', () => {
     expect(deeper.index?.left_out).toEqual(['wl-sdist: no wheel at the cut-off']);
     expect(deeper.env?.lock?.map((d) => `${d.name}==${d.version}`).sort()).toEqual(['wl-gamma-dist==1.0', 'wl-zeta==1.0']);
   }, 300_000);
+
+  it("keeps the highest of exact pins that cannot all hold (a CI step's branches), and pins with markers or ranges as they are", () => {
+    expect(oneExactPin(['triton==3.2', 'torch>=2', 'triton==3.4', 'Triton == 3.10', 'six==1.16; python_version<"3"', 'six==1.17'])).toEqual([
+      'torch>=2',
+      'Triton == 3.10',
+      'six==1.16; python_version<"3"',
+      'six==1.17',
+    ]);
+  });
 
   it('leaves out a Debian package the lock has too, so one version of each project is installed', async () => {
     const res = await run(project('index-shadow', ['six', 'wl-epsilon', 'idna']), 'out10', 'clone,resolve', trusted);

@@ -25,6 +25,7 @@ import { installPlan } from '../envs/plan/install_plan.js';
 import { versionAt } from '../envs/plan/scm_version.js';
 import { readRepairedEnv } from '../envs/repair/cache.js';
 import { normalizeName, requirementName } from '../envs/requirements/names.js';
+import { compareVersions, parseVersion } from '../envs/requirements/pep440.js';
 import { mirrorPath, outLayout } from '../runtime/layout.js';
 import { DEBIAN_SUITES, type LockedDist, PYTHON_VERSIONS, type Unit } from '../runtime/manifest.js';
 import type { ResolveRecord } from '../runtime/records.js';
@@ -46,10 +47,37 @@ function indexRequirements(resolution: Resolution): { requirements: string[]; re
   const unwanted = (r: string) => /^pytest[-_.]random(ly|[-_.]order)\b/i.test(r);
   // A local version label (`torch==2.0+cpu`) names a build on a vendor's own index; the index's
   // release of that version (`==2.0` matches it and its local builds) is the nearest.
-  const requirements = resolution.unresolved.map((u) => u.requirement.replace(/(==\s*[^\s,;+]+)\+[A-Za-z0-9.]+/g, '$1')).filter((r) => !unwanted(r));
+  const released = (r: string) => r.replace(/(==\s*[^\s,;+]+)\+[A-Za-z0-9.]+/g, '$1');
+  const requirements = resolution.unresolved.map((u) => u.requirement).filter((r) => !unwanted(r));
   const replaced = new Set(resolution.packages.filter((p) => p.asked.every((a) => !a.satisfied)).map((p) => p.package));
   for (const p of resolution.packages) if (replaced.has(p.package)) requirements.push(...p.asked.map((a) => a.requirement));
-  return { requirements: [...new Set(requirements)].sort(), replaced };
+  return { requirements: oneExactPin([...new Set(requirements.map(released))]).sort(), replaced };
+}
+
+/**
+ * Requirements that pin one distribution to different exact versions (and no markers) cannot all
+ * hold: they are alternatives, as a CI step's `if torch < 2.7: pip install "triton==3.2" elif ...:
+ * "triton==3.4"` (skorch), which the evidence reader cannot choose between. The highest pin stays:
+ * the branch of the newest stack, nearest what a cut-off resolves the rest to.
+ */
+export function oneExactPin(requirements: string[]): string[] {
+  const pinOf = (r: string) => /^([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*==\s*([^\s,;*]+)$/.exec(r.trim());
+  const highest = new Map<string, { version: string; requirement: string }>();
+  for (const r of requirements) {
+    const pin = pinOf(r);
+    if (!pin) continue;
+    const name = normalizeName(pin[1]);
+    const seen = highest.get(name);
+    try {
+      if (!seen || compareVersions(parseVersion(pin[2]), parseVersion(seen.version)) > 0) highest.set(name, { version: pin[2], requirement: r });
+    } catch {
+      // Not a PEP 440 version: uv says what is wrong with it.
+    }
+  }
+  return requirements.filter((r) => {
+    const pin = pinOf(r);
+    return !pin || !highest.has(normalizeName(pin[1])) || highest.get(normalizeName(pin[1]))!.requirement === r;
+  });
 }
 
 /**
