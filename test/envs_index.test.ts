@@ -17,9 +17,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cutoffTime, lockRequirements, uvCause } from '../pipeline/envs/index/lock.js';
 import { defaultPipIndex, indexSettings, parsePipConfigList } from '../pipeline/envs/index/settings.js';
 import { UV_VERSION } from '../pipeline/envs/index/uv.js';
-import { oneExactPin } from '../pipeline/stages/resolve.js';
 import type { LedgerEntry } from '../pipeline/runtime/ledger.js';
 import type { BuildRecord, ResolveRecord, ValidateRecord } from '../pipeline/runtime/records.js';
+import { oneExactPin } from '../pipeline/stages/resolve.js';
 import { type CliResult, cli, gitRepo, sql, tempDir } from './helpers.js';
 
 /** Tiny wheels: [distribution, version, module, requirements], pure Python unless a tag says otherwise. */
