@@ -381,6 +381,12 @@ const sandboxOptions = <T>(y: Argv<T>) =>
       describe:
         "Where a bare line's requirements Debian cannot meet come from: auto (this host's pip configuration: its indexes, find-links, certificate, proxy), a simple index URL, a folder of wheels, or none (Debian alone, offline). Default: WORLDLINE_PIP_INDEX, else auto when this host's pip reaches an index, else none. Resolved and downloaded on this host, locked per unit, installed in the build from the host's cache with no network",
     })
+    .option('index-for', {
+      choices: ['missing', 'all'] as const,
+      default: DEFAULTS.indexFor,
+      describe:
+        "With an index, which Python requirements it gives: missing (those no Debian package meets) or all (every one as of the cut-off; Debian's package only where the index has no wheel)",
+    })
     .option('exclude-newer', {
       type: 'string',
       describe: "The index's upload cut-off (a date or RFC 3339 time) for every unit, instead of each commit's date",
@@ -400,7 +406,7 @@ const sandboxOptions = <T>(y: Argv<T>) =>
     .option('pids', { type: 'number', default: DEFAULTS.pids, describe: 'Container process limit' })
     .option('image-budget', imageBudgetOption)
     .group(
-      ['base-image', 'env-policy', 'pip-index', 'exclude-newer', 'build-timeout', 'memory', 'work-disk', 'cpus', 'pids', 'image-budget'],
+      ['base-image', 'env-policy', 'pip-index', 'index-for', 'exclude-newer', 'build-timeout', 'memory', 'work-disk', 'cpus', 'pids', 'image-budget'],
       'Build and sandbox (every container):',
     )
     .check((a) => {
@@ -673,6 +679,7 @@ export function toPipelineOptions(a: PipelineArgs): PipelineOptions {
     baseImage: a['base-image'],
     envPolicy: a['env-policy'],
     pipIndex: pipIndexOf(a['pip-index'] ?? defaultPipIndex()),
+    indexFor: a['index-for'],
     excludeNewer: a['exclude-newer'] === undefined ? undefined : cutoffTime(a['exclude-newer']),
     buildTimeoutS: a['build-timeout'],
     validateRuns: a['validate-runs'],

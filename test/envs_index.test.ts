@@ -427,6 +427,16 @@ describe('the Python index as a backend', () => {
     expect(deeper.env?.lock?.map((d) => `${d.name}==${d.version}`).sort()).toEqual(['wl-gamma-dist==1.0', 'wl-zeta==1.0']);
   }, 300_000);
 
+  it('--index-for all takes every requirement from the index as of the cut-off, and Debian only what the index lacks', async () => {
+    const res = await run(project('index-for-all', ['six', 'idna', 'wl-alpha']), 'out16', 'clone,resolve', trusted, ['--index-for', 'all']);
+    expect(res.code, `${res.stdout}\n${res.stderr}`).toBe(0);
+    const resolved = entry<ResolveRecord>(join(dir, 'out16'), 'resolve').record!;
+    // Debian meets six and idna; the index has six (then Debian's stays out) and no idna at all.
+    expect(resolved.env?.lock?.map((d) => `${d.name}==${d.version}`).sort()).toEqual(['six==1.16.0', 'wl-alpha==1.0', 'wl-beta==1.0']);
+    expect(resolved.env?.apt).toEqual(['python3-idna']);
+    expect(resolved.index?.left_out).toEqual(['idna: not on the index at the cut-off']);
+  }, 300_000);
+
   it("keeps the highest of exact pins that cannot all hold (a CI step's branches), and pins with markers or ranges as they are", () => {
     expect(oneExactPin(['triton==3.2', 'torch>=2', 'triton==3.4', 'Triton == 3.10', 'six==1.16; python_version<"3"', 'six==1.17'])).toEqual([
       'torch>=2',

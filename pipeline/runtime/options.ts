@@ -29,6 +29,12 @@ export interface PipelineOptions {
    * (this host's pip configuration), an index URL, a folder of wheels; absent or `none`: Debian alone.
    */
   pipIndex?: string;
+  /**
+   * With an index, which Python requirements it gives: `missing`, those Debian cannot meet (Debian's
+   * package where one meets the requirement); `all`, every one, as of the cut-off (Debian's package
+   * only for a distribution the index has no wheel of, and for what is no Python package).
+   */
+  indexFor: 'missing' | 'all';
   /** The index's upload cut-off (RFC 3339) instead of each commit's date. */
   excludeNewer?: string;
   /** Who repairs an inferred environment the rules cannot: the rules alone, or also a model (the openai server). */
@@ -110,6 +116,7 @@ export const DEFAULTS: Omit<PipelineOptions, 'out'> = {
   validateRuns: 2,
   plainParity: true,
   envPolicy: 'rules',
+  indexFor: 'missing',
   testTimeoutS: 300,
   suiteTimeoutS: 1800,
   memoryMb: 4096,

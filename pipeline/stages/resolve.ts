@@ -40,16 +40,17 @@ const PIP = 'python3-pip';
 /**
  * With a package index, what Debian cannot meet comes from it: every requirement no package of the
  * suite ships, and those whose bounds its package misses (that package then stays out, the index
- * gives the version asked for in its place, as long as nothing else asked for it).
+ * gives the version asked for in its place, as long as nothing else asked for it). With `all`
+ * (--index-for all), every Debian package a requirement asked for is replaced so.
  */
-function indexRequirements(resolution: Resolution): { requirements: string[]; replaced: Set<string> } {
+function indexRequirements(resolution: Resolution, all: boolean): { requirements: string[]; replaced: Set<string> } {
   // Plugins that reorder the tests on every run (they would make each run a different suite).
   const unwanted = (r: string) => /^pytest[-_.]random(ly|[-_.]order)\b/i.test(r);
   // A local version label (`torch==2.0+cpu`) names a build on a vendor's own index; the index's
   // release of that version (`==2.0` matches it and its local builds) is the nearest.
   const released = (r: string) => r.replace(/(==\s*[^\s,;+]+)\+[A-Za-z0-9.]+/g, '$1');
   const requirements = resolution.unresolved.map((u) => u.requirement).filter((r) => !unwanted(r));
-  const replaced = new Set(resolution.packages.filter((p) => p.asked.every((a) => !a.satisfied)).map((p) => p.package));
+  const replaced = new Set(resolution.packages.filter((p) => all || p.asked.every((a) => !a.satisfied)).map((p) => p.package));
   for (const p of resolution.packages) if (replaced.has(p.package)) requirements.push(...p.asked.map((a) => a.requirement));
   return { requirements: oneExactPin([...new Set(requirements.map(released))]).sort(), replaced };
 }
@@ -131,12 +132,17 @@ async function lockedBase(
   let uv: string | undefined;
   for (const base of first.bases) {
     const resolution = base.suite === first.suite ? first : resolveDebian(evidence, [indexes.find((i) => i.suite === base.suite)!]);
-    const fromIndex = indexRequirements(resolution);
+    const fromIndex = indexRequirements(resolution, ctx.options.indexFor === 'all');
     if (!fromIndex.requirements.length) return { resolution, fromIndex, lock: [], tried, leftOut: [] };
     // Fetched only for a unit that needs the index: a unit Debian meets whole costs nothing more.
     uv ??= await uvBinary(ctx.log);
     const locked = await lockRequirements({ uv, settings, requirements: fromIndex.requirements, python: base.python, excludeNewer: cutoff });
-    if ('lock' in locked) return { resolution, fromIndex, lock: locked.lock, tried, leftOut: locked.leftOut };
+    if ('lock' in locked) {
+      // What the index left out (no wheel at the cut-off, not there at all) Debian still gives, where it has it.
+      const out = new Set(locked.excluded);
+      for (const p of resolution.packages) if (p.asked.some((a) => out.has(requirementName(a.requirement)))) fromIndex.replaced.delete(p.package);
+      return { resolution, fromIndex, lock: locked.lock, tried, leftOut: locked.leftOut };
+    }
     tried.push(`python ${base.python}: ${locked.failure}`);
     if (!locked.unsolvable) break;
   }
@@ -154,7 +160,14 @@ export const resolveStage: Stage<'resolve'> = {
       source: 'inferred',
       resolution: resolutionKey(evidence, await suiteIndexes(unit)),
       pipIndex: ctx.options.pipIndex ?? null,
-      index: ctx.options.pipIndex ? { settings: indexSettings(ctx.options.pipIndex), excludeNewer: ctx.options.excludeNewer ?? null, uv: UV_VERSION } : null,
+      index: ctx.options.pipIndex
+        ? {
+            settings: indexSettings(ctx.options.pipIndex),
+            excludeNewer: ctx.options.excludeNewer ?? null,
+            uv: UV_VERSION,
+            ...(ctx.options.indexFor === 'all' ? { for: 'all' } : {}),
+          }
+        : null,
       python: unit.pythonGiven ? unit.python : null,
       commit: clone.commit,
       src: clone.src_layout,
@@ -184,7 +197,12 @@ export const resolveStage: Stage<'resolve'> = {
     const debian = resolveDebian(evidence, indexes);
     // A repair made with a pip index may hold pip packages: kept apart from one made without; and
     // one made by an older resolver (its pytest paths, its index requirements) is not reused.
-    const cacheKey = hashOf({ resolution: debian.key, pipIndex: options.pipIndex ?? null, revision: RESOLVE_REVISION });
+    const cacheKey = hashOf({
+      resolution: debian.key,
+      pipIndex: options.pipIndex ?? null,
+      ...(options.pipIndex && options.indexFor === 'all' ? { indexFor: 'all' } : {}),
+      revision: RESOLVE_REVISION,
+    });
     const settings = options.pipIndex ? indexSettings(options.pipIndex) : null;
     const cutoff = settings ? await cutoffOf(ctx, clone.commit) : null;
     const locked = settings && cutoff ? await lockedBase(ctx, evidence, debian, indexes, settings, cutoff.time) : null;

@@ -119,9 +119,22 @@ function readPylock(text: string, settings: IndexSettings): { lock: LockedDist[]
   return { lock };
 }
 
-/** The distribution uv says has no wheel for the target (`Because [all versions of] X[==V] has no usable wheels`). */
+/** The project uv says the index does not have at all (a mirror that holds part of the index). */
+const notOnTheIndex = (said: string): string | undefined =>
+  /Because (?:([A-Za-z0-9][A-Za-z0-9._-]*) was not found in the package registry|there are no versions of ([A-Za-z0-9][A-Za-z0-9._-]*) and )/
+    .exec(said)
+    ?.slice(1)
+    .find(Boolean);
+
+/**
+ * The distribution uv says the index cannot give the target: no wheel for it (`Because [all
+ * versions of] X[==V] has no usable wheels`), or no such project at all.
+ */
 export function wheelless(said: string): string | undefined {
-  return /Because (?:all versions of |there is no version of )?([A-Za-z0-9][A-Za-z0-9._-]*)(?:[=<>!~]=?\S+)? ha(?:s|ve) no usable wheels/.exec(said)?.[1];
+  return (
+    /Because (?:all versions of |there is no version of )?([A-Za-z0-9][A-Za-z0-9._-]*)(?:[=<>!~]=?\S+)? ha(?:s|ve) no usable wheels/.exec(said)?.[1] ??
+    notOnTheIndex(said)
+  );
 }
 
 /**
@@ -133,14 +146,15 @@ export function wheelless(said: string): string | undefined {
  */
 export async function lockRequirements(
   opts: Omit<Parameters<typeof lockOnce>[0], 'excludes'>,
-): Promise<({ lock: LockedDist[] } | { failure: string; unsolvable: boolean }) & { leftOut: string[] }> {
-  const excludes: string[] = [];
+): Promise<({ lock: LockedDist[] } | { failure: string; unsolvable: boolean }) & { leftOut: string[]; excluded: string[] }> {
+  const excludes: { name: string; why: string }[] = [];
   for (;;) {
-    const locked = await lockOnce({ ...opts, excludes });
-    const leftOut = excludes.map((name) => `${name}: no wheel at the cut-off`);
+    const locked = await lockOnce({ ...opts, excludes: excludes.map((e) => e.name) });
+    const leftOut = excludes.map((e) => `${e.name}: ${e.why}`);
     const name = 'lock' in locked || excludes.length >= MAX_LEFT_OUT ? undefined : wheelless(locked.failure);
-    if (!name || excludes.includes(normalizeName(name))) return { ...locked, leftOut };
-    excludes.push(normalizeName(name));
+    if (!name || excludes.some((e) => e.name === normalizeName(name))) return { ...locked, leftOut, excluded: excludes.map((e) => e.name) };
+    const why = 'failure' in locked && notOnTheIndex(locked.failure) ? 'not on the index at the cut-off' : 'no wheel at the cut-off';
+    excludes.push({ name: normalizeName(name), why });
   }
 }
 
