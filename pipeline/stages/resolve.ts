@@ -195,31 +195,27 @@ export const resolveStage: Stage<'resolve'> = {
     const evidence = readEvidence(checkout);
     const indexes = await suiteIndexes(unit);
     const debian = resolveDebian(evidence, indexes);
-    // A repair made with a pip index may hold pip packages: kept apart from one made without; and
-    // one made by an older resolver (its pytest paths, its index requirements) is not reused.
-    const cacheKey = hashOf({
-      resolution: debian.key,
-      pipIndex: options.pipIndex ?? null,
-      ...(options.pipIndex && options.indexFor === 'all' ? { indexFor: 'all' } : {}),
-      revision: RESOLVE_REVISION,
-    });
     const settings = options.pipIndex ? indexSettings(options.pipIndex) : null;
     const cutoff = settings ? await cutoffOf(ctx, clone.commit) : null;
     const locked = settings && cutoff ? await lockedBase(ctx, evidence, debian, indexes, settings, cutoff.time) : null;
     if (locked && 'failure' in locked) return failed(locked.failure);
     const resolution = locked?.resolution ?? debian;
-    const repaired = readRepairedEnv(cacheKey, clone.commit);
     // Through the project's own backend when Debian has it and the image gets packages anyway;
     // else its metadata is written directly, and a unit with nothing to install needs no network.
     const backendPackages = resolution.build.unresolved.length ? [] : resolution.build.packages.map((p) => p.package);
     const backend = !!resolution.build.backend && backendPackages.length > 0 && resolution.env.apt.length > 0;
     const instead = locked ? lockedInstead(resolution, locked.lock) : new Set<string>();
     const apt = locked ? resolution.env.apt.filter((p) => !locked.fromIndex.replaced.has(p) && !instead.has(p)) : resolution.env.apt;
-    const env = repaired?.env ?? {
+    const inferred = {
       ...resolution.env,
       apt: backend ? [...new Set([...apt, PIP, ...backendPackages])].sort() : apt,
       ...(locked?.lock.length ? { lock: locked.lock } : {}),
     };
+    // A repair is reused only for the environment it started from (its packages, lock and pytest
+    // paths) and the index it may have added from: a resolver that now infers another starts afresh.
+    const cacheKey = hashOf({ resolution: debian.key, pipIndex: options.pipIndex ?? null, inferred, revision: RESOLVE_REVISION });
+    const repaired = readRepairedEnv(cacheKey, clone.commit);
+    const env = repaired?.env ?? inferred;
     const version = await versionAt(mirrorPath(unit), clone.commit);
     ctx.log(`resolve ${unit.id}: python ${repaired?.python ?? resolution.python}, ${env.apt.length} package(s)${repaired ? ' (as repaired before)' : ''}`);
     return ok<ResolveRecord>({
