@@ -3,7 +3,8 @@
  * recent GitHub repositories (repos.tsv: name, commit, date, torch or transformers, held out).
  * Each mode is a real `worldline run` of the set's bare manifest through validate, into a folder
  * of its own: `none` (Debian alone, offline) and `auto` (this host's pip configuration: its index,
- * certificate, proxy, find-links, constraints); the plain script's figures come from the file
+ * certificate, proxy, find-links, constraints), `all` (the same index for every Python requirement,
+ * --index-for all); the plain script's figures come from the file
  * `npm run bench:plain-env` wrote (--plain). Per repository: mode, Python, resolve and build
  * seconds, bytes downloaded, files the host's cache already had, image bytes, the collect result
  * and passing tests; then the totals of each mode, the held-out repositories apart.
@@ -95,8 +96,8 @@ function runMode(manifest: string, out: string, mode: string, run: { concurrency
       'clone,resolve,build,validate',
       '--licenses',
       '*',
-      '--pip-index',
-      mode,
+      // `all`: the host's index for every Python requirement (--index-for all), Debian for what it lacks.
+      ...(mode === 'all' ? ['--pip-index', 'auto', '--index-for', 'all'] : ['--pip-index', mode]),
       '--concurrency',
       String(run.concurrency),
       '--validate-runs',
