@@ -77,7 +77,12 @@ describe('folding the reporting plugin output', () => {
   });
 
   it('keeps what a killed run reported and marks the rest missing, tolerating a torn last line', () => {
-    const torn = [line({ event: 'collected', nodeids: ['t.py::a', 't.py::b'] }), phase('t.py::a', 'call', 'passed'), '{"event": "te'].join('\n');
+    const torn = [
+      line({ event: 'collected', nodeids: ['t.py::a', 't.py::b'] }),
+      phase('t.py::a', 'call', 'passed'),
+      phase('t.py::a', 'teardown', 'passed'),
+      '{"event": "te',
+    ].join('\n');
     const run = foldReport(torn, null, true);
     expect(run.tests.map((t) => t.outcome)).toEqual(['passed', 'missing']);
     expect(run.problem).toMatch(/wall timeout .* 1 of 2 collected tests had reported/);
