@@ -232,6 +232,9 @@ describe('resolving a bare repository', () => {
     };
     expect(args(jobs)).toEqual(['--ignore=tests/models/test_openvino.py']);
     expect(args({ ...jobs, '.github/workflows/unit_tests.yml': workflow('cpu', 'pytest tests -m "not slow"') })).toEqual(['tests', '-m', 'not slow']);
+    // nnsight: a conftest's own option and its value are no test path (pytest said `file or directory not found: cpu`).
+    expect(args({ '.github/workflows/ci.yml': workflow('test', 'pytest tests/ --device cpu') })).toEqual(['tests/']);
+    expect(args({ '.github/workflows/ci.yml': workflow('test', 'pytest --runslow tests/unit') })).toEqual(['tests/unit']);
   });
 
   it('takes the PEP 735 groups a test job installs: pip install --group, uv sync and uv run with their defaults', () => {

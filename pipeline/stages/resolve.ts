@@ -32,7 +32,7 @@ import type { ResolveRecord } from '../runtime/records.js';
 import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
 
 /** Bump when what a resolve record holds changes in a way the key's other fields do not show (it keys the repaired environments too). */
-const RESOLVE_REVISION = 4;
+const RESOLVE_REVISION = 5;
 
 /** The backend install needs pip beside the backend's own packages. */
 const PIP = 'python3-pip';

@@ -10,7 +10,7 @@
  * Each argument comes with why and from where, for the person who reviews the environment.
  */
 import { shQuote } from '../../../core/shell.js';
-import { takesNext } from '../../runtime/pytest_options.js';
+import { pytestOption, takesNext } from '../../runtime/pytest_options.js';
 import type { DeclaredRequirement, Evidence, PytestConfig, Source } from '../evidence/context.js';
 import { compareVersions, formatVersion, parseVersion, type Version } from '../requirements/pep440.js';
 import { parseRequirement, type Requirement } from '../requirements/pep508.js';
@@ -85,7 +85,11 @@ function pathsAndSelection(args: string[]): string[] {
       continue;
     }
     const name = word.includes('=') ? word.slice(0, word.indexOf('=')) : word;
-    const value = takesNext(word, args[i + 1]) ? args[++i] : undefined;
+    // An option pytest does not know is a conftest's own (`--device cpu`, nnsight): a word after it
+    // that names no path is taken for its value, never for a test path pytest would not find.
+    const next = args[i + 1];
+    const ownValue = !pytestOption(name) && !word.includes('=') && next !== undefined && !next.startsWith('-') && !/[/:]|\.py$/.test(next);
+    const value = takesNext(word, next) || ownValue ? args[++i] : undefined;
     if (KEPT.has(name) && !(name === '-p' && !value?.startsWith('no:'))) out.push(word, ...(value !== undefined ? [value] : []));
   }
   return out;
