@@ -235,6 +235,12 @@ describe('resolving a bare repository', () => {
     // nnsight: a conftest's own option and its value are no test path (pytest said `file or directory not found: cpu`).
     expect(args({ '.github/workflows/ci.yml': workflow('test', 'pytest tests/ --device cpu') })).toEqual(['tests/']);
     expect(args({ '.github/workflows/ci.yml': workflow('test', 'pytest --runslow tests/unit') })).toEqual(['tests/unit']);
+    // pyvene runs unittest's discovery over files named *TestCase.py, which pytest's defaults do not collect.
+    expect(args({ '.github/workflows/ci.yml': workflow('test', "python -m unittest discover -p '*TestCase.py'") })).toEqual([
+      '-o',
+      'python_files=*TestCase.py',
+    ]);
+    expect(args({ '.github/workflows/ci.yml': workflow('test', 'python -m unittest discover -s tests') })).toEqual(['tests', '-o', 'python_files=test*.py']);
   });
 
   it('takes the PEP 735 groups a test job installs: pip install --group, uv sync and uv run with their defaults', () => {

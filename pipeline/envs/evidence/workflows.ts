@@ -9,7 +9,7 @@ import { isMap, isScalar, isSeq, LineCounter, type Node, parseDocument, type YAM
 import { shellSplit } from '../../../core/shell.js';
 import { pipInstallArgs, type RequirementsEntry } from '../requirements/file.js';
 import { type EvidenceContext, type Group, groupOfName, type Source } from './context.js';
-import { argsAfterPytest } from './pytest_invocation.js';
+import { argsAfterPytest, unittestDiscoverArgs } from './pytest_invocation.js';
 
 const DIR = '.github/workflows';
 const EXPRESSION = /\$\{\{/;
@@ -120,7 +120,7 @@ class Workflow {
         if (pip) installs.push(pipInstallArgs(pip, source, (f) => this.ctx.checkout.read(f)));
         const synced = uvSyncEntry(words, source);
         if (synced) installs.push([synced]);
-        const args = argsAfterPytest(words);
+        const args = argsAfterPytest(words) ?? unittestDiscoverArgs(words);
         if (args) ev.testCommands.push({ tool: 'workflow', scope, args, source });
         runsTests ||= args !== undefined || /^(tox|nox)$/.test(words[0] ?? '') || /-m (tox|nox)\b/.test(l.text);
       }

@@ -90,7 +90,9 @@ function pathsAndSelection(args: string[]): string[] {
     const next = args[i + 1];
     const ownValue = !pytestOption(name) && !word.includes('=') && next !== undefined && !next.startsWith('-') && !/[/:]|\.py$/.test(next);
     const value = takesNext(word, next) || ownValue ? args[++i] : undefined;
-    if (KEPT.has(name) && !(name === '-p' && !value?.startsWith('no:'))) out.push(word, ...(value !== undefined ? [value] : []));
+    // Which files are test modules (unittest discovery's pattern, read as pytest's python_files) selects too.
+    const selects = KEPT.has(name) || (name === '-o' && /^python_(files|classes|functions)=/.test(value ?? ''));
+    if (selects && !(name === '-p' && !value?.startsWith('no:'))) out.push(word, ...(value !== undefined ? [value] : []));
   }
   return out;
 }
@@ -103,7 +105,7 @@ const TOOL_ORDER = ['tox', 'workflow', 'nox', 'hatch'] as const;
  * new-tasks workflow runs tests/test_tasks.py alone, its unit tests job the rest).
  */
 function narrowness(args: string[]): number {
-  const paths = pathsAndSelection(args).filter((w, i, all) => !w.startsWith('-') && !(i > 0 && KEPT.has(all[i - 1])));
+  const paths = pathsAndSelection(args).filter((w, i, all) => !w.startsWith('-') && !(i > 0 && (KEPT.has(all[i - 1]) || all[i - 1] === '-o')));
   return paths.some((p) => /\.py($|::)|::/.test(p)) ? 2 : paths.length ? 1 : 0;
 }
 
