@@ -461,6 +461,29 @@ describe('evidence: requirement files, tox, nox, workflows, Pipfile', () => {
     expect(ev.pythonVersions.map((p) => `${p.version}:${p.source.line}`)).toEqual(['3.9:10', '3.10:10', '3.11:10', '3.13:12']);
   });
 
+  it("reads the script a workflow step runs as the step's own lines (sqlmodel's scripts/test.sh)", () => {
+    const ev = readEvidence(
+      layout({
+        '.github/workflows/test.yml': [
+          'jobs:',
+          '  test:',
+          '    steps:',
+          '      - run: uv pip install -r requirements-tests.txt',
+          '      - name: Test', // 5
+          '        run: bash scripts/test.sh',
+          '      - run: ./scripts/absent.sh',
+        ].join('\n'),
+        'requirements-tests.txt': 'pytest >=7\n',
+        'scripts/test.sh': ['#!/usr/bin/env bash', '', 'set -e', 'coverage run -m pytest tests', 'coverage combine', 'pip install dirty-equals'].join('\n'),
+      }),
+    );
+    expect(ev.testCommands).toEqual([{ tool: 'workflow', scope: 'workflow:test.yml:test', args: ['tests'], source: at('scripts/test.sh', 4) }]);
+    expect(requirements(ev).filter((r) => r.includes('workflow:'))).toEqual([
+      'pytest >=7 test/workflow:test.yml:test requirements-tests.txt:1',
+      'dirty-equals test/workflow:test.yml:test scripts/test.sh:6',
+    ]);
+  });
+
   it('reads a Pipfile', () => {
     const ev = readEvidence(
       layout({

@@ -3,8 +3,11 @@
  * `run:` steps, its pytest invocation, its `env:` (workflow, job and step level) and its Python
  * versions (the matrix, setup-python's `python-version`). A job that runs pytest (or tox, nox)
  * installs test requirements; another job's installs are grouped by its name (lint, docs...).
- * `${{ ... }}` expressions cannot be known here: words and values holding one are dropped.
+ * `${{ ... }}` expressions cannot be known here: words and values holding one are dropped. A step
+ * that runs a shell script of the checkout (`bash scripts/test.sh`, `./scripts/test.sh`: FastAPI's
+ * projects keep their pytest line there) is read as if its lines were the step's.
  */
+import { posix } from 'node:path';
 import { isMap, isScalar, isSeq, LineCounter, type Node, parseDocument, type YAMLMap } from 'yaml';
 import { shellSplit } from '../../../core/shell.js';
 import { pipInstallArgs, type RequirementsEntry } from '../requirements/file.js';
@@ -42,6 +45,14 @@ function uvSyncEntry(words: string[], source: Source): RequirementsEntry | undef
   const groups = own.includes('--all-groups') ? ['*'] : [...defaults, ...only, ...flagValue('--group')];
   const extras = own.includes('--all-extras') ? ['*'] : flagValue('--extra');
   return { kind: 'self', extras, groups, editable: true, source };
+}
+
+/** A script that a `run:` line hands to a shell, as a path in the checkout, or undefined. */
+function scriptRun(words: string[]): string | undefined {
+  const [first, second] = words;
+  const path = /^(ba|z|da)?sh$/.test(first ?? '') ? second : first;
+  if (!path || !/\.(sh|bash)$/.test(path) || path.startsWith('/') || path.split('/').includes('..')) return undefined;
+  return posix.normalize(path);
 }
 
 class Workflow {
@@ -91,6 +102,22 @@ class Workflow {
     return out;
   }
 
+  /**
+   * The step's lines with each script it runs from the checkout in its place (one level: a script
+   * that calls another is read as written), each line with the file and line it comes from.
+   */
+  private commandLines(lines: { text: string; line: number }[]): { text: string; line: number; file: string }[] {
+    return lines.flatMap((l) => {
+      const script = scriptRun(shellSplit(l.text));
+      const text = script === undefined ? undefined : this.ctx.checkout.read(script);
+      if (script === undefined || text === undefined) return [{ ...l, file: this.file }];
+      return text.split('\n').flatMap((raw, i) => {
+        const t = raw.trim();
+        return t && !t.startsWith('#') ? [{ text: t, line: i + 1, file: script }] : [];
+      });
+    });
+  }
+
   private job(name: string, job: YAMLMap): void {
     const ev = this.ctx.evidence;
     const scope = `workflow:${this.file.slice(DIR.length + 1)}:${name}`;
@@ -112,10 +139,10 @@ class Workflow {
       if (typeof uses === 'string' && uses.startsWith('actions/setup-python')) this.pythons(step.getIn(['with', 'python-version'], true));
       this.env(step.get('env', true), scope);
       const run = step.get('run', true) as Node | undefined;
-      for (const l of run ? this.scriptLines(run) : []) {
+      for (const l of run ? this.commandLines(this.scriptLines(run)) : []) {
         // An expression may hold spaces: made one word that is dropped.
         const words = shellSplit(l.text.replace(/\$\{\{.*?\}\}/g, UNKNOWN)).filter((w) => !w.includes(UNKNOWN));
-        const source = { file: this.file, line: l.line };
+        const source = { file: l.file, line: l.line };
         const pip = pipInstallWords(words);
         if (pip) installs.push(pipInstallArgs(pip, source, (f) => this.ctx.checkout.read(f)));
         const synced = uvSyncEntry(words, source);
