@@ -31,7 +31,10 @@ export const reposSchema = defineSchema({
     env_index: nullable(
       string("Where the Python index's files came from: auto (this host's pip settings), url, folder, lock (the line's own lock); null: Debian alone"),
     ),
-    env_lock: list(string(), "The inferred environment's lock from the Python index, one file each: name==version sha256:<hash> <url>"),
+    env_lock: list(
+      string(),
+      "The inferred environment's lock from the Python index, one file each: name==version sha256:<hash> <url>, then ' build-only' for a wheel that only builds an sdist of the lock",
+    ),
     image: nullable(string('Environment image tag')),
     image_id: nullable(string('Environment image id')),
     python_version: nullable(string('Python version inside the image')),

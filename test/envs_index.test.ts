@@ -14,6 +14,7 @@ import { createServer, type Server } from 'node:https';
 import { type AddressInfo, connect } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { packageRoot } from '../core/package.js';
 import { cutoffTime, lockRequirements, uvCause } from '../pipeline/envs/index/lock.js';
 import { defaultPipIndex, indexSettings, parsePipConfigList } from '../pipeline/envs/index/settings.js';
 import { UV_VERSION } from '../pipeline/envs/index/uv.js';
@@ -34,6 +35,8 @@ const WHEELS: [string, string, string, string[], string?][] = [
   ['six', '1.16.0', 'six', []],
   // Needs wl-sdist, which has no wheel: deep in a tree, as transformer-lens needs transformers-stream-generator.
   ['wl-zeta', '1.0', 'zeta', ['wl-sdist>=1']],
+  // wl-sdist's build requirement: offered to its build in the container, never installed.
+  ['wl-buildtool', '1.0', 'buildtool', []],
   // Imported by tests and declared nowhere, as gpytorch's linear_operator was lost: found on the index by its module's name.
   ['wl-theta', '1.0', 'wl_theta', ['wl-beta']],
   // A project named like a module it does not hold (as `agents` is not openai-agents' module): refused.
@@ -44,7 +47,7 @@ const WHEELS: [string, string, string, string[], string?][] = [
   // Built for CPython 3.11 only, as a pin that predates a newer Python's wheels.
   ['wl-native', '1.0', 'native', [], 'cp311-cp311-manylinux_2_17_x86_64'],
 ];
-const UPLOADED: Record<string, string> = { 'wl-beta-2.0': '2023-01-01T00:00:00Z' };
+const UPLOADED: Record<string, string> = { 'wl-beta-2.0': '2023-01-01T00:00:00Z', 'wl-sdist-2.0.tar.gz': '2023-01-01T00:00:00Z' };
 const COMMIT_DATE = '2022-06-01T12:00:00Z';
 
 const MAKE_WHEEL = [
@@ -223,8 +226,10 @@ describe('the Python index as a backend', () => {
       '-c',
       `import os, zipfile\nwith zipfile.ZipFile(${JSON.stringify(join(wheels, 'wl_heavy-1.0-py3-none-any.whl'))}, 'a') as z: z.writestr('heavy/blob.bin', os.urandom(32 << 20))`,
     ]);
-    // A distribution published only as an sdist (its setup would run code to build it).
-    execFileSync('tar', ['-czf', join(wheels, 'wl_sdist-1.0.tar.gz'), '-C', dir, '--transform', 's,^wheels,wl_sdist-1.0,', '--no-recursion', 'wheels']);
+    // A distribution published only as sdists (its backend runs code to build it), 2.0 after the cut-off.
+    for (const version of ['1.0', '2.0']) execFileSync('python3', [join(packageRoot, 'test', 'fixtures', 'make_sdist.py'), wheels, version]);
+    // An sdist that names no build backend (setuptools, then, which this index does not have).
+    execFileSync('tar', ['-czf', join(wheels, 'wl_nosetup-1.0.tar.gz'), '-C', dir, '--transform', 's,^wheels,wl_nosetup-1.0,', '--no-recursion', 'wheels']);
     // uv as the mirror would serve it: fetched here through this host's own pip configuration.
     execFileSync('python3', [
       '-m',
@@ -401,31 +406,51 @@ describe('the Python index as a backend', () => {
     execFileSync('docker', ['rmi', '-f', one.image, two.image, one.index!.stack!]);
   }, 900_000);
 
-  it("leaves out a distribution with no wheel at the cut-off, named or deep in the tree, saying so, and takes a vendor's local build label as the index's release", async () => {
+  it("takes a distribution with no wheel at the cut-off as its sdist, named or deep in the tree, leaves out one whose build cannot lock, and takes a vendor's local build label as the index's release", async () => {
     // six's label too, though Debian has six: a Debian package that misses the pin goes to the index as asked.
     const res = await run(
-      project('index-sdist', ['wl-alpha', 'wl-gamma-dist', 'wl-sdist', 'wl-delta==1.0+cpu', 'six==1.16.0+cpu']),
+      project('index-sdist', ['wl-alpha', 'wl-sdist', 'wl-delta==1.0+cpu', 'six==1.16.0+cpu', 'wl-nosetup']),
       'out9',
       'clone,resolve',
       trusted,
     );
     expect(res.code, `${res.stdout}\n${res.stderr}`).toBe(0);
     const resolved = entry<ResolveRecord>(join(dir, 'out9'), 'resolve').record!;
-    expect(resolved.index?.left_out).toEqual(['wl-sdist: no wheel at the cut-off']);
-    expect(resolved.env?.lock?.map((d) => `${d.name}==${d.version}`).sort()).toEqual([
-      'six==1.16.0',
-      'wl-alpha==1.0',
-      'wl-beta==1.0',
-      'wl-delta==1.0',
-      'wl-gamma-dist==1.0',
+    // wl-nosetup's sdist names no backend: setuptools, which this index does not have.
+    expect(resolved.index?.left_out).toEqual([expect.stringMatching(/^wl-nosetup: no wheel at the cut-off \(its build requirements: .*setuptools/)]);
+    expect(resolved.index?.from_sdist).toEqual(['wl-sdist 1.0']);
+    const lock = resolved.env?.lock ?? [];
+    // The sdist of the cut-off (2.0 came after), its PKG-INFO's dependency, its build requirement as build-only.
+    expect(lock.map((d) => `${d.name}==${d.version} ${d.filename}${d.build_only ? ' build-only' : ''}`).sort()).toEqual([
+      'six==1.16.0 six-1.16.0-py3-none-any.whl',
+      'wl-alpha==1.0 wl_alpha-1.0-py3-none-any.whl',
+      'wl-beta==1.0 wl_beta-1.0-py3-none-any.whl',
+      'wl-buildtool==1.0 wl_buildtool-1.0-py3-none-any.whl build-only',
+      'wl-delta==1.0 wl_delta-1.0-py3-none-any.whl',
+      'wl-gamma-dist==1.0 wl_gamma_dist-1.0-py3-none-any.whl',
+      'wl-sdist==1.0 wl_sdist-1.0.tar.gz',
     ]);
-    // Asked for by a dependency, not by the project: left out of the tree all the same.
-    const deep = await run(project('index-sdist-deep', ['wl-zeta', 'wl-gamma-dist']), 'out11', 'clone,resolve', trusted);
+    for (const d of lock) expect(d.sha256).toMatch(/^[0-9a-f]{64}$/);
+    // Asked for by a dependency, not by the project: built all the same, in the offline build
+    // container, where its backend finds its build requirement; that requirement is not installed.
+    const test =
+      'import importlib.util\n\nimport sdist\nimport zeta\n\n\ndef test_built():\n' +
+      '    assert sdist.VERSION == "1.0" and zeta.VERSION == "1.0"\n' +
+      '    assert importlib.util.find_spec("buildtool") is None\n';
+    const deep = await run(project('index-sdist-deep', ['wl-zeta'], [], test), 'out11', 'clone,resolve,build,validate', trusted);
     expect(deep.code, `${deep.stdout}\n${deep.stderr}`).toBe(0);
     const deeper = entry<ResolveRecord>(join(dir, 'out11'), 'resolve').record!;
-    expect(deeper.index?.left_out).toEqual(['wl-sdist: no wheel at the cut-off']);
-    expect(deeper.env?.lock?.map((d) => `${d.name}==${d.version}`).sort()).toEqual(['wl-gamma-dist==1.0', 'wl-zeta==1.0']);
-  }, 300_000);
+    expect(deeper.index?.from_sdist).toEqual(['wl-sdist 1.0']);
+    expect(deeper.env?.lock?.map((d) => `${d.name}==${d.version}`).sort()).toEqual([
+      'wl-buildtool==1.0',
+      'wl-gamma-dist==1.0',
+      'wl-sdist==1.0',
+      'wl-zeta==1.0',
+    ]);
+    const built = entry<BuildRecord>(join(dir, 'out11'), 'build').record!;
+    expect(entry<ValidateRecord>(join(dir, 'out11'), 'validate').record, built.image).toMatchObject({ collected: 1, passed: 1 });
+    execFileSync('docker', ['rmi', '-f', built.image]);
+  }, 900_000);
 
   it('--index-for all takes every requirement from the index as of the cut-off, and Debian only what the index lacks', async () => {
     const res = await run(project('index-for-all', ['six', 'idna', 'wl-alpha']), 'out16', 'clone,resolve', trusted, ['--index-for', 'all']);

@@ -36,19 +36,31 @@ describe('manifest', () => {
     expect(h11.env).toEqual({ apt: ['python3-six'], pip: [], setup: [], vars: { MODE: 'strict' }, pytest_args: ['-k', 'fast'] });
   });
 
-  it("takes a line's lock, and refuses one whose file name could leave the cache or whose hash is no sha256", () => {
+  it("takes a line's lock (wheels, an sdist and its build-only wheels), and refuses one whose file name could leave the cache or whose hash is no sha256", () => {
     const dist = { name: 'wl-beta', version: '1.0', filename: 'wl_beta-1.0-py3-none-any.whl', url: 'https://i.example/f.whl', sha256: 'a'.repeat(64) };
+    const sdist = { name: 'wl-sdist', version: '1.0', filename: 'wl_sdist-1.0.tar.gz', url: 'https://i.example/s.tar.gz', sha256: 'b'.repeat(64) };
+    const tool = { ...dist, name: 'wl-buildtool', filename: 'wl_buildtool-1.0-py3-none-any.whl', build_only: true };
     const line = (lock: unknown) => JSON.stringify({ repo: 'x', env: { lock } });
     const m = parseManifest(
-      [line([dist]), line([{ ...dist, filename: '../../etc/x.whl' }]), line([{ ...dist, sha256: 'abc' }]), line([{ ...dist, extra: 1 }]), line('x')].join('\n'),
+      [
+        line([dist, sdist, tool]),
+        line([{ ...dist, filename: '../../etc/x.whl' }]),
+        line([{ ...dist, sha256: 'abc' }]),
+        line([{ ...dist, extra: 1 }]),
+        line('x'),
+        line([{ ...dist, build_only: 'yes' }]),
+        line([{ ...sdist, filename: 'wl_sdist-1.0.zip' }]),
+      ].join('\n'),
       '/data/m.jsonl',
     );
-    expect(m.units[0].env.lock).toEqual([dist]);
+    expect(m.units[0].env.lock).toEqual([dist, sdist, tool]);
     expect(m.errors.map((e) => [e.line, e.message])).toEqual([
-      [2, '"env.lock[0].filename" must be a wheel\'s file name'],
+      [2, '"env.lock[0].filename" must be a wheel\'s or an sdist\'s file name'],
       [3, '"env.lock[0].sha256" must be 64 hex digits'],
-      [4, '"env.lock[0]" must be an object of name, version, filename, url, sha256'],
+      [4, '"env.lock[0]" must be an object of name, version, filename, url, sha256 (and build_only)'],
       [5, '"env.lock" must be a list of files'],
+      [6, '"env.lock[0].build_only" must be true where given'],
+      [7, '"env.lock[0].filename" must be a wheel\'s or an sdist\'s file name'],
     ]);
   });
 

@@ -32,6 +32,8 @@ export interface LockedDist {
   filename: string;
   url: string;
   sha256: string;
+  /** A wheel only building an sdist of the lock needs (its build requirements): offered to that build, never installed. */
+  build_only?: boolean;
 }
 
 const LOCK_KEYS = ['name', 'version', 'filename', 'url', 'sha256'] as const;
@@ -40,14 +42,16 @@ function parseLock(value: unknown): LockedDist[] {
   if (!Array.isArray(value)) throw new LineError('"env.lock" must be a list of files');
   return value.map((d: Record<string, unknown>, i) => {
     const where = `env.lock[${i}]`;
-    if (!d || typeof d !== 'object' || Object.keys(d).some((k) => !LOCK_KEYS.includes(k as (typeof LOCK_KEYS)[number]))) {
-      throw new LineError(`"${where}" must be an object of ${LOCK_KEYS.join(', ')}`);
+    if (!d || typeof d !== 'object' || Object.keys(d).some((k) => !LOCK_KEYS.includes(k as (typeof LOCK_KEYS)[number]) && k !== 'build_only')) {
+      throw new LineError(`"${where}" must be an object of ${LOCK_KEYS.join(', ')} (and build_only)`);
     }
     if (!LOCK_KEYS.every((k) => typeof d[k] === 'string' && d[k])) throw new LineError(`"${where}" needs each of ${LOCK_KEYS.join(', ')} as a string`);
     if (!/^[0-9a-f]{64}$/.test(d.sha256 as string)) throw new LineError(`"${where}.sha256" must be 64 hex digits`);
     // The file name becomes a path in the cache and the build's folder.
-    if (!/^[A-Za-z0-9][A-Za-z0-9._+!-]*\.whl$/.test(d.filename as string)) throw new LineError(`"${where}.filename" must be a wheel's file name`);
-    return Object.fromEntries(LOCK_KEYS.map((k) => [k, d[k]])) as unknown as LockedDist;
+    if (!/^[A-Za-z0-9][A-Za-z0-9._+!-]*\.(whl|tar\.gz)$/.test(d.filename as string))
+      throw new LineError(`"${where}.filename" must be a wheel's or an sdist's file name`);
+    if (d.build_only !== undefined && d.build_only !== true) throw new LineError(`"${where}.build_only" must be true where given`);
+    return { ...Object.fromEntries(LOCK_KEYS.map((k) => [k, d[k]])), ...(d.build_only ? { build_only: true } : {}) } as unknown as LockedDist;
   });
 }
 

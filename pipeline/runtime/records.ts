@@ -63,8 +63,10 @@ export interface ResolveRecord {
     exclude_newer: string;
     exclude_newer_from: 'commit' | 'option';
     tried: string[];
-    /** Requirements named directly that were left out of the lock, and why (no wheel at the cut-off: sdists are not built). */
+    /** Distributions left out of the lock, and why (not on the index at the cut-off; no wheel and no sdist that locks). */
     left_out?: string[];
+    /** Distributions with no wheel at the cut-off taken as their sdists (`name version`): built in the build container, offline. */
+    from_sdist?: string[];
     /** Debian packages left out because the lock has every project they were asked for (the lock's versions were resolved together). */
     instead_of_debian?: string[];
   };

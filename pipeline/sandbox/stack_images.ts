@@ -32,12 +32,16 @@ export function stackMinBytes(): number {
   return Number.isFinite(given) && given > 0 ? given : 64 << 20;
 }
 
-/** The lock split by the size of each file in the cache (`paths`, in the lock's order): the heavy part and the rest. */
+/**
+ * The lock split by the size of each file in the cache (`paths`, in the lock's order): the heavy
+ * wheels and the rest. An sdist and its build-only wheels stay in the rest: it is built in the
+ * unit's own setup, with them beside it.
+ */
 export function splitHeavy(lock: LockedDist[], paths: string[]): { heavy: number[]; rest: number[] } {
   const min = stackMinBytes();
   const heavy: number[] = [];
   const rest: number[] = [];
-  for (const i of lock.keys()) (statSync(paths[i]).size >= min ? heavy : rest).push(i);
+  for (const i of lock.keys()) (lock[i].filename.endsWith('.whl') && !lock[i].build_only && statSync(paths[i]).size >= min ? heavy : rest).push(i);
   return { heavy, rest };
 }
 

@@ -32,7 +32,7 @@ import type { ResolveRecord } from '../runtime/records.js';
 import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
 
 /** Bump when what a resolve record holds changes in a way the key's other fields do not show (it keys the repaired environments too). */
-const RESOLVE_REVISION = 5;
+const RESOLVE_REVISION = 6;
 
 /** The backend install needs pip beside the backend's own packages. */
 const PIP = 'python3-pip';
@@ -112,6 +112,7 @@ interface Locked {
   lock: LockedDist[];
   tried: string[];
   leftOut: string[];
+  fromSdist: string[];
 }
 
 /**
@@ -133,7 +134,7 @@ async function lockedBase(
   for (const base of first.bases) {
     const resolution = base.suite === first.suite ? first : resolveDebian(evidence, [indexes.find((i) => i.suite === base.suite)!]);
     const fromIndex = indexRequirements(resolution, ctx.options.indexFor === 'all');
-    if (!fromIndex.requirements.length) return { resolution, fromIndex, lock: [], tried, leftOut: [] };
+    if (!fromIndex.requirements.length) return { resolution, fromIndex, lock: [], tried, leftOut: [], fromSdist: [] };
     // Fetched only for a unit that needs the index: a unit Debian meets whole costs nothing more.
     uv ??= await uvBinary(ctx.log);
     const locked = await lockRequirements({ uv, settings, requirements: fromIndex.requirements, python: base.python, excludeNewer: cutoff });
@@ -141,7 +142,7 @@ async function lockedBase(
       // What the index left out (no wheel at the cut-off, not there at all) Debian still gives, where it has it.
       const out = new Set(locked.excluded);
       for (const p of resolution.packages) if (p.asked.some((a) => out.has(requirementName(a.requirement)))) fromIndex.replaced.delete(p.package);
-      return { resolution, fromIndex, lock: locked.lock, tried, leftOut: locked.leftOut };
+      return { resolution, fromIndex, lock: locked.lock, tried, leftOut: locked.leftOut, fromSdist: locked.fromSdist };
     }
     tried.push(`python ${base.python}: ${locked.failure}`);
     if (!locked.unsolvable) break;
@@ -242,6 +243,7 @@ export const resolveStage: Stage<'resolve'> = {
               exclude_newer_from: cutoff.from,
               tried: locked.tried,
               ...(locked.leftOut.length ? { left_out: locked.leftOut } : {}),
+              ...(locked.fromSdist.length ? { from_sdist: locked.fromSdist } : {}),
               ...(instead.size ? { instead_of_debian: [...instead].sort() } : {}),
             },
           }

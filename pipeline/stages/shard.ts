@@ -63,7 +63,7 @@ function repoRow(clone: LedgerEntry<CloneRecord>, ledger: Ledger, filter: UnitFi
     env_attempts: b ? Math.max(1, b.attempts?.length ?? 1) : 0,
     env_install: b?.install?.method ?? null,
     env_index: b?.index?.mode ?? null,
-    env_lock: (b?.env?.lock ?? []).map((d) => `${d.name}==${d.version} sha256:${d.sha256} ${d.url}`),
+    env_lock: (b?.env?.lock ?? []).map((d) => `${d.name}==${d.version} sha256:${d.sha256} ${d.url}${d.build_only ? ' build-only' : ''}`),
     image: b?.image ?? null,
     image_id: b?.image_id ?? null,
     python_version: b?.python_version ?? null,

@@ -43,13 +43,13 @@ interface Route {
 }
 
 /** A stream of `url`'s bytes: a file URL or path read, an HTTP(S) one fetched along `route`, redirects followed. */
-async function open(url: string, route: Route, signal: AbortSignal, redirects = REDIRECTS): Promise<Readable> {
+async function open(url: string, route: Route, signal: AbortSignal, accept?: string, redirects = REDIRECTS): Promise<Readable> {
   if (url.startsWith('file:')) return createReadStream(fileURLToPath(url));
   if (!/^https?:/i.test(url)) return createReadStream(url);
   const https = url.startsWith('https:');
   const via = route.proxy ? await throughProxy(route.proxy, url, route.ca, signal, STALL_MS) : null;
   const res = await new Promise<IncomingMessage>((resolvePromise, reject) => {
-    const options = { ca: route.ca, signal, timeout: STALL_MS, ...via };
+    const options = { ca: route.ca, signal, timeout: STALL_MS, ...via, headers: { ...via?.headers, ...(accept ? { accept } : {}) } };
     const req = via?.path ? httpGet(options, resolvePromise) : https ? httpsGet(url, options, resolvePromise) : httpGet(url, options, resolvePromise);
     req.on('timeout', () => req.destroy(new Error(`no answer from ${new URL(url).host} for ${STALL_MS / 1000} s`)));
     req.on('error', reject);
@@ -57,13 +57,39 @@ async function open(url: string, route: Route, signal: AbortSignal, redirects = 
   const status = res.statusCode ?? 0;
   if (status >= 300 && status < 400 && res.headers.location && redirects > 0) {
     res.resume();
-    return open(new URL(res.headers.location, url).href, route, signal, redirects - 1);
+    return open(new URL(res.headers.location, url).href, route, signal, accept, redirects - 1);
   }
   if (status !== 200) {
     res.resume();
     throw new Error(`HTTP ${status} for ${url}`);
   }
   return res;
+}
+
+/** How large an index page may be: a project's page lists every file of every release. */
+const MAX_PAGE_BYTES = 64 << 20;
+
+/**
+ * An index's page (`accept`: the representation asked for, as PEP 691 negotiates it), fetched with
+ * this host's trust, bounded in bytes and time, tried TRIES times.
+ */
+export async function fetchPage(url: string, accept: string, trust: { cert: string | null; proxy: string | null }): Promise<string> {
+  const route = { ca: trust.cert ? readFileSync(trust.cert) : undefined, proxy: trust.proxy };
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const chunks: Buffer[] = [];
+      let bytes = 0;
+      for await (const chunk of await open(url, route, AbortSignal.timeout(STALL_MS * 2), accept)) {
+        bytes += (chunk as Buffer).length;
+        if (bytes > MAX_PAGE_BYTES) throw new Error(`${url} is larger than ${MAX_PAGE_BYTES} bytes`);
+        chunks.push(chunk as Buffer);
+      }
+      return Buffer.concat(chunks).toString('utf8');
+    } catch (e) {
+      if (attempt >= TRIES || /^HTTP 4\d\d /.test((e as Error).message)) throw new Error(causeOf(e));
+      await sleep(1000 * 2 ** attempt);
+    }
+  }
 }
 
 /** One try: `url` into `to`, hashed and bounded as it streams. */

@@ -14,9 +14,15 @@ import type { LockedDist } from '../../runtime/manifest.js';
 /** Where the folder is mounted in the build container. */
 export const INDEX_MOUNT = '/worldline-index';
 
-/** A hash-pinned requirements file: uv takes each name at its version and only with its file's hash. */
+/**
+ * A hash-pinned requirements file: uv takes each name at its version and only with its file's hash
+ * (an sdist's too: uv builds it here, offline, with the build-only wheels of the folder beside it).
+ */
 export function requirementsText(lock: LockedDist[]): string {
-  return lock.map((d) => `${d.name}==${d.version} --hash=sha256:${d.sha256}\n`).join('');
+  return lock
+    .filter((d) => !d.build_only)
+    .map((d) => `${d.name}==${d.version} --hash=sha256:${d.sha256}\n`)
+    .join('');
 }
 
 /** A fresh folder for one build: `wheels/` (links to `paths`), `uv`, `requirements.txt`. The caller removes it. */

@@ -17,6 +17,7 @@ import { parse } from 'smol-toml';
 import { indexCacheDir } from '../../runtime/layout.js';
 import type { LockedDist, PythonVersion } from '../../runtime/manifest.js';
 import { normalizeName } from '../requirements/names.js';
+import { type Sdist, sdistAtCutoff } from './sdist.js';
 import type { IndexSettings } from './settings.js';
 
 /** Each base's glibc, as uv names a target platform (trixie's 2.41 is newer than uv knows: 2.40 is the nearest below). */
@@ -140,25 +141,62 @@ export function wheelless(said: string): string | undefined {
 /**
  * Locks `requirements` as lockOnce does; a distribution with no wheel at the cut-off (an sdist-only
  * test plugin, a small helper deep in the tree: transformer-lens needs transformers-stream-generator)
- * is excluded from the resolution and the rest locked again, at most `MAX_LEFT_OUT` times: sdists
- * are never built on the host (their setup runs code), and the tests that import it fail alone
- * instead of the whole unit. What was left out is returned for the record.
+ * is taken as its sdist (sdist.ts: its dependencies join the tree, its build requirements are
+ * locked as build-only files; uv builds it in the build container, never on the host), or, where
+ * it has none at the cut-off or its tree does not lock, excluded from the resolution and the rest
+ * locked again, at most `MAX_LEFT_OUT` times: the tests that import it fail alone instead of the
+ * whole unit. What was left out, and what comes from an sdist, are returned for the record.
  */
 export async function lockRequirements(
   opts: Omit<Parameters<typeof lockOnce>[0], 'excludes'>,
-): Promise<({ lock: LockedDist[] } | { failure: string; unsolvable: boolean }) & { leftOut: string[]; excluded: string[] }> {
+): Promise<({ lock: LockedDist[] } | { failure: string; unsolvable: boolean }) & { leftOut: string[]; excluded: string[]; fromSdist: string[] }> {
   const excludes: { name: string; why: string }[] = [];
+  const sdists: { name: string; sdist: Sdist; build: LockedDist[] }[] = [];
   for (;;) {
-    const locked = await lockOnce({ ...opts, excludes: excludes.map((e) => e.name) });
-    const leftOut = excludes.map((e) => `${e.name}: ${e.why}`);
-    const name = 'lock' in locked || excludes.length >= MAX_LEFT_OUT ? undefined : wheelless(locked.failure);
-    if (!name || excludes.some((e) => e.name === normalizeName(name))) return { ...locked, leftOut, excluded: excludes.map((e) => e.name) };
-    const why = 'failure' in locked && notOnTheIndex(locked.failure) ? 'not on the index at the cut-off' : 'no wheel at the cut-off';
-    excludes.push({ name: normalizeName(name), why });
+    const requirements = [...opts.requirements, ...sdists.flatMap((s) => s.sdist.requires)];
+    const locked = await lockOnce({ ...opts, requirements, excludes: [...excludes, ...sdists].map((e) => e.name) });
+    const result = () => ({
+      ...('lock' in locked ? { lock: [...locked.lock, ...sdistFiles(locked.lock, sdists)] } : locked),
+      leftOut: excludes.map((e) => `${e.name}: ${e.why}`),
+      excluded: excludes.map((e) => e.name),
+      fromSdist: sdists.map((s) => `${s.name} ${s.sdist.dist.version}`),
+    });
+    if ('failure' in locked && sdists.length && !wheelless(locked.failure)) {
+      // The last sdist's dependencies do not lock with the tree: it is left out as a wheel-less one was.
+      const last = sdists.pop()!;
+      excludes.push({ name: last.name, why: `no wheel at the cut-off, and its sdist's dependencies do not lock (${locked.failure})` });
+      continue;
+    }
+    const said = 'lock' in locked || excludes.length + sdists.length >= MAX_LEFT_OUT ? undefined : wheelless(locked.failure);
+    const name = said && normalizeName(said);
+    if (!name || [...excludes, ...sdists].some((e) => e.name === name)) return result();
+    if (notOnTheIndex((locked as { failure: string }).failure)) {
+      excludes.push({ name, why: 'not on the index at the cut-off' });
+      continue;
+    }
+    const sdist = await sdistAtCutoff(name, requirements, opts.settings, opts.excludeNewer);
+    const build = 'dist' in sdist && sdist.buildRequires.length ? await lockOnce({ ...opts, requirements: sdist.buildRequires, excludes: [] }) : { lock: [] };
+    if ('dist' in sdist && 'lock' in build) sdists.push({ name, sdist, build: build.lock });
+    else
+      excludes.push({
+        name,
+        why: `no wheel at the cut-off (${'failure' in sdist ? sdist.failure : `its build requirements: ${(build as { failure: string }).failure}`})`,
+      });
   }
 }
 
-/** How many wheel-less distributions one lock may leave out before it fails instead. */
+/** The sdists' files and their build requirements' (build-only) for a lock: each file once, a wheel the lock has already not again. */
+function sdistFiles(lock: LockedDist[], sdists: { sdist: Sdist; build: LockedDist[] }[]): LockedDist[] {
+  const have = new Set(lock.map((d) => d.filename));
+  const out: LockedDist[] = [];
+  for (const d of sdists.flatMap((s) => [s.sdist.dist, ...s.build.map((b) => ({ ...b, build_only: true }))])) {
+    if (!have.has(d.filename)) out.push(d);
+    have.add(d.filename);
+  }
+  return out;
+}
+
+/** How many wheel-less distributions one lock may leave out or take as sdists before it fails instead. */
 const MAX_LEFT_OUT = 5;
 
 /**
