@@ -71,11 +71,18 @@ async function chooseSdist(name: string, requirements: string[], settings: Index
   const seen: string[] = [];
   for (const index of indexes) {
     const page = new URL(`${name}/`, index.endsWith('/') ? index : `${index}/`).href;
-    let files: PageFile[];
+    let text: string;
     try {
-      files = (JSON.parse(await fetchPage(page, PEP691, settings)) as { files?: PageFile[] }).files ?? [];
+      text = await fetchPage(page, PEP691, settings);
     } catch (e) {
       seen.push(`${index}: ${(e as Error).message}`);
+      continue;
+    }
+    let files: PageFile[];
+    try {
+      files = (JSON.parse(text) as { files?: PageFile[] }).files ?? [];
+    } catch {
+      seen.push(`${index}: answers no PEP 691 JSON (upload times are needed for the cut-off)`);
       continue;
     }
     const candidates: { file: PageFile; version: Version; text: string }[] = [];
