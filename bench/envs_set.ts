@@ -138,7 +138,7 @@ function rowsOf(repos: SetRepo[], out: string, mode: string): Row[] {
       collectOk,
       collect: collectOk
         ? v?.record?.unfinished
-          ? `ok (${v.record.unfinished} tests unfinished at the suite timeout)`
+          ? `ok (${v.record.unfinished} tests unfinished at the suite timeout or memory limit)`
           : 'ok'
         : failedAt
           ? `${failedAt.stage}: ${failedAt.reason ?? ''}`

@@ -283,6 +283,34 @@ describe('a suite longer than its time limit', () => {
     expect(new Set(rows('traces'))).toEqual(new Set(['tests/test_a.py::test_1', 'tests/test_a.py::test_2', 'tests/test_a.py::test_3']));
   }, 600_000);
 
+  it('keeps the tests that finished before one the memory limit stopped', async () => {
+    const dir = tempDir('out-of-memory');
+    const repo = gitRepo(join(dir, 'repo'), {
+      'tests/test_a.py': ['def test_1():', '    pass', ''].join('\n'),
+      // Writes every page: the kernel, not Python's MemoryError, stops it at the container's limit.
+      'tests/test_b.py': [
+        'def test_hog():',
+        "    held = [b'x' * (64 << 20) for _ in range(64)]",
+        '    assert held',
+        '',
+        'def test_after():',
+        '    pass',
+        '',
+      ].join('\n'),
+    });
+    const manifest = join(dir, 'manifest.jsonl');
+    writeFileSync(manifest, `${JSON.stringify({ repo, python: '3.11' })}\n`);
+    const out = join(dir, 'out');
+    const args = ['run', '--manifest', manifest, '--out', out, '--stages', 'clone,build,validate', '--licenses', '*', '--memory', '512', '--no-plain-parity'];
+    const res = await cli(args);
+    expect(res.code, `${res.stdout}\n${res.stderr}`).toBe(0);
+    const ledger = join(out, 'ledger', 'validate');
+    const entry = JSON.parse(readFileSync(join(ledger, readdirSync(ledger)[0]), 'utf8')) as { status: string; record: ValidateRecord };
+    expect(entry.status).toBe('ok');
+    expect(entry.record).toMatchObject({ collected: 1, passed: 1, unfinished: 2, traceable: true });
+    expect(res.stderr + res.stdout).toMatch(/the memory limit \(512 MB\) stopped it with 2 test\(s\) unfinished/);
+  }, 600_000);
+
   it('keeps nothing from a run with another problem beside the timeout', () => {
     const report = [line({ event: 'collected', nodeids: ['t.py::a', 't.py::b'] }), phase('t.py::a', 'setup', 'passed'), phase('t.py::a', 'call', 'passed')];
     // Its teardown never reported: unfinished, so nothing finished.
@@ -293,5 +321,16 @@ describe('a suite longer than its time limit', () => {
     expect(finishedPart([done])).toMatchObject({ unfinished: 1, runs: [{ problem: null, tests: [{ nodeid: 't.py::a', outcome: 'passed' }] }] });
     expect(finishedPart([{ ...done, problem: 'the report was tampered with: t.py::a reported its call phase twice' }])).toBeNull();
     expect(finishedPart([{ ...done, timedOut: false, problem: null }])).toBeNull();
+    // Stopped at the memory limit: the same rule, said as such.
+    const killed = foldReport(
+      [...report, phase('t.py::a', 'teardown', 'passed'), phase('t.py::b', 'setup', 'passed'), ''].join('\n'),
+      137,
+      false,
+      undefined,
+      true,
+    );
+    expect(killed.tests.map((t) => `${t.outcome} ${t.message ?? ''}`.trim())).toEqual(['passed', 'missing unfinished at the memory limit']);
+    killed.problem = 'out of memory (killed at the 512 MB limit)';
+    expect(finishedPart([killed])).toMatchObject({ unfinished: 1, by: 'the memory limit', runs: [{ problem: null, tests: [{ nodeid: 't.py::a' }] }] });
   });
 });

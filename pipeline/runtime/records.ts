@@ -142,8 +142,9 @@ export interface ValidateRecord extends SuiteCounts {
   /** Modules that did not collect in the first run (a suite run with --continue-on-collection-errors goes on without them). */
   collect_errors?: number;
   /**
-   * Collected tests the suite timeout stopped before they finished: the unit keeps the tests that
-   * finished in every run (its rows), and the stages after validate run only those. Absent: none.
+   * Collected tests the suite timeout or the memory limit stopped before they finished: the unit
+   * keeps the tests that finished in every run (its rows), and the stages after validate run only
+   * those. Absent: none.
    */
   unfinished?: number;
   /** The suite under plain `python3 -m pytest` in the same image, test by test against ours (null: --no-plain-parity). */

@@ -121,9 +121,10 @@ export function signedLines<T = ReportLine>(
 /**
  * Parses one run's report. `exitCode` is what the container says pytest returned. With `signed`,
  * the report must be the runner's, signed for that file (every run of ours; unsigned reports are
- * what tests of the folding itself hand in).
+ * what tests of the folding itself hand in). `outOfMemory`: the kernel killed pytest at the
+ * container's memory limit, which stops a run as the suite timeout does.
  */
-export function foldReport(reportText: string, exitCode: number | null, timedOut: boolean, signed?: Signed): SuiteRun {
+export function foldReport(reportText: string, exitCode: number | null, timedOut: boolean, signed?: Signed, outOfMemory = false): SuiteRun {
   let lines: ReportLine[] = [];
   let tampered: string | null = null;
   if (signed === undefined) {
@@ -163,12 +164,15 @@ export function foldReport(reportText: string, exitCode: number | null, timedOut
   const unique = stoppedAtCollection ? [] : [...new Set([...collected, ...phases.keys()])];
   const tests: TestResult[] = unique.map((nodeid) => {
     const ph = phases.get(nodeid) ?? [];
-    // A test the timeout stopped before its teardown reported has no outcome to trust.
-    const unfinished = timedOut && !ph.some((p) => p.when === 'teardown');
+    // A test the timeout (or the memory limit) stopped before its teardown reported has no outcome to trust.
+    const unfinished = (timedOut || outOfMemory) && !ph.some((p) => p.when === 'teardown');
     let { outcome, message } =
       ph.length && !unfinished
         ? phaseOutcome(ph)
-        : { outcome: 'missing' as Outcome, message: unfinished ? 'unfinished at the suite timeout' : 'no result was reported' };
+        : {
+            outcome: 'missing' as Outcome,
+            message: unfinished ? `unfinished at ${timedOut ? 'the suite timeout' : 'the memory limit'}` : 'no result was reported',
+          };
     if ((outcome === 'passed' || outcome === 'xpassed') && failedSubtest.has(nodeid))
       ({ outcome, message } = { outcome: 'failed', message: failedSubtest.get(nodeid)! });
     const duration = ph.reduce((s, p) => s + (p.duration || 0), 0);
@@ -252,13 +256,20 @@ export interface TestVerdict {
   message: string | null;
 }
 
+/** The problem suite_run.ts gives a run the kernel stopped at the container's memory limit. */
+export const OUT_OF_MEMORY = 'out of memory (killed at the';
+
 /**
- * Runs whose only problem is the suite timeout (a suite longer than its budget): each keeps the
- * tests that finished in every run, and `unfinished` counts the collected ones that did not. Null
- * when no run was cut short, or one has any other problem (tampering, a test the watchdog killed).
+ * Runs whose only problem is the suite timeout (a suite longer than its budget) or the memory
+ * limit (a test that needs more than the container has: x-transformers' largest models): each
+ * keeps the tests that finished in every run, and `unfinished` counts the collected ones that did
+ * not; `by` says what stopped them. Null when no run was cut short, or one has any other problem
+ * (tampering, a test the watchdog killed).
  */
-export function finishedPart(runs: SuiteRun[]): { runs: SuiteRun[]; unfinished: number } | null {
-  const cutShort = (r: SuiteRun) => r.timedOut && !!r.problem?.startsWith('the suite exceeded its wall timeout');
+export function finishedPart(runs: SuiteRun[]): { runs: SuiteRun[]; unfinished: number; by: string } | null {
+  const byTime = (r: SuiteRun) => r.timedOut && !!r.problem?.startsWith('the suite exceeded its wall timeout');
+  const byMemory = (r: SuiteRun) => !r.timedOut && !!r.problem?.startsWith(OUT_OF_MEMORY);
+  const cutShort = (r: SuiteRun) => byTime(r) || byMemory(r);
   if (!runs.some(cutShort) || runs.some((r) => r.problem && !cutShort(r))) return null;
   const finished = runs.map((r) => new Set(r.tests.filter((t) => t.outcome !== 'missing').map((t) => t.nodeid)));
   const kept = new Set([...finished[0]].filter((id) => finished.every((f) => f.has(id))));
@@ -266,6 +277,7 @@ export function finishedPart(runs: SuiteRun[]): { runs: SuiteRun[]; unfinished: 
   return {
     runs: runs.map((r) => ({ ...r, tests: r.tests.filter((t) => kept.has(t.nodeid)), problem: null })),
     unfinished: collected.size - kept.size,
+    by: [...new Set(runs.filter(cutShort).map((r) => (byTime(r) ? 'the suite timeout' : 'the memory limit')))].join(' and '),
   };
 }
 

@@ -13,7 +13,7 @@ import { redactText, unitRedactor } from '../runtime/part_redaction.js';
 import { takesNext } from '../runtime/pytest_options.js';
 import { OUR_PYTHON } from './our_python.js';
 import { firstErrorLine } from './pytest_output.js';
-import { foldReport, type SuiteRun, signedLines } from './pytest_report.js';
+import { foldReport, OUT_OF_MEMORY, type SuiteRun, signedLines } from './pytest_report.js';
 import { LineCounter, readLogTail, readResult } from './results.js';
 import { claimWork, freshWork, runSandboxed } from './sandbox.js';
 
@@ -240,7 +240,8 @@ export async function runSuite(spec: SuiteSpec): Promise<SuiteOutcome> {
       logParts.push(`==== run ${i} ====\n${output ?? '(no output)'}`);
       if (exitCode === null && report === null) break;
       const timedOut = exitCode === null || exitCode === TIMEOUT_EXIT;
-      const run = foldReport(report ?? '', timedOut ? null : exitCode, timedOut, { key, file: `report-${i}.jsonl` });
+      const outOfMemory = exitCode === 137 && result.oomKilled;
+      const run = foldReport(report ?? '', timedOut ? null : exitCode, timedOut, { key, file: `report-${i}.jsonl` }, outOfMemory);
       const stopped = runnerProblem(files, testLimitS);
       const tampered = run.problem?.startsWith('the report was tampered') ?? false;
       if (files.testTimedOut !== null && !tampered) run.problem = stopped;
@@ -250,9 +251,7 @@ export async function runSuite(spec: SuiteSpec): Promise<SuiteOutcome> {
       } else if (timedOut) run.problem = `${run.problem} (suite timeout: ${spec.suiteTimeoutS} s)`;
       else if (stopped) run.problem = stopped;
       else if (exitCode === 137) {
-        run.problem = result.oomKilled
-          ? `out of memory (killed at the ${options.memoryMb} MB limit)`
-          : 'killed (exit 137: SIGKILL, not by the out-of-memory killer)';
+        run.problem = result.oomKilled ? `${OUT_OF_MEMORY} ${options.memoryMb} MB limit)` : 'killed (exit 137: SIGKILL, not by the out-of-memory killer)';
       } else if (run.problem && !tampered) run.problem = withErrorLine(run.problem, output ?? '');
       runs.push(run);
     }

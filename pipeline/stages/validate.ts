@@ -66,7 +66,7 @@ export const validateStage: Stage<'validate'> = {
       pytest: pytestCommand(unit.env.pytest_args, options.testTimeoutS, build.pytest_timeout),
     });
     rmSync(work, { recursive: true, force: true });
-    // A suite longer than its time limit keeps the tests that finished; the rest are counted.
+    // A suite longer than its time limit, or stopped at the memory limit, keeps the tests that finished; the rest are counted.
     const cut = finishedPart(suite);
     const runs = cut?.runs ?? suite;
     const verdicts = mergeRuns(runs);
@@ -101,7 +101,9 @@ export const validateStage: Stage<'validate'> = {
       plain,
     };
     const parity = plain && !plain.problem ? `; plain pytest: ${plain.mismatches} of ${plain.compared} differ` : '';
-    const cutNote = cut ? `; the suite timeout (${options.suiteTimeoutS} s) stopped it with ${cut.unfinished} test(s) unfinished` : '';
+    const limits = { 'the suite timeout': `${options.suiteTimeoutS} s`, 'the memory limit': `${options.memoryMb} MB` };
+    const limit = limits[cut?.by as keyof typeof limits];
+    const cutNote = cut ? `; ${cut.by}${limit ? ` (${limit})` : ''} stopped it with ${cut.unfinished} test(s) unfinished` : '';
     ctx.log(
       `validate ${unit.id}: ${counts.collected} collected, ${counts.passed} passed, ${counts.failed} failed, ${counts.error} errors, ${counts.flaky} flaky${record.collect_errors ? `, ${record.collect_errors} module(s) not collected` : ''}${parity}${cutNote} (${seconds.toFixed(1)} s)`,
     );
