@@ -15,7 +15,7 @@ import { type AddressInfo, connect } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { packageRoot } from '../core/package.js';
-import { cutoffTime, lockRequirements, uvCause } from '../pipeline/envs/index/lock.js';
+import { cutoffTime, lockRequirements, olderBranch, uvCause } from '../pipeline/envs/index/lock.js';
 import { defaultPipIndex, indexSettings, parsePipConfigList } from '../pipeline/envs/index/settings.js';
 import { UV_VERSION } from '../pipeline/envs/index/uv.js';
 import type { LedgerEntry } from '../pipeline/runtime/ledger.js';
@@ -462,13 +462,23 @@ describe('the Python index as a backend', () => {
     expect(resolved.index?.left_out).toEqual(['idna: not on the index at the cut-off']);
   }, 300_000);
 
-  it("keeps the highest of exact pins that cannot all hold (a CI step's branches), and pins with markers or ranges as they are", () => {
+  it("keeps the highest of exact pins that cannot all hold (a CI step's branches), pins with markers as they are, and the newer of two ranges uv says conflict", () => {
     expect(oneExactPin(['triton==3.2', 'torch>=2', 'triton==3.4', 'Triton == 3.10', 'six==1.16; python_version<"3"', 'six==1.17'])).toEqual([
       'torch>=2',
       'Triton == 3.10',
       'six==1.16; python_version<"3"',
       'six==1.17',
     ]);
+    // Ranges of two CI branches (asyncer's anyio 3 and anyio 4 jobs): uv names them; the older goes.
+    const said =
+      'Because you require anyio>=3.4.0,<4.0 and anyio>=4.0.0,<5.0, we can conclude that your requirements are unsatisfiable. (No solution found when resolving dependencies)';
+    const lines = ['anyio >=3.4.0,<5.0', 'anyio>=4.0.0,<5.0', 'Anyio >= 3.4.0, < 4.0', 'httpx'];
+    expect(olderBranch(said, lines)).toBe('Anyio >= 3.4.0, < 4.0');
+    expect(olderBranch(said.replace('anyio>=4.0.0,<5.0', 'anyio<3'), ['anyio<3', 'anyio>=3.4.0,<4.0'])).toBe('anyio<3');
+    expect(
+      olderBranch('Because you require numpy<1 and torch>=2, we can conclude that your requirements are unsatisfiable.', ['numpy<1', 'torch>=2']),
+    ).toBeUndefined();
+    expect(olderBranch('Because there is no version of wl-x==9 and you require wl-x==9, ...', ['wl-x==9'])).toBeUndefined();
   });
 
   it('leaves out a Debian package the lock has too, so one version of each project is installed', async () => {

@@ -17,6 +17,8 @@ import { parse } from 'smol-toml';
 import { indexCacheDir } from '../../runtime/layout.js';
 import type { LockedDist, PythonVersion } from '../../runtime/manifest.js';
 import { normalizeName } from '../requirements/names.js';
+import { compareVersions, formatSpecifiers, parseVersion, type Specifier, type Version } from '../requirements/pep440.js';
+import { parseRequirement } from '../requirements/pep508.js';
 import { type Sdist, sdistAtCutoff } from './sdist.js';
 import type { IndexSettings } from './settings.js';
 
@@ -138,6 +140,43 @@ export function wheelless(said: string): string | undefined {
   );
 }
 
+/** The lowest version a requirement's specifiers admit from below (0 where none bounds it). */
+function lowerBound(specs: Specifier[]): Version {
+  const bounds = specs.filter((s) => ['>=', '>', '==', '~=', '==='].includes(s.op) && !s.version.includes('*'));
+  const versions = bounds.flatMap((s) => {
+    try {
+      return [parseVersion(s.version)];
+    } catch {
+      return [];
+    }
+  });
+  return versions.sort((a, b) => compareVersions(b, a))[0] ?? parseVersion('0');
+}
+
+/**
+ * The requirement line to drop when uv says two the project asks for cannot hold together
+ * (`Because you require anyio>=3.4.0,<4.0 and anyio>=4.0.0,<5.0, ... unsatisfiable`): branches of
+ * a CI matrix (asyncer installs anyio 3 in one job and 4 in another) that the evidence reader
+ * cannot choose between. The older branch goes, as oneExactPin keeps the highest pin; undefined
+ * when the message is another or names no line of `requirements`.
+ */
+export function olderBranch(failure: string, requirements: string[]): string | undefined {
+  const m = /Because you require (\S+) and (\S+), we can conclude that your requirements are unsatisfiable/.exec(failure);
+  if (!m) return undefined;
+  const said = [m[1], m[2]].map((r) => parseRequirement(r.replace(/[.,]$/, '')));
+  if (said[0].key !== said[1].key) return undefined;
+  const older = compareVersions(lowerBound(said[0].specifiers), lowerBound(said[1].specifiers)) <= 0 ? said[0] : said[1];
+  const same = (a: Specifier[], b: Specifier[]) => formatSpecifiers(a) === formatSpecifiers(b);
+  return requirements.find((line) => {
+    try {
+      const req = parseRequirement(line);
+      return req.key === older.key && !req.marker && same(req.specifiers, older.specifiers);
+    } catch {
+      return false;
+    }
+  });
+}
+
 /**
  * Locks `requirements` as lockOnce does; a distribution with no wheel at the cut-off (an sdist-only
  * test plugin, a small helper deep in the tree: transformer-lens needs transformers-stream-generator)
@@ -152,22 +191,31 @@ export async function lockRequirements(
 ): Promise<({ lock: LockedDist[] } | { failure: string; unsolvable: boolean }) & { leftOut: string[]; excluded: string[]; fromSdist: string[] }> {
   const excludes: { name: string; why: string }[] = [];
   const sdists: { name: string; sdist: Sdist; build: LockedDist[] }[] = [];
+  const asked = [...opts.requirements];
+  // Requirement lines left out as the older of two branches that cannot hold together.
+  const dropped: string[] = [];
   for (;;) {
-    const requirements = [...opts.requirements, ...sdists.flatMap((s) => s.sdist.requires)];
+    const requirements = [...asked, ...sdists.flatMap((s) => s.sdist.requires)];
     const locked = await lockOnce({ ...opts, requirements, excludes: [...excludes, ...sdists].map((e) => e.name) });
     const result = () => ({
       ...('lock' in locked ? { lock: [...locked.lock, ...sdistFiles(locked.lock, sdists)] } : locked),
-      leftOut: excludes.map((e) => `${e.name}: ${e.why}`),
+      leftOut: [...excludes.map((e) => `${e.name}: ${e.why}`), ...dropped.map((r) => `${r}: the older branch of a requirement asked for twice`)],
       excluded: excludes.map((e) => e.name),
       fromSdist: sdists.map((s) => `${s.name} ${s.sdist.dist.version}`),
     });
+    const branch = 'failure' in locked && excludes.length + sdists.length + dropped.length < MAX_LEFT_OUT ? olderBranch(locked.failure, asked) : undefined;
+    if (branch) {
+      asked.splice(asked.indexOf(branch), 1);
+      dropped.push(branch);
+      continue;
+    }
     if ('failure' in locked && sdists.length && !wheelless(locked.failure)) {
       // The last sdist's dependencies do not lock with the tree: it is left out as a wheel-less one was.
       const last = sdists.pop()!;
       excludes.push({ name: last.name, why: `no wheel at the cut-off, and its sdist's dependencies do not lock (${locked.failure})` });
       continue;
     }
-    const said = 'lock' in locked || excludes.length + sdists.length >= MAX_LEFT_OUT ? undefined : wheelless(locked.failure);
+    const said = 'lock' in locked || excludes.length + sdists.length + dropped.length >= MAX_LEFT_OUT ? undefined : wheelless(locked.failure);
     const name = said && normalizeName(said);
     if (!name || [...excludes, ...sdists].some((e) => e.name === name)) return result();
     if (notOnTheIndex((locked as { failure: string }).failure)) {
