@@ -176,4 +176,54 @@ describe('bare manifest lines', () => {
       expect(entry<BuildRecord>(again, 'build', name).record?.attempts, name).toHaveLength(1);
     }
   });
+
+  it("compiles a project's own C extension in the build: its setup.py's Extension gives the build a compiler", async () => {
+    const repo = gitRepo(join(dir, 'c-ext'), {
+      'pyproject.toml': [
+        '[build-system]',
+        'requires = ["setuptools"]',
+        'build-backend = "setuptools.build_meta"',
+        '',
+        '[project]',
+        'name = "c-ext"',
+        'version = "1.0"',
+        'dependencies = ["six"]',
+        '',
+      ].join('\n'),
+      'setup.py': ['from setuptools import Extension, setup', '', 'setup(ext_modules=[Extension("c_ext._fast", ["src/c_ext/_fast.c"])])', ''].join('\n'),
+      'src/c_ext/__init__.py': '',
+      'src/c_ext/_fast.c': [
+        '#include <Python.h>',
+        'static PyObject *twice(PyObject *self, PyObject *arg) { return PyLong_FromLong(2 * PyLong_AsLong(arg)); }',
+        'static PyMethodDef methods[] = {{"twice", twice, METH_O, NULL}, {NULL, NULL, 0, NULL}};',
+        'static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fast", NULL, -1, methods};',
+        'PyMODINIT_FUNC PyInit__fast(void) { return PyModule_Create(&module); }',
+        '',
+      ].join('\n'),
+      'tests/test_fast.py': 'from c_ext._fast import twice\n\n\ndef test_twice():\n    assert twice(21) == 42\n',
+    });
+    const lines = join(dir, 'c-ext.jsonl');
+    writeFileSync(lines, `${JSON.stringify({ repo })}\n`);
+    const o = join(dir, 'c-ext-out');
+    const res = await cli([
+      'run',
+      '--manifest',
+      lines,
+      '--out',
+      o,
+      '--stages',
+      'clone,resolve,build,validate',
+      '--licenses',
+      '*',
+      '--pip-index',
+      'none',
+      '--json',
+    ]);
+    expect(res.code, res.stderr).toBe(0);
+    const [unit] = (JSON.parse(res.stdout) as RunJson).units;
+    const record = <R>(stage: string) => (JSON.parse(readFileSync(join(o, 'ledger', stage, `${unit.unit_id}.json`), 'utf8')) as LedgerEntry<R>).record;
+    expect(record<ResolveRecord>('resolve')?.env?.apt).toEqual(expect.arrayContaining(['gcc', 'libc6-dev', 'python3-dev']));
+    expect(record<BuildRecord>('build')?.install?.method).toBe('backend');
+    expect(record<ValidateRecord>('validate')).toMatchObject({ collected: 1, passed: 1 });
+  }, 900_000);
 });

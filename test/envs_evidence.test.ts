@@ -299,6 +299,18 @@ describe('evidence: setuptools', () => {
       '2 extras_require["dev"] is not read: an f-string',
     ]);
   });
+
+  it('notes where a project compiles an extension of its own: setup.py, a compiling build requirement, ext-modules', () => {
+    const setupPy = 'from setuptools import Extension, setup\n\nEXT = [\n    Extension("p._c", ["src/p/_c.c"]),\n]\nsetup(ext_modules=EXT)\n';
+    expect(readEvidence(layout({ 'setup.py': setupPy })).project.compiled).toEqual(at('setup.py', 4));
+    const cython = readEvidence(layout({ 'pyproject.toml': '[build-system]\nrequires = ["setuptools", "Cython>=3"]\n' })).project.compiled;
+    expect(cython?.file).toBe('pyproject.toml');
+    const table = readEvidence(layout({ 'pyproject.toml': '[project]\nname = "p"\n\n[tool.setuptools]\next-modules = [{name = "p._c", sources = ["c.c"]}]\n' }));
+    expect(table.project.compiled?.file).toBe('pyproject.toml');
+    // Pure Python: no compiler.
+    const pure = readEvidence(layout({ 'setup.py': 'from setuptools import setup\nsetup(name="p")\n', 'pyproject.toml': '[build-system]\nrequires = ["hatchling"]\n' }));
+    expect(pure.project.compiled).toBeUndefined();
+  });
 });
 
 describe('evidence: requirement files, tox, nox, workflows, Pipfile', () => {

@@ -32,10 +32,15 @@ import type { ResolveRecord } from '../runtime/records.js';
 import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
 
 /** Bump when what a resolve record holds changes in a way the key's other fields do not show (it keys the repaired environments too). */
-const RESOLVE_REVISION = 6;
+const RESOLVE_REVISION = 7;
 
 /** The backend install needs pip beside the backend's own packages. */
 const PIP = 'python3-pip';
+/**
+ * What compiling a project's own extension needs (evidence's `project.compiled`): Debian's C and
+ * C++ compilers, the C library's headers (gcc only recommends them) and the base Python's.
+ */
+const COMPILER = ['gcc', 'g++', 'libc6-dev', 'python3-dev'];
 
 /**
  * With a package index, what Debian cannot meet comes from it: every requirement no package of the
@@ -209,7 +214,7 @@ export const resolveStage: Stage<'resolve'> = {
     const apt = locked ? resolution.env.apt.filter((p) => !locked.fromIndex.replaced.has(p) && !instead.has(p)) : resolution.env.apt;
     const inferred = {
       ...resolution.env,
-      apt: backend ? [...new Set([...apt, PIP, ...backendPackages])].sort() : apt,
+      apt: backend ? [...new Set([...apt, PIP, ...backendPackages, ...(evidence.project.compiled ? COMPILER : [])])].sort() : apt,
       ...(locked?.lock.length ? { lock: locked.lock } : {}),
     };
     // A repair is reused only for the environment it started from (its packages, lock and pytest

@@ -68,6 +68,8 @@ export interface Evidence {
     buildBackend?: string;
     /** Where the version comes from: written (`static`), or computed at build time from git (`scm` names the tool). */
     version: { static?: string; scm?: string; files: { path: string; source: Source }[] };
+    /** Where the project says it compiles an extension of its own (C, C++, Cython): its build then needs a compiler. */
+    compiled?: Source;
   };
   requirements: DeclaredRequirement[];
   selfInstalls: SelfInstall[];

@@ -13,6 +13,9 @@ import { argsAfterPytest } from './pytest_invocation.js';
 import { parseToml, strings, TomlLines, type TomlTable, tableAt } from './toml_lines.js';
 import { readToxIni } from './tox.js';
 
+/** Build requirements that compile a project's own extensions: its build needs gcc and Python's headers. */
+const COMPILING = new Set(['cython', 'pybind11', 'nanobind', 'scikit-build', 'scikit-build-core', 'meson-python', 'cmake']);
+
 const FILE = 'pyproject.toml';
 
 /** "Programming Language :: Python :: 3.11" -> 3.11. */
@@ -175,6 +178,10 @@ class Pyproject {
     const scm = tableAt(this.table, 'tool', 'setuptools_scm');
     const buildRequires = strings(tableAt(this.table, 'build-system')?.requires).map((r) => normalizeName(r.split(/[^A-Za-z0-9._-]/)[0]));
     if (scm || buildRequires.includes('setuptools-scm')) ev.project.version.scm ??= 'setuptools-scm';
+    // A backend or build requirement that exists to compile (or setuptools' own ext-modules table).
+    const compiles = buildRequires.find((r) => COMPILING.has(r));
+    if (compiles) ev.project.compiled ??= this.source(['build-system', 'requires'], compiles);
+    if (tableAt(this.table, 'tool', 'setuptools')?.['ext-modules']) ev.project.compiled ??= this.source(['tool', 'setuptools', 'ext-modules']);
     for (const key of ['write_to', 'version_file']) {
       if (typeof scm?.[key] === 'string') ev.project.version.files.push({ path: scm[key], source: this.source(['tool', 'setuptools_scm', key]) });
     }

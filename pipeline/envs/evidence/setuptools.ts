@@ -88,6 +88,9 @@ class SetupPy {
 
   read(text: string): void {
     const src = new PythonSource(text);
+    // An extension module built from sources (nnsight's `_c/py_mount.c`): the build needs a compiler.
+    const [extension] = src.calls((c) => /(^|\.)(Extension|Pybind11Extension|CppExtension|cythonize)$/.test(c));
+    if (extension) this.ctx.evidence.project.compiled ??= this.source(extension.line);
     const [call] = src.calls((c) => c === 'setup' || c.endsWith('.setup'));
     if (!call) return;
     const kwargs = new Map<string, Value>();
