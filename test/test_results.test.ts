@@ -332,5 +332,14 @@ describe('a suite longer than its time limit', () => {
     expect(killed.tests.map((t) => `${t.outcome} ${t.message ?? ''}`.trim())).toEqual(['passed', 'missing unfinished at the memory limit']);
     killed.problem = 'out of memory (killed at the 512 MB limit)';
     expect(finishedPart([killed])).toMatchObject({ unfinished: 1, by: 'the memory limit', runs: [{ problem: null, tests: [{ nodeid: 't.py::a' }] }] });
+    // Stopped in its first test: nothing to keep, and the limit stays the run's problem.
+    const first = foldReport(
+      [line({ event: 'collected', nodeids: ['t.py::a'] }), phase('t.py::a', 'setup', 'passed'), ''].join('\n'),
+      137,
+      false,
+      undefined,
+      true,
+    );
+    expect(finishedPart([{ ...first, problem: 'out of memory (killed at the 512 MB limit)' }])).toBeNull();
   });
 });

@@ -263,8 +263,8 @@ export const OUT_OF_MEMORY = 'out of memory (killed at the';
  * Runs whose only problem is the suite timeout (a suite longer than its budget) or the memory
  * limit (a test that needs more than the container has: x-transformers' largest models): each
  * keeps the tests that finished in every run, and `unfinished` counts the collected ones that did
- * not; `by` says what stopped them. Null when no run was cut short, or one has any other problem
- * (tampering, a test the watchdog killed).
+ * not; `by` says what stopped them. Null when no run was cut short, one has any other problem
+ * (tampering, a test the watchdog killed), or no test finished in every run.
  */
 export function finishedPart(runs: SuiteRun[]): { runs: SuiteRun[]; unfinished: number; by: string } | null {
   const byTime = (r: SuiteRun) => r.timedOut && !!r.problem?.startsWith('the suite exceeded its wall timeout');
@@ -273,6 +273,8 @@ export function finishedPart(runs: SuiteRun[]): { runs: SuiteRun[]; unfinished: 
   if (!runs.some(cutShort) || runs.some((r) => r.problem && !cutShort(r))) return null;
   const finished = runs.map((r) => new Set(r.tests.filter((t) => t.outcome !== 'missing').map((t) => t.nodeid)));
   const kept = new Set([...finished[0]].filter((id) => finished.every((f) => f.has(id))));
+  // Nothing to keep: the limit that stopped the run is the unit's reason, not an empty suite.
+  if (!kept.size) return null;
   const collected = new Set(runs.flatMap((r) => r.tests.map((t) => t.nodeid)));
   return {
     runs: runs.map((r) => ({ ...r, tests: r.tests.filter((t) => kept.has(t.nodeid)), problem: null })),
