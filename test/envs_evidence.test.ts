@@ -305,10 +305,14 @@ describe('evidence: setuptools', () => {
     expect(readEvidence(layout({ 'setup.py': setupPy })).project.compiled).toEqual(at('setup.py', 4));
     const cython = readEvidence(layout({ 'pyproject.toml': '[build-system]\nrequires = ["setuptools", "Cython>=3"]\n' })).project.compiled;
     expect(cython?.file).toBe('pyproject.toml');
-    const table = readEvidence(layout({ 'pyproject.toml': '[project]\nname = "p"\n\n[tool.setuptools]\next-modules = [{name = "p._c", sources = ["c.c"]}]\n' }));
+    const table = readEvidence(
+      layout({ 'pyproject.toml': '[project]\nname = "p"\n\n[tool.setuptools]\next-modules = [{name = "p._c", sources = ["c.c"]}]\n' }),
+    );
     expect(table.project.compiled?.file).toBe('pyproject.toml');
     // Pure Python: no compiler.
-    const pure = readEvidence(layout({ 'setup.py': 'from setuptools import setup\nsetup(name="p")\n', 'pyproject.toml': '[build-system]\nrequires = ["hatchling"]\n' }));
+    const pure = readEvidence(
+      layout({ 'setup.py': 'from setuptools import setup\nsetup(name="p")\n', 'pyproject.toml': '[build-system]\nrequires = ["hatchling"]\n' }),
+    );
     expect(pure.project.compiled).toBeUndefined();
   });
 });
