@@ -241,6 +241,13 @@ describe('resolving a bare repository', () => {
       'python_files=*TestCase.py',
     ]);
     expect(args({ '.github/workflows/ci.yml': workflow('test', 'python -m unittest discover -s tests') })).toEqual(['tests', '-o', 'python_files=test*.py']);
+    // With testpaths configured (pyvene's pytest table names tests/ and python_files test_*.py), the pattern still applies.
+    const configured = { 'pytest.ini': '[pytest]\ntestpaths = tests\npython_files = test_*.py\n' };
+    expect(args({ ...configured, '.github/workflows/ci.yml': workflow('test', "python -m unittest discover -p '*TestCase.py'") })).toEqual([
+      '-o',
+      'python_files=*TestCase.py',
+    ]);
+    expect(args({ ...configured, '.github/workflows/ci.yml': workflow('test', 'pytest tests/unit') })).toEqual([]);
   });
 
   it('takes the PEP 735 groups a test job installs: pip install --group, uv sync and uv run with their defaults', () => {

@@ -182,6 +182,15 @@ export function pytestArgs(ev: Evidence, outcome: (r: Requirement) => Outcome, p
         why: `the paths and selection ${command.tool} (${command.scope}) runs pytest with`,
         source: command.source,
       });
+  } else {
+    // Configured testpaths, and CI runs the tests with unittest's discovery (pyvene: its *TestCase.py
+    // files match no python_files of its pytest table): the files the project's own run collects.
+    const discovery = ev.testCommands.flatMap((c) => {
+      const at = c.args.findIndex((w, i) => w === '-o' && /^python_files=/.test(c.args[i + 1] ?? ''));
+      return at >= 0 ? [{ c, args: c.args.slice(at, at + 2) }] : [];
+    })[0];
+    if (discovery)
+      out.push({ args: discovery.args, why: `the test files ${discovery.c.tool} (${discovery.c.scope}) discovers with unittest`, source: discovery.c.source });
   }
   return out;
 }
