@@ -203,7 +203,9 @@ export async function lockRequirements(
       excluded: excludes.map((e) => e.name),
       fromSdist: sdists.map((s) => `${s.name} ${s.sdist.dist.version}`),
     });
-    const branch = 'failure' in locked && excludes.length + sdists.length + dropped.length < MAX_LEFT_OUT ? olderBranch(locked.failure, asked) : undefined;
+    // Each way of setting a requirement aside counts against one budget: then the lock fails instead.
+    const spent = excludes.length + sdists.length + dropped.length >= MAX_LEFT_OUT;
+    const branch = 'failure' in locked && !spent ? olderBranch(locked.failure, asked) : undefined;
     if (branch) {
       asked.splice(asked.indexOf(branch), 1);
       dropped.push(branch);
@@ -215,7 +217,7 @@ export async function lockRequirements(
       excludes.push({ name: last.name, why: `no wheel at the cut-off, and its sdist's dependencies do not lock (${locked.failure})` });
       continue;
     }
-    const said = 'lock' in locked || excludes.length + sdists.length + dropped.length >= MAX_LEFT_OUT ? undefined : wheelless(locked.failure);
+    const said = 'lock' in locked || spent ? undefined : wheelless(locked.failure);
     const name = said && normalizeName(said);
     if (!name || [...excludes, ...sdists].some((e) => e.name === name)) return result();
     if (notOnTheIndex((locked as { failure: string }).failure)) {
