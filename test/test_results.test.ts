@@ -318,7 +318,11 @@ describe('a suite longer than its time limit', () => {
     expect(run.tests.map((t) => t.outcome)).toEqual(['missing', 'missing']);
     const done = foldReport([...report, phase('t.py::a', 'teardown', 'passed'), ''].join('\n'), null, true);
     done.problem = 'the suite exceeded its wall timeout and was killed; 1 of 2 collected tests had reported';
-    expect(finishedPart([done])).toMatchObject({ unfinished: 1, runs: [{ problem: null, tests: [{ nodeid: 't.py::a', outcome: 'passed' }] }] });
+    expect(finishedPart([done])).toMatchObject({
+      unfinished: 1,
+      by: ['suite timeout'],
+      runs: [{ problem: null, tests: [{ nodeid: 't.py::a', outcome: 'passed' }] }],
+    });
     expect(finishedPart([{ ...done, problem: 'the report was tampered with: t.py::a reported its call phase twice' }])).toBeNull();
     expect(finishedPart([{ ...done, timedOut: false, problem: null }])).toBeNull();
     // Stopped at the memory limit: the same rule, said as such.
@@ -331,7 +335,7 @@ describe('a suite longer than its time limit', () => {
     );
     expect(killed.tests.map((t) => `${t.outcome} ${t.message ?? ''}`.trim())).toEqual(['passed', 'missing unfinished at the memory limit']);
     killed.problem = 'out of memory (killed at the 512 MB limit)';
-    expect(finishedPart([killed])).toMatchObject({ unfinished: 1, by: 'the memory limit', runs: [{ problem: null, tests: [{ nodeid: 't.py::a' }] }] });
+    expect(finishedPart([killed])).toMatchObject({ unfinished: 1, by: ['memory'], runs: [{ problem: null, tests: [{ nodeid: 't.py::a' }] }] });
     // Stopped in its first test: nothing to keep, and the limit stays the run's problem.
     const first = foldReport(
       [line({ event: 'collected', nodeids: ['t.py::a'] }), phase('t.py::a', 'setup', 'passed'), ''].join('\n'),

@@ -259,14 +259,17 @@ export interface TestVerdict {
 /** The problem suite_run.ts gives a run the kernel stopped at the container's memory limit. */
 export const OUT_OF_MEMORY = 'out of memory (killed at the';
 
+/** A limit that can stop a suite before its end, with the tests that finished kept. */
+export type SuiteLimit = 'suite timeout' | 'memory';
+
 /**
  * Runs whose only problem is the suite timeout (a suite longer than its budget) or the memory
  * limit (a test that needs more than the container has: x-transformers' largest models): each
  * keeps the tests that finished in every run, and `unfinished` counts the collected ones that did
- * not; `by` says what stopped them. Null when no run was cut short, one has any other problem
+ * not; `by` names the limits that stopped them. Null when no run was cut short, one has any other problem
  * (tampering, a test the watchdog killed), or no test finished in every run.
  */
-export function finishedPart(runs: SuiteRun[]): { runs: SuiteRun[]; unfinished: number; by: string } | null {
+export function finishedPart(runs: SuiteRun[]): { runs: SuiteRun[]; unfinished: number; by: SuiteLimit[] } | null {
   const byTime = (r: SuiteRun) => r.timedOut && !!r.problem?.startsWith('the suite exceeded its wall timeout');
   const byMemory = (r: SuiteRun) => !r.timedOut && !!r.problem?.startsWith(OUT_OF_MEMORY);
   const cutShort = (r: SuiteRun) => byTime(r) || byMemory(r);
@@ -279,7 +282,7 @@ export function finishedPart(runs: SuiteRun[]): { runs: SuiteRun[]; unfinished: 
   return {
     runs: runs.map((r) => ({ ...r, tests: r.tests.filter((t) => kept.has(t.nodeid)), problem: null })),
     unfinished: collected.size - kept.size,
-    by: [...new Set(runs.filter(cutShort).map((r) => (byTime(r) ? 'the suite timeout' : 'the memory limit')))].join(' and '),
+    by: [...new Set(runs.filter(cutShort).map((r): SuiteLimit => (byTime(r) ? 'suite timeout' : 'memory')))],
   };
 }
 

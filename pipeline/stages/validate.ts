@@ -14,7 +14,7 @@ import { redactRows, unitRedactor } from '../runtime/part_redaction.js';
 import type { BuildRecord, CloneRecord, PlainParity, ValidateRecord } from '../runtime/records.js';
 import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
 import { plainParity } from '../sandbox/plain_parity.js';
-import { countVerdicts, finishedPart, mergeRuns, type TestVerdict } from '../sandbox/pytest_report.js';
+import { countVerdicts, finishedPart, mergeRuns, type SuiteLimit, type TestVerdict } from '../sandbox/pytest_report.js';
 import { firstProblem, pytestCommand, runSuite, suiteArgs, TIMEOUT_EXIT } from '../sandbox/suite_run.js';
 import { TRACER_CODE, tracerCodeHash } from '../sandbox/tracers.js';
 
@@ -101,9 +101,11 @@ export const validateStage: Stage<'validate'> = {
       plain,
     };
     const parity = plain && !plain.problem ? `; plain pytest: ${plain.mismatches} of ${plain.compared} differ` : '';
-    const limits = { 'the suite timeout': `${options.suiteTimeoutS} s`, 'the memory limit': `${options.memoryMb} MB` };
-    const limit = limits[cut?.by as keyof typeof limits];
-    const cutNote = cut ? `; ${cut.by}${limit ? ` (${limit})` : ''} stopped it with ${cut.unfinished} test(s) unfinished` : '';
+    const limits: Record<SuiteLimit, string> = {
+      'suite timeout': `the suite timeout (${options.suiteTimeoutS} s)`,
+      memory: `the memory limit (${options.memoryMb} MB)`,
+    };
+    const cutNote = cut ? `; ${cut.by.map((l) => limits[l]).join(' and ')} stopped it with ${cut.unfinished} test(s) unfinished` : '';
     ctx.log(
       `validate ${unit.id}: ${counts.collected} collected, ${counts.passed} passed, ${counts.failed} failed, ${counts.error} errors, ${counts.flaky} flaky${record.collect_errors ? `, ${record.collect_errors} module(s) not collected` : ''}${parity}${cutNote} (${seconds.toFixed(1)} s)`,
     );
