@@ -17,10 +17,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { packageRoot } from '../core/package.js';
 import { cutoffTime, lockRequirements, olderBranch, uvCause } from '../pipeline/envs/index/lock.js';
 import { defaultPipIndex, indexSettings, parsePipConfigList } from '../pipeline/envs/index/settings.js';
-import { UV_VERSION } from '../pipeline/envs/index/uv.js';
+import { UV_VERSION, uvBinary } from '../pipeline/envs/index/uv.js';
 import type { LedgerEntry } from '../pipeline/runtime/ledger.js';
 import type { BuildRecord, ResolveRecord, ValidateRecord } from '../pipeline/runtime/records.js';
-import { oneExactPin } from '../pipeline/stages/resolve.js';
 import { type CliResult, cli, gitRepo, sql, tempDir } from './helpers.js';
 
 /** Tiny wheels: [distribution, version, module, requirements], pure Python unless a tag says otherwise. */
@@ -462,13 +461,11 @@ describe('the Python index as a backend', () => {
     expect(resolved.index?.left_out).toEqual(['idna: not on the index at the cut-off']);
   }, 300_000);
 
-  it("keeps the highest of exact pins that cannot all hold (a CI step's branches), pins with markers as they are, and the newer of two ranges uv says conflict", () => {
-    expect(oneExactPin(['triton==3.2', 'torch>=2', 'triton==3.4', 'Triton == 3.10', 'six==1.16; python_version<"3"', 'six==1.17'])).toEqual([
-      'torch>=2',
-      'Triton == 3.10',
-      'six==1.16; python_version<"3"',
-      'six==1.17',
-    ]);
+  it('drops the older of two branches uv says conflict, exact pins or ranges, and never a line with markers', () => {
+    // Exact pins of a CI step's branches (skorch's triton 3.2 and 3.4): uv names them as written.
+    const pins = 'Because you require triton==3.2 and triton==3.10, we can conclude that your requirements are unsatisfiable.';
+    expect(olderBranch(pins, ['torch>=2', 'Triton == 3.10', 'triton==3.2'])).toBe('triton==3.2');
+    expect(olderBranch(pins, ['triton==3.2; python_version<"3"', 'triton==3.10'])).toBeUndefined();
     // Ranges of two CI branches (asyncer's anyio 3 and anyio 4 jobs): uv names them; the older goes.
     const said =
       'Because you require anyio>=3.4.0,<4.0 and anyio>=4.0.0,<5.0, we can conclude that your requirements are unsatisfiable. (No solution found when resolving dependencies)';
@@ -588,6 +585,24 @@ describe('the Python index as a backend', () => {
         ),
       });
       expect(await lock(['wl-gamma-dist'])).toMatchObject({ lock: [{ name: 'wl-gamma-dist', url: expect.stringMatching(/^file:\/\//) }] });
+    } finally {
+      delete process.env.WORLDLINE_INDEX_CACHE;
+    }
+  }, 300_000);
+
+  it('locks past two branches of one requirement that cannot both hold: the newer kept, the older named in left_out', async () => {
+    const settings = { ...indexSettings(index.url, new Map())!, cert: trusted };
+    process.env.WORLDLINE_INDEX_CACHE = join(dir, 'index-cache');
+    try {
+      const uv = await uvBinary(() => {});
+      // Two exact pins (a CI step's `if ... triton==3.2 elif ... triton==3.4`) and two ranges (two matrix jobs).
+      const requirements = ['wl-alpha', 'wl-beta==0.5', 'Wl-Beta == 1.0', 'wl-delta<1', 'wl-delta>=1'];
+      const locked = await lockRequirements({ uv, settings, requirements, python: '3.11', excludeNewer: COMMIT_DATE });
+      expect('lock' in locked && locked.lock.map((d) => `${d.name}==${d.version}`).sort()).toEqual(['wl-alpha==1.0', 'wl-beta==1.0', 'wl-delta==1.0']);
+      expect([...locked.leftOut].sort()).toEqual([
+        'wl-beta==0.5: the older branch of a requirement asked for twice',
+        'wl-delta<1: the older branch of a requirement asked for twice',
+      ]);
     } finally {
       delete process.env.WORLDLINE_INDEX_CACHE;
     }

@@ -25,14 +25,13 @@ import { installPlan } from '../envs/plan/install_plan.js';
 import { versionAt } from '../envs/plan/scm_version.js';
 import { readRepairedEnv } from '../envs/repair/cache.js';
 import { normalizeName, requirementName } from '../envs/requirements/names.js';
-import { compareVersions, parseVersion } from '../envs/requirements/pep440.js';
 import { mirrorPath, outLayout } from '../runtime/layout.js';
 import { DEBIAN_SUITES, type LockedDist, PYTHON_VERSIONS, type Unit } from '../runtime/manifest.js';
 import type { ResolveRecord } from '../runtime/records.js';
 import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
 
 /** Bump when what a resolve record holds changes in a way the key's other fields do not show (it keys the repaired environments too). */
-const RESOLVE_REVISION = 7;
+const RESOLVE_REVISION = 8;
 
 /** The backend install needs pip beside the backend's own packages. */
 const PIP = 'python3-pip';
@@ -57,33 +56,7 @@ function indexRequirements(resolution: Resolution, all: boolean): { requirements
   const requirements = resolution.unresolved.map((u) => u.requirement).filter((r) => !unwanted(r));
   const replaced = new Set(resolution.packages.filter((p) => all || p.asked.every((a) => !a.satisfied)).map((p) => p.package));
   for (const p of resolution.packages) if (replaced.has(p.package)) requirements.push(...p.asked.map((a) => a.requirement));
-  return { requirements: oneExactPin([...new Set(requirements.map(released))]).sort(), replaced };
-}
-
-/**
- * Requirements that pin one distribution to different exact versions (and no markers) cannot all
- * hold: they are alternatives, as a CI step's `if torch < 2.7: pip install "triton==3.2" elif ...:
- * "triton==3.4"` (skorch), which the evidence reader cannot choose between. The highest pin stays:
- * the branch of the newest stack, nearest what a cut-off resolves the rest to.
- */
-export function oneExactPin(requirements: string[]): string[] {
-  const pinOf = (r: string) => /^([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*==\s*([^\s,;*]+)$/.exec(r.trim());
-  const highest = new Map<string, { version: string; requirement: string }>();
-  for (const r of requirements) {
-    const pin = pinOf(r);
-    if (!pin) continue;
-    const name = normalizeName(pin[1]);
-    const seen = highest.get(name);
-    try {
-      if (!seen || compareVersions(parseVersion(pin[2]), parseVersion(seen.version)) > 0) highest.set(name, { version: pin[2], requirement: r });
-    } catch {
-      // Not a PEP 440 version: uv says what is wrong with it.
-    }
-  }
-  return requirements.filter((r) => {
-    const pin = pinOf(r);
-    return !pin || !highest.has(normalizeName(pin[1])) || highest.get(normalizeName(pin[1]))!.requirement === r;
-  });
+  return { requirements: [...new Set(requirements.map(released))].sort(), replaced };
 }
 
 /**

@@ -156,9 +156,11 @@ function lowerBound(specs: Specifier[]): Version {
 /**
  * The requirement line to drop when uv says two the project asks for cannot hold together
  * (`Because you require anyio>=3.4.0,<4.0 and anyio>=4.0.0,<5.0, ... unsatisfiable`): branches of
- * a CI matrix (asyncer installs anyio 3 in one job and 4 in another) that the evidence reader
- * cannot choose between. The older branch goes, as oneExactPin keeps the highest pin; undefined
- * when the message is another or names no line of `requirements`.
+ * a CI matrix the evidence reader cannot choose between, two ranges (asyncer installs anyio 3 in
+ * one job and 4 in another) or two exact pins (skorch's `if torch < 2.7: pip install
+ * "triton==3.2" elif ...: "triton==3.4"`). The older branch goes: the newest stack's, nearest what
+ * a cut-off resolves the rest to, stays. Undefined when the message is another or names no line of
+ * `requirements` (a line with markers is the project's own choice, never dropped).
  */
 export function olderBranch(failure: string, requirements: string[]): string | undefined {
   const m = /Because you require (\S+) and (\S+), we can conclude that your requirements are unsatisfiable/.exec(failure);
