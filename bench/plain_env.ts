@@ -18,7 +18,7 @@
  * Results are JSON Lines, one per repository, appended as each finishes: a rerun skips those already
  * there (--fresh starts over; --table prints the table of what is there and runs nothing). Repositories
  * marked held out in repos.tsv (beside the manifest) are reported apart: they were kept out of tuning.
- * The manifest names local git folders: bench/fixtures/envs-index/make-manifest.sh writes it from
+ * The manifest names local git folders: bench/fixtures/make-manifest.sh bench/fixtures/envs-index writes it from
  * repos.tsv on a machine (from snapshots the `fetch` tool brought, or clones where GitHub is reachable).
  */
 import { spawnSync } from 'node:child_process';
