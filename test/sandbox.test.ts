@@ -85,6 +85,22 @@ describe('the sandbox', () => {
     // The tmpfs (1 GiB) fills before the file-size limit would: either way no file passes 1 GiB.
     expect(Number(readResult(work, 'big'))).toBeLessThanOrEqual(1 << 30);
   });
+  it('tells model hubs every run is offline (they fail at once instead of retrying), unless the unit sets otherwise', async () => {
+    const work = tempDir('offline');
+    const res = await runSandboxed({
+      image: inject('base311'),
+      cmd: ['sh', '-c', 'echo "$HF_HUB_OFFLINE $HF_DATASETS_OFFLINE $TRANSFORMERS_OFFLINE" > /worldline/out/hub'],
+      work,
+      vars: { TRANSFORMERS_OFFLINE: '0' },
+      srcLayout: false,
+      limits: { memoryMb: 256, pids: 64, cpus: 1 },
+      timeoutMs: 120_000,
+      labels: { 'worldline.stage': 'test-sandbox' },
+    });
+    expect(res.exitCode, res.output).toBe(0);
+    expect(readResult(work, 'hub')).toBe('1 1 0\n');
+  });
+
   it("names no folder of the host's checkout in its mount table, and gives every run an empty /etc/ld.so.preload", async () => {
     const work = tempDir('mountinfo');
     const res = await inBase(

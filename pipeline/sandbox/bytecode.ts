@@ -28,6 +28,7 @@
  * Pycs are keyed to the source path: everything is compiled at the paths runs use (/repo, /usr).
  */
 import { shQuote } from '../../core/shell.js';
+import { OFFLINE_VARS } from './offline_vars.js';
 
 /** Where an environment image keeps its bytecode; set as PYTHONPYCACHEPREFIX in the image. */
 export const PYCACHE_PREFIX = '/opt/worldline/pyc';
@@ -42,12 +43,13 @@ export const COLLECT_MARKS = { start: '==== worldline: collect-only ====', end: 
  * Shell lines (run as root in /repo once the checkout is committed and copied to the pristine one)
  * filling the prefix. Failures are ignored: a file that does not compile or a suite that does not
  * collect is compiled at run time, as before. The collection runs with the unit's pytest arguments
- * and variables, as its runs will, and its output goes to the build's output between COLLECT_MARKS:
- * what stopped it is what the build repairs in an inferred environment.
+ * and variables, the model hubs said offline, as its runs will, and its output goes to the
+ * build's output between COLLECT_MARKS: what stopped it is what the build repairs in an inferred
+ * environment.
  */
 export function bytecodeScript(srcLayout: boolean, pytestArgs: string[], vars: Record<string, string>): string[] {
   const stdlib = `python3 -c 'import os, sys; print("\\n".join(p for p in sys.path[1:] if os.path.isdir(p)))'`;
-  const env = Object.entries({ ...vars, PYTHONPATH: [srcLayout ? '/repo/src' : '', vars.PYTHONPATH].filter(Boolean).join(':') })
+  const env = Object.entries({ ...OFFLINE_VARS, ...vars, PYTHONPATH: [srcLayout ? '/repo/src' : '', vars.PYTHONPATH].filter(Boolean).join(':') })
     .map(([k, v]) => `${k}=${shQuote(v)}`)
     .join(' ');
   return [

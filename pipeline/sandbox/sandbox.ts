@@ -19,6 +19,7 @@ import type Docker from 'dockerode';
 import { JOB_LABEL, OUT_LABEL, onEngineLoss } from '../runtime/job_scope.js';
 import { DEFAULTS } from '../runtime/options.js';
 import { docker, engineDisturbedBy, newContainer, tarStream } from './engine.js';
+import { OFFLINE_VARS } from './offline_vars.js';
 import { emptyFile, expandOurPython, libDir, OUR_PYTHON, type OurPython, ourEnv, ourPython, suiteEnvChange } from './our_python.js';
 import { ToolServer } from './tool_server.js';
 import { tracersDir } from './tracers.js';
@@ -257,9 +258,10 @@ export interface SandboxLimits {
 const toRunLimits = (l: SandboxLimits): RunLimits => ({ memoryBytes: l.memoryMb * 1024 * 1024, pids: l.pids, cpus: l.cpus });
 
 /**
- * The environment every sandboxed run gets, over the unit's own `vars`: the repository's src/ on
- * the import path when it has that layout, hashing and time zone fixed so a run is reproducible,
- * no bytecode written into the checkout. Our own Python is never on PYTHONPATH: our programs find
+ * The environment every sandboxed run gets, over the unit's own `vars`: model hubs said offline
+ * (offline_vars.ts) unless the unit says otherwise, the repository's src/ on the import path when
+ * it has that layout, hashing and time zone fixed so a run is reproducible, no bytecode written
+ * into the checkout. Our own Python is never on PYTHONPATH: our programs find
  * their modules beside them (/worldline/lib is a script's sys.path[0]), and a test's subprocess,
  * or a test itself, must not find a module of ours by accident (worldline_pytest.py takes
  * /worldline/lib off sys.path too).
@@ -267,6 +269,7 @@ const toRunLimits = (l: SandboxLimits): RunLimits => ({ memoryBytes: l.memoryMb 
 function standardEnv(vars: Record<string, string>, srcLayout: boolean, extra: Record<string, string> = {}): Record<string, string> {
   const pythonPath = [srcLayout ? '/repo/src' : '', vars.PYTHONPATH].filter(Boolean).join(':');
   return {
+    ...OFFLINE_VARS,
     ...vars,
     ...(pythonPath ? { PYTHONPATH: pythonPath } : {}),
     PYTHONHASHSEED: '0',
@@ -445,7 +448,7 @@ export class SandboxSession {
       Labels: opts.labels,
       HostConfig: hostConfig([`${libDir()}:/worldline/lib:ro`, ...py.binds], limits),
     });
-    const session = new SandboxSession(container, py, opts.env);
+    const session = new SandboxSession(container, py, { ...OFFLINE_VARS, ...opts.env });
     try {
       await container.start();
       const script = opts.setup ? `${PREPARE_REPO} || exit $?\n${opts.setup.script}` : PREPARE_REPO;
