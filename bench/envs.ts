@@ -9,7 +9,7 @@
  * where resolve must answer from its cache (under 1 s) and no build repairs again. `--hand-out DIR`
  * reads the hand-written environments' results from an output folder a run already wrote.
  *
- *   node dist/bench/envs.js [--manifest bare.jsonl] [--hand hand.jsonl | --hand-out DIR] [--dir /tmp/worldline-bench-envs] [--fresh]
+ *   node dist/bench/envs.js [--manifest bare.jsonl] [--hand hand.jsonl | --hand-out DIR] [--dir /tmp/worldline-bench-envs] [--fresh] [--index-for all]
  *   node dist/bench/envs.js --set bench/fixtures/envs-index ...   (issue 41's set: bench/envs_set.ts)
  *
  * Without --manifest it lays out Debian corpus projects (test/corpus.ts) bare: their package folder
@@ -38,6 +38,8 @@ const { values: args } = parseArgs({
     projects: { type: 'string', default: 'isodate,hyperlink,jsonschema,traitlets' },
     dir: { type: 'string', default: '/tmp/worldline-bench-envs' },
     fresh: { type: 'boolean', default: false },
+    // The bare lines with every requirement from the index (worldline's --index-for all) instead of Debian first.
+    'index-for': { type: 'string' },
     // Issue 41's set (bench/envs_set.ts): Debian alone, the index and the plain script side by side.
     set: { type: 'string' },
     modes: { type: 'string', default: 'none,auto' },
@@ -71,12 +73,17 @@ const CLI = join(packageRoot, 'dist/bin/worldline.js');
 
 function run(manifest: string, out: string, stages: string): number {
   const started = Date.now();
-  const res = spawnSync(process.execPath, [CLI, 'run', '--manifest', manifest, '--out', out, '--stages', stages, '--licenses', '*', '--progress', 'json'], {
-    stdio: ['ignore', 'ignore', 'inherit'],
-    // The repaired environments this bench finds are its own (--fresh starts with none): the first
-    // folder repairs, the second must find them.
-    env: { ...process.env, WORLDLINE_RESOLUTIONS: join(dir, 'resolutions') },
-  });
+  const indexFor = args['index-for'] ? ['--index-for', args['index-for']] : [];
+  const res = spawnSync(
+    process.execPath,
+    [CLI, 'run', '--manifest', manifest, '--out', out, '--stages', stages, '--licenses', '*', '--progress', 'json', ...indexFor],
+    {
+      stdio: ['ignore', 'ignore', 'inherit'],
+      // The repaired environments this bench finds are its own (--fresh starts with none): the first
+      // folder repairs, the second must find them.
+      env: { ...process.env, WORLDLINE_RESOLUTIONS: join(dir, 'resolutions') },
+    },
+  );
   if (res.status !== 0 && res.status !== 1) process.stderr.write(`bench: worldline run exited ${res.status}\n`);
   return (Date.now() - started) / 1000;
 }

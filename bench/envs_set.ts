@@ -190,7 +190,10 @@ const KINDS: [string, RegExp][] = [
   ['Debian package', /Unable to locate package|apt-get/],
   ['compiler', /gcc|compil|Failed building wheel/i],
   ['CUDA', /CUDA_HOME|nvcc|libcuda|CUDA driver/i],
-  ['hub download', /huggingface\.co|hf_hub|HF_HUB_OFFLINE|LocalEntryNotFound|urlopen|Name or service not known|Temporary failure in name resolution/i],
+  [
+    'hub download',
+    /huggingface\.co|hf_hub|HF_HUB_OFFLINE|offline mode|LocalEntryNotFound|urlopen|Name or service not known|Temporary failure in name resolution/i,
+  ],
   ['time limit', /timed out|within \d+ ?s|timeout/i],
   ['module missing', /No module named|ModuleNotFoundError|ImportError/],
   ['modules did not collect', /module\(s\) did not collect/],
