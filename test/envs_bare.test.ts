@@ -95,6 +95,30 @@ describe('bare manifest lines', () => {
   const entry = <R>(o: string, stage: string, name: string) =>
     JSON.parse(readFileSync(join(o, 'ledger', stage, `${unitOf(name).unit_id}.json`), 'utf8')) as LedgerEntry<R>;
 
+  /** One repository through clone..validate, Debian alone, into a folder of its own: its records by stage. */
+  const validated = async (name: string, repo: string) => {
+    const lines = join(dir, `${name}.jsonl`);
+    writeFileSync(lines, `${JSON.stringify({ repo })}\n`);
+    const o = join(dir, `${name}-out`);
+    const res = await cli([
+      'run',
+      '--manifest',
+      lines,
+      '--out',
+      o,
+      '--stages',
+      'clone,resolve,build,validate',
+      '--licenses',
+      '*',
+      '--pip-index',
+      'none',
+      '--json',
+    ]);
+    expect(res.code, res.stderr).toBe(0);
+    const [unit] = (JSON.parse(res.stdout) as RunJson).units;
+    return <R>(stage: string) => (JSON.parse(readFileSync(join(o, 'ledger', stage, `${unit.unit_id}.json`), 'utf8')) as LedgerEntry<R>).record;
+  };
+
   beforeAll(async () => {
     dir = tempDir('envs-bare');
     const scripted = gitRepo(join(dir, 'scripted-app'), SCRIPTED);
@@ -202,28 +226,30 @@ describe('bare manifest lines', () => {
       ].join('\n'),
       'tests/test_fast.py': 'from c_ext._fast import twice\n\n\ndef test_twice():\n    assert twice(21) == 42\n',
     });
-    const lines = join(dir, 'c-ext.jsonl');
-    writeFileSync(lines, `${JSON.stringify({ repo })}\n`);
-    const o = join(dir, 'c-ext-out');
-    const res = await cli([
-      'run',
-      '--manifest',
-      lines,
-      '--out',
-      o,
-      '--stages',
-      'clone,resolve,build,validate',
-      '--licenses',
-      '*',
-      '--pip-index',
-      'none',
-      '--json',
-    ]);
-    expect(res.code, res.stderr).toBe(0);
-    const [unit] = (JSON.parse(res.stdout) as RunJson).units;
-    const record = <R>(stage: string) => (JSON.parse(readFileSync(join(o, 'ledger', stage, `${unit.unit_id}.json`), 'utf8')) as LedgerEntry<R>).record;
+    const record = await validated('c-ext', repo);
     expect(record<ResolveRecord>('resolve')?.env?.apt).toEqual(expect.arrayContaining(['gcc', 'libc6-dev', 'python3-dev']));
     expect(record<BuildRecord>('build')?.install?.method).toBe('backend');
     expect(record<ValidateRecord>('validate')).toMatchObject({ collected: 1, passed: 1 });
+  }, 900_000);
+
+  it("sets aside a test module that writes into an installed package's folder at import, as the runs' user cannot", async () => {
+    // As nnsight does (its log beside its code), which cost SAELens every test: the build's collect-only
+    // run, as root, did not fail there, and validate stopped at collection.
+    const repo = gitRepo(join(dir, 'writes-site'), {
+      'tests/test_writes.py': [
+        'import os',
+        '',
+        "open(os.path.join(os.path.dirname(os.__file__), 'writes-site.log'), 'a').close()",
+        '',
+        '',
+        'def test_never():',
+        '    pass',
+        '',
+      ].join('\n'),
+      'tests/test_plain.py': 'def test_plain():\n    assert 1 + 1 == 2\n',
+    });
+    const record = await validated('writes-site', repo);
+    expect(record<BuildRecord>('build')?.env?.pytest_args).toContain('--continue-on-collection-errors');
+    expect(record<ValidateRecord>('validate')).toMatchObject({ collected: 1, passed: 1, collect_errors: 1 });
   }, 900_000);
 });

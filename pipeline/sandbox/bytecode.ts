@@ -29,6 +29,7 @@
  */
 import { shQuote } from '../../core/shell.js';
 import { OFFLINE_VARS } from './offline_vars.js';
+import { SANDBOX_UID } from './sandbox.js';
 
 /** Where an environment image keeps its bytecode; set as PYTHONPYCACHEPREFIX in the image. */
 export const PYCACHE_PREFIX = '/opt/worldline/pyc';
@@ -62,8 +63,12 @@ export function bytecodeScript(srcLayout: boolean, pytestArgs: string[], vars: R
     // Collecting imports every test module through pytest's rewriting hook, which writes its cache.
     // /repo here is the image's own copy, hidden by each container's own /repo and already copied
     // to the pristine checkout, so what a conftest writes while collecting reaches no run.
+    // It runs as the user every run is (sandbox.ts), with its HOME: what a test module cannot do
+    // there at import (write into its package's folder, as nnsight's log does under SAELens)
+    // stops its collection here too, where the build can still set the module aside.
+    `mkdir -p ${PYCACHE_PREFIX} && chown -R ${SANDBOX_UID}:${SANDBOX_UID} /repo ${PYCACHE_PREFIX}`,
     `echo ${shQuote(COLLECT_MARKS.start)}`,
     // Its end is what says why it stopped (the errors come after the node ids): the last 256 KiB, then its exit status.
-    `( set +e; env ${env} timeout ${COLLECT_TIMEOUT_S} python3 -m pytest --collect-only -q -p no:cacheprovider ${pytestArgs.map(shQuote).join(' ')} </dev/null 2>&1; echo "${COLLECT_MARKS.end}$? ====" ) | tail -c 262144`,
+    `( set +e; env ${env} HOME=/tmp timeout ${COLLECT_TIMEOUT_S} setpriv --reuid=${SANDBOX_UID} --regid=${SANDBOX_UID} --clear-groups python3 -m pytest --collect-only -q -p no:cacheprovider ${pytestArgs.map(shQuote).join(' ')} </dev/null 2>&1; echo "${COLLECT_MARKS.end}$? ====" ) | tail -c 262144`,
   ];
 }
