@@ -8,7 +8,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import { createServer, type Server } from 'node:https';
 import { type AddressInfo, connect } from 'node:net';
@@ -45,6 +45,10 @@ const WHEELS: [string, string, string, string[], string?][] = [
   ['wl-dual', '1.0', 'dual', [], 'cp313-cp313-manylinux_2_17_x86_64'],
   // Built for CPython 3.11 only, as a pin that predates a newer Python's wheels.
   ['wl-native', '1.0', 'native', [], 'cp311-cp311-manylinux_2_17_x86_64'],
+  // Debian compiles python3-scipy against its python3-numpy: a lock whose tree has numpy (wl-kappa's) takes scipy from the index too.
+  ['wl-kappa', '1.0', 'kappa', ['numpy>=9']],
+  ['numpy', '9.0', 'numpy', []],
+  ['scipy', '9.0', 'scipy', ['numpy']],
 ];
 const UPLOADED: Record<string, string> = { 'wl-beta-2.0': '2023-01-01T00:00:00Z', 'wl-sdist-2.0.tar.gz': '2023-01-01T00:00:00Z' };
 const COMMIT_DATE = '2022-06-01T12:00:00Z';
@@ -228,7 +232,9 @@ describe('the Python index as a backend', () => {
     // A distribution published only as sdists (its backend runs code to build it), 2.0 after the cut-off.
     for (const version of ['1.0', '2.0']) execFileSync('python3', [join(packageRoot, 'test', 'fixtures', 'make_sdist.py'), wheels, version]);
     // An sdist that names no build backend (setuptools, then, which this index does not have).
-    execFileSync('tar', ['-czf', join(wheels, 'wl_nosetup-1.0.tar.gz'), '-C', dir, '--transform', 's,^wheels,wl_nosetup-1.0,', '--no-recursion', 'wheels']);
+    // Written beside the folder it archives, then moved in: tar reading a folder it writes into can fail ("file changed as we read it").
+    execFileSync('tar', ['-czf', join(dir, 'wl_nosetup-1.0.tar.gz'), '-C', dir, '--transform', 's,^wheels,wl_nosetup-1.0,', '--no-recursion', 'wheels']);
+    renameSync(join(dir, 'wl_nosetup-1.0.tar.gz'), join(wheels, 'wl_nosetup-1.0.tar.gz'));
     // uv as the mirror would serve it: fetched here through this host's own pip configuration.
     execFileSync('python3', [
       '-m',
@@ -486,6 +492,16 @@ describe('the Python index as a backend', () => {
     // idna is Debian's alone; six came in with wl-epsilon's tree, and Debian's is left out.
     expect(resolved.env?.apt).toEqual(['python3-idna']);
     expect(resolved.index?.instead_of_debian).toEqual(['python3-six']);
+  }, 300_000);
+
+  it('takes a compiled Debian package from the index when the lock shadows the compiled one it was built against, and says why', async () => {
+    const res = await run(project('index-abi', ['scipy', 'wl-kappa', 'idna']), 'out17', 'clone,resolve', trusted);
+    expect(res.code, `${res.stdout}\n${res.stderr}`).toBe(0);
+    const resolved = entry<ResolveRecord>(join(dir, 'out17'), 'resolve').record!;
+    // Debian meets scipy, but its build needs Debian's numpy, which the lock's numpy 9.0 (wl-kappa's) would shadow.
+    expect(resolved.env?.lock?.map((d) => `${d.name}==${d.version}`).sort()).toEqual(['numpy==9.0', 'scipy==9.0', 'wl-kappa==1.0']);
+    expect(resolved.env?.apt).toEqual(['python3-idna']);
+    expect(resolved.index?.moved_to_index).toEqual(["python3-scipy: built against Debian's python3-numpy, which the lock's numpy 9.0 shadows"]);
   }, 300_000);
 
   it("takes the index by default when this host's pip reaches one, Debian alone when it does not", async () => {

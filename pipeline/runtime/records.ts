@@ -69,6 +69,8 @@ export interface ResolveRecord {
     from_sdist?: string[];
     /** Debian packages left out because the lock has every project they were asked for (the lock's versions were resolved together). */
     instead_of_debian?: string[];
+    /** Debian packages taken from the index instead: compiled against a Debian package the lock shadows (python3-torchvision under the index's torch), each with why. */
+    moved_to_index?: string[];
   };
 }
 

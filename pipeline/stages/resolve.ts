@@ -31,7 +31,7 @@ import type { ResolveRecord } from '../runtime/records.js';
 import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
 
 /** Bump when what a resolve record holds changes in a way the key's other fields do not show (it keys the repaired environments too). */
-const RESOLVE_REVISION = 8;
+const RESOLVE_REVISION = 9;
 
 /** The backend install needs pip beside the backend's own packages. */
 const PIP = 'python3-pip';
@@ -42,6 +42,12 @@ const PIP = 'python3-pip';
 const COMPILER = ['gcc', 'g++', 'libc6-dev', 'python3-dev'];
 
 /**
+ * A local version label (`torch==2.0+cpu`) names a build on a vendor's own index; the index's
+ * release of that version (`==2.0` matches it and its local builds) is the nearest.
+ */
+const released = (r: string) => r.replace(/(==\s*[^\s,;+]+)\+[A-Za-z0-9.]+/g, '$1');
+
+/**
  * With a package index, what Debian cannot meet comes from it: every requirement no package of the
  * suite ships, and those whose bounds its package misses (that package then stays out, the index
  * gives the version asked for in its place, as long as nothing else asked for it). With `all`
@@ -50,9 +56,6 @@ const COMPILER = ['gcc', 'g++', 'libc6-dev', 'python3-dev'];
 function indexRequirements(resolution: Resolution, all: boolean): { requirements: string[]; replaced: Set<string> } {
   // Plugins that reorder the tests on every run (they would make each run a different suite).
   const unwanted = (r: string) => /^pytest[-_.]random(ly|[-_.]order)\b/i.test(r);
-  // A local version label (`torch==2.0+cpu`) names a build on a vendor's own index; the index's
-  // release of that version (`==2.0` matches it and its local builds) is the nearest.
-  const released = (r: string) => r.replace(/(==\s*[^\s,;+]+)\+[A-Za-z0-9.]+/g, '$1');
   const requirements = resolution.unresolved.map((u) => u.requirement).filter((r) => !unwanted(r));
   const replaced = new Set(resolution.packages.filter((p) => all || p.asked.every((a) => !a.satisfied)).map((p) => p.package));
   for (const p of resolution.packages) if (replaced.has(p.package)) requirements.push(...p.asked.map((a) => a.requirement));
@@ -91,6 +94,49 @@ interface Locked {
   tried: string[];
   leftOut: string[];
   fromSdist: string[];
+  /** Debian packages taken from the index instead, for what they were compiled against (builtAgainstLocked), each with why. */
+  moved: string[];
+}
+
+/** How many times the Debian packages built against the lock's projects are moved to the index and the tree locked again. */
+const MAX_MOVES = 3;
+
+/**
+ * The compiled Debian packages the unit would keep that depend on a compiled Debian package the lock
+ * shadows (its wheel of the same project comes first on the path): Debian's python3-torchvision,
+ * built for Debian's torch, segfaults at import under the index's torch 2.8.0 (lightly, in
+ * collection). Each, with why.
+ */
+function builtAgainstLocked(
+  resolution: Resolution,
+  replaced: Set<string>,
+  lock: LockedDist[],
+  index: DebianIndex,
+): { package: string; asked: string[]; why: string }[] {
+  const shadowed = new Map<string, string>();
+  for (const d of lock) {
+    const name = normalizeName(d.name);
+    for (const pkg of [...(index.distInfo.get(name) ?? []).map(([p]) => p), index.dhPython.get(name)]) if (pkg) shadowed.set(pkg, `${d.name} ${d.version}`);
+  }
+  const locked = new Set(lock.map((d) => normalizeName(d.name)));
+  return (
+    resolution.packages
+      // One whose every asker the lock has is left out anyway (lockedInstead).
+      .filter((p) => !replaced.has(p.package) && !p.asked.every((a) => locked.has(requirementName(a.requirement))))
+      .flatMap((p) => {
+        // Only a compiled package on a compiled one: pure Python on either side sees no ABI.
+        const on = index.compiledDepends.get(p.package)?.find((q) => shadowed.has(q) && index.compiledDepends.has(q));
+        return on
+          ? [
+              {
+                package: p.package,
+                asked: p.asked.map((a) => released(a.requirement)),
+                why: `${p.package}: built against Debian's ${on}, which the lock's ${shadowed.get(on)} shadows`,
+              },
+            ]
+          : [];
+      })
+  );
 }
 
 /**
@@ -112,15 +158,38 @@ async function lockedBase(
   for (const base of first.bases) {
     const resolution = base.suite === first.suite ? first : resolveDebian(evidence, [indexes.find((i) => i.suite === base.suite)!]);
     const fromIndex = indexRequirements(resolution, ctx.options.indexFor === 'all');
-    if (!fromIndex.requirements.length) return { resolution, fromIndex, lock: [], tried, leftOut: [], fromSdist: [] };
+    if (!fromIndex.requirements.length) return { resolution, fromIndex, lock: [], tried, leftOut: [], fromSdist: [], moved: [] };
     // Fetched only for a unit that needs the index: a unit Debian meets whole costs nothing more.
     uv ??= await uvBinary(ctx.log);
-    const locked = await lockRequirements({ uv, settings, requirements: fromIndex.requirements, python: base.python, excludeNewer: cutoff });
+    const lock = (requirements: string[]) => lockRequirements({ uv: uv!, settings, requirements, python: base.python, excludeNewer: cutoff });
+    let locked = await lock(fromIndex.requirements);
+    const moved: string[] = [];
+    const index = indexes.find((i) => i.suite === base.suite)!;
+    for (let round = 0; 'lock' in locked && round < MAX_MOVES; round++) {
+      const clash = builtAgainstLocked(resolution, fromIndex.replaced, locked.lock, index);
+      if (!clash.length) break;
+      const requirements = [...new Set([...fromIndex.requirements, ...clash.flatMap((c) => c.asked)])].sort();
+      const again = await lock(requirements);
+      // Kept as Debian has them, and said so, when their projects do not lock with the tree.
+      if ('failure' in again) {
+        moved.push(...clash.map((c) => `${c.why}; kept from Debian: the index gives no lock with it (${again.failure.slice(0, 200)})`));
+        break;
+      }
+      // One the index has no file of at the cut-off is left out of the lock, and Debian still gives it (below).
+      const excluded = new Set(again.excluded);
+      for (const c of clash) {
+        const kept = c.asked.every((a) => excluded.has(requirementName(a)));
+        if (!kept) fromIndex.replaced.add(c.package);
+        moved.push(kept ? `${c.why}; kept from Debian: the index has none of it at the cut-off` : c.why);
+      }
+      fromIndex.requirements = requirements;
+      locked = again;
+    }
     if ('lock' in locked) {
       // What the index left out (no wheel at the cut-off, not there at all) Debian still gives, where it has it.
       const out = new Set(locked.excluded);
       for (const p of resolution.packages) if (p.asked.some((a) => out.has(requirementName(a.requirement)))) fromIndex.replaced.delete(p.package);
-      return { resolution, fromIndex, lock: locked.lock, tried, leftOut: locked.leftOut, fromSdist: locked.fromSdist };
+      return { resolution, fromIndex, lock: locked.lock, tried, leftOut: locked.leftOut, fromSdist: locked.fromSdist, moved };
     }
     tried.push(`python ${base.python}: ${locked.failure}`);
     if (!locked.unsolvable) break;
@@ -223,6 +292,7 @@ export const resolveStage: Stage<'resolve'> = {
               ...(locked.leftOut.length ? { left_out: locked.leftOut } : {}),
               ...(locked.fromSdist.length ? { from_sdist: locked.fromSdist } : {}),
               ...(instead.size ? { instead_of_debian: [...instead].sort() } : {}),
+              ...(locked.moved.length ? { moved_to_index: locked.moved } : {}),
             },
           }
         : {}),

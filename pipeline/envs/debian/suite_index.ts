@@ -3,7 +3,8 @@
  * under cacheDir()/debian/<suite>/:
  *  - dh-python's PyPI-to-Debian mapping (`/usr/share/dh-python/dist/cpython3_fallback` in that
  *    suite's dh-python package: the map Debian's packaging tools themselves use);
- *  - the binary Packages index: every package's version, and who Provides a virtual name;
+ *  - the binary Packages index: every package's version, who Provides a virtual name, and the
+ *    python3-* packages each compiled (Architecture: any) python3-* package Depends on;
  *  - the Contents indexes (all + amd64), kept only for usr/lib/python3*: the dist-info/egg-info
  *    names each package installs (with their upstream versions) and the import names it ships.
  * The reduced form is keyed by FORMAT and the SHA256 of the files it was read from; that key
@@ -24,7 +25,7 @@ import { debFileText, type Fetched, fetchGzipText, fetchRelease, type Release, s
 import { debianUpstreamVersion } from './version.js';
 
 /** Bump when the reduction below changes: cached indexes of another format are rebuilt. */
-const FORMAT = 1;
+const FORMAT = 2;
 
 const PACKAGES = 'main/binary-amd64/Packages.gz';
 const CONTENTS = ['main/Contents-all.gz', 'main/Contents-amd64.gz'];
@@ -53,6 +54,12 @@ export interface DebianIndex {
   packages: Map<string, string>;
   /** Virtual python3-* package -> the packages that Provide it. */
   provides: Map<string, string[]>;
+  /**
+   * Every compiled python3-* package (Architecture: any) -> the python3-* packages it Depends on,
+   * every alternative named: what its extension modules may be built against (python3-torchvision
+   * on python3-torch), which a wheel of the same project on the path would not match.
+   */
+  compiledDepends: Map<string, string[]>;
 }
 
 /** The cached file: sorted entry lists, so equal data is an equal file. */
@@ -70,6 +77,7 @@ interface Stored {
   modules: [string, string[]][];
   packages: [string, string][];
   provides: [string, string[]][];
+  compiledDepends: [string, string[]][];
 }
 
 const suiteDir = (suite: DebianSuite) => join(cacheDir(), 'debian', suite);
@@ -87,14 +95,18 @@ const releaseKey = (release: Release) => hashOf({ format: FORMAT, files: [PACKAG
 interface PackagesData {
   packages: Map<string, string>;
   provides: Map<string, Set<string>>;
+  compiledDepends: Map<string, string[]>;
   dhPython?: { filename: string; sha256: string };
 }
 
-const FIELDS = Object.fromEntries(['Package', 'Version', 'Provides', 'Filename', 'SHA256'].map((f) => [f, new RegExp(`^${f}: (.*)$`, 'm')]));
+const FIELDS = Object.fromEntries(
+  ['Package', 'Version', 'Provides', 'Filename', 'SHA256', 'Architecture', 'Depends'].map((f) => [f, new RegExp(`^${f}: (.*)$`, 'm')]),
+);
 
 function parsePackages(text: string): PackagesData {
   const packages = new Map<string, string>();
   const provides = new Map<string, Set<string>>();
+  const compiledDepends = new Map<string, string[]>();
   let dhPython: PackagesData['dhPython'];
   for (const stanza of text.split('\n\n')) {
     const field = (name: string) => FIELDS[name].exec(stanza)?.[1];
@@ -106,9 +118,14 @@ function parsePackages(text: string): PackagesData {
       const v = virtual.trim().split(/[\s(]/)[0];
       if (v.startsWith('python3-')) provides.set(v, (provides.get(v) ?? new Set()).add(name));
     }
+    if (name.startsWith('python3-') && field('Architecture') !== 'all') {
+      // "python3-torch (>= 2.6), python3-numpy | python3-numpy-abi9": every alternative's name.
+      const on = (field('Depends') ?? '').split(/[,|]/).map((d) => d.trim().split(/[\s(:]/)[0]);
+      compiledDepends.set(name, [...new Set(on.filter((d) => d.startsWith('python3-') && d !== name))]);
+    }
     if (name === 'dh-python') dhPython = { filename: field('Filename')!, sha256: field('SHA256')! };
   }
-  return { packages, provides, dhPython };
+  return { packages, provides, compiledDepends, dhPython };
 }
 
 function parseDhPython(text: string): Map<string, string> {
@@ -223,6 +240,7 @@ async function build(suite: DebianSuite, release: Release): Promise<Stored> {
     modules: sortedEntries(contents.importNames()).map(([name, pkgs]) => [name, sortedList(pkgs)]),
     packages: sortedEntries(data.packages),
     provides: sortedEntries(data.provides).map(([name, pkgs]) => [name, sortedList(pkgs)]),
+    compiledDepends: sortedEntries(data.compiledDepends).map(([name, pkgs]) => [name, sortedList(pkgs)]),
   };
 }
 
@@ -238,6 +256,7 @@ function fromStored(s: Stored): DebianIndex {
     modules: new Map(s.modules),
     packages: new Map(s.packages),
     provides: new Map(s.provides),
+    compiledDepends: new Map(s.compiledDepends),
   };
 }
 
