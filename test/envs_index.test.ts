@@ -231,6 +231,8 @@ describe('the Python index as a backend', () => {
     ]);
     // A distribution published only as sdists (its backend runs code to build it), 2.0 after the cut-off.
     for (const version of ['1.0', '2.0']) execFileSync('python3', [join(packageRoot, 'test', 'fixtures', 'make_sdist.py'), wheels, version]);
+    // One that locks and does not build (blist, a C extension for old Pythons, in sortedcontainers' requirements).
+    execFileSync('python3', [join(packageRoot, 'test', 'fixtures', 'make_sdist.py'), wheels, '1.0', 'wl-broken', 'broken']);
     // An sdist that names no build backend (setuptools, then, which this index does not have).
     // Written beside the folder it archives, then moved in: tar reading a folder it writes into can fail ("file changed as we read it").
     execFileSync('tar', ['-czf', join(dir, 'wl_nosetup-1.0.tar.gz'), '-C', dir, '--transform', 's,^wheels,wl_nosetup-1.0,', '--no-recursion', 'wheels']);
@@ -442,17 +444,20 @@ describe('the Python index as a backend', () => {
       'import importlib.util\n\nimport sdist\nimport zeta\n\n\ndef test_built():\n' +
       '    assert sdist.VERSION == "1.0" and zeta.VERSION == "1.0"\n' +
       '    assert importlib.util.find_spec("buildtool") is None\n';
-    const deep = await run(project('index-sdist-deep', ['wl-zeta'], [], test), 'out11', 'clone,resolve,build,validate', trusted);
+    // wl-broken's build fails: it alone is left out of the image, named in the build record.
+    const deep = await run(project('index-sdist-deep', ['wl-zeta', 'wl-broken'], [], test), 'out11', 'clone,resolve,build,validate', trusted);
     expect(deep.code, `${deep.stdout}\n${deep.stderr}`).toBe(0);
     const deeper = entry<ResolveRecord>(join(dir, 'out11'), 'resolve').record!;
-    expect(deeper.index?.from_sdist).toEqual(['wl-sdist 1.0']);
+    expect(deeper.index?.from_sdist?.sort()).toEqual(['wl-broken 1.0', 'wl-sdist 1.0']);
     expect(deeper.env?.lock?.map((d) => `${d.name}==${d.version}`).sort()).toEqual([
+      'wl-broken==1.0',
       'wl-buildtool==1.0',
       'wl-gamma-dist==1.0',
       'wl-sdist==1.0',
       'wl-zeta==1.0',
     ]);
     const built = entry<BuildRecord>(join(dir, 'out11'), 'build').record!;
+    expect(built.index?.sdists_not_built).toEqual(['wl-broken']);
     expect(entry<ValidateRecord>(join(dir, 'out11'), 'validate').record, built.image).toMatchObject({ collected: 1, passed: 1 });
     execFileSync('docker', ['rmi', '-f', built.image]);
   }, 900_000);

@@ -113,6 +113,8 @@ export interface BuildRecord {
     stack?: string;
     stack_files?: number;
     stack_built?: boolean;
+    /** Sdists of the lock that did not build in this image (a C extension for older Pythons): left out, each named. */
+    sdists_not_built?: string[];
   };
   /** How the project itself went in (null: a manifest env, or nothing to install). */
   install?: { method: 'backend' | 'metadata'; why: string | null } | null;

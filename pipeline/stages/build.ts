@@ -13,7 +13,7 @@ import { FIXED_COMMIT_ENV } from '../../core/git.js';
 import { hashOf } from '../../core/hashing.js';
 import { shQuote } from '../../core/shell.js';
 import { fetchLocked } from '../envs/index/download.js';
-import { INDEX_MOUNT, installFolder, installStep } from '../envs/index/install.js';
+import { INDEX_MOUNT, installFolder, installStep, SDIST_MARK } from '../envs/index/install.js';
 import { indexSettings } from '../envs/index/settings.js';
 import { uvBinary } from '../envs/index/uv.js';
 import { installCommand } from '../envs/plan/install_plan.js';
@@ -34,8 +34,8 @@ import { firstErrorLine } from '../sandbox/pytest_output.js';
 import { freshWork, PRISTINE_REPO, runAndCommit, SANDBOX_UID } from '../sandbox/sandbox.js';
 import { splitHeavy, stackImage, stackTag } from '../sandbox/stack_images.js';
 
-/** Bump when the Dockerfile below changes shape. */
-const BUILD_REVISION = 8;
+/** Bump when the Dockerfile below or the setup script changes shape (an image of the old shape is not reused). */
+const BUILD_REVISION = 9;
 
 /** A package index given as a folder of wheels goes into the package build's context here. */
 const WHEELS = 'wheels';
@@ -162,6 +162,13 @@ const pipLines = (output: string) =>
     .filter((l) => l.startsWith(PIP_MARK))
     .map((l) => l.slice(PIP_MARK.length).trim());
 
+/** The sdists of the lock that did not build, from a build's output (install.ts's SDIST_MARK lines). */
+const sdistsNotBuilt = (output: string) =>
+  output
+    .split('\n')
+    .filter((l) => l.startsWith(SDIST_MARK))
+    .map((l) => l.slice(SDIST_MARK.length).trim());
+
 /** The collect-only run's output and exit status, from the build's output (bytecode.ts's marks). */
 function collectOf(output: string): Built['collect'] {
   const start = output.lastIndexOf(COLLECT_MARKS.start);
@@ -195,6 +202,7 @@ async function buildOnce(ctx: StageContext, env: UnitEnv, python: PythonVersion,
   };
   let pipInstalled: string[] = [];
   let fromIndex: BuildRecord['index'];
+  let notBuilt: string[] = [];
   const record = (imageId: string): BuildRecord => ({
     image: tag,
     image_id: imageId,
@@ -203,7 +211,7 @@ async function buildOnce(ctx: StageContext, env: UnitEnv, python: PythonVersion,
     pytest_version: base.pytest,
     pytest_timeout: base.pytestTimeout,
     ...(pipInstalled.length ? { pip_installed: pipInstalled } : {}),
-    ...(fromIndex ? { index: fromIndex } : {}),
+    ...(fromIndex ? { index: { ...fromIndex, ...(notBuilt.length ? { sdists_not_built: notBuilt } : {}) } } : {}),
   });
   const logFile = outLayout.log(options.out, 'build', unit.id);
   // Same key, same image: a tag already present (built for another output folder) is reused, and
@@ -213,6 +221,7 @@ async function buildOnce(ctx: StageContext, env: UnitEnv, python: PythonVersion,
     const kept = buildOutputPath(tag);
     const said = existsSync(kept) ? readFileSync(kept, 'utf8') : '';
     pipInstalled = pipLines(said);
+    notBuilt = sdistsNotBuilt(said);
     return { record: record(existing.Id), collect: collectOf(said), install: installOf(said) };
   }
   mkdirSync(outLayout.logDir(options.out, 'build'), { recursive: true });
@@ -326,6 +335,8 @@ async function buildOnce(ctx: StageContext, env: UnitEnv, python: PythonVersion,
     const tail = tailOf(logFile, 3);
     return { failure: `image build failed: ${why}${tail && !setup.timedOut ? ` (last output: ${tail})` : ''}`, ...none };
   }
+  notBuilt = sdistsNotBuilt(said);
+  if (notBuilt.length) ctx.log(`build ${unit.id}: left out, their sdists did not build (the log says why): ${notBuilt.join(', ')}`);
   writeFileAtomic(buildOutputPath(tag), readFileSync(logFile, 'utf8'));
   // The redacted output, as the reused-image path reads it: problems from it reach the ledger and a model's prompt.
   return { record: record(setup.imageId), collect: collectOf(redacted), install: installOf(redacted) };
