@@ -448,7 +448,9 @@ export class SandboxSession {
       Labels: opts.labels,
       HostConfig: hostConfig([`${libDir()}:/worldline/lib:ro`, ...py.binds], limits),
     });
-    const session = new SandboxSession(container, py, { ...OFFLINE_VARS, ...opts.env });
+    // The hubs said offline for every command, by exec or by the server alike.
+    const env = { ...OFFLINE_VARS, ...opts.env };
+    const session = new SandboxSession(container, py, env);
     try {
       await container.start();
       const script = opts.setup ? `${PREPARE_REPO} || exit $?\n${opts.setup.script}` : PREPARE_REPO;
@@ -458,7 +460,7 @@ export class SandboxSession {
         session.server = await ToolServer.start(container, {
           cmd: [...py.argv, '/worldline/lib/tool_server.py'],
           env: session.ours,
-          commands: suiteEnvChange(py.imageEnv, opts.env, Object.keys(session.ours)),
+          commands: suiteEnvChange(py.imageEnv, env, Object.keys(session.ours)),
         });
       const prepared = await session.exec(['sh', '-c', script, 'sh', ...(opts.setup?.args ?? [])], 300, 4096);
       if (prepared.exitCode !== 0) throw new Error(`cannot prepare the session's /repo: ${prepared.output.slice(-500)}`);
