@@ -20,7 +20,7 @@ const isSdist = (d: LockedDist) => !d.filename.endsWith('.whl');
 /** A hash-pinned requirements line: uv takes the name at its version and only with its file's hash. */
 const pinned = (d: LockedDist) => `${d.name}==${d.version} --hash=sha256:${d.sha256}\n`;
 
-/** The lock's wheels as a hash-pinned requirements file (sdists go one by one: sdistFiles). */
+/** The lock's wheels as a hash-pinned requirements file (sdists go one by one: sdistRequirements). */
 export function requirementsText(lock: LockedDist[]): string {
   return lock
     .filter((d) => !d.build_only && !isSdist(d))
@@ -34,7 +34,7 @@ export function requirementsText(lock: LockedDist[]): string {
  * a C extension for Pythons before 3.10, in sortedcontainers' benchmark requirements) is left out
  * and named in the build's output (SDIST_MARK), instead of failing the whole image.
  */
-export function sdistFiles(lock: LockedDist[]): Map<string, string> {
+function sdistRequirements(lock: LockedDist[]): Map<string, string> {
   return new Map(lock.filter((d) => !d.build_only && isSdist(d)).map((d) => [`${d.name}.txt`, pinned(d)]));
 }
 
@@ -49,7 +49,7 @@ export function installFolder(lock: LockedDist[], paths: string[], uv: string): 
   for (const [i, d] of lock.entries()) linkSync(paths[i], join(dir, 'wheels', d.filename));
   linkSync(uv, join(dir, 'uv'));
   writeFileSync(join(dir, 'requirements.txt'), requirementsText(lock));
-  for (const [file, text] of sdistFiles(lock)) writeFileSync(join(dir, 'sdists', file), text);
+  for (const [file, text] of sdistRequirements(lock)) writeFileSync(join(dir, 'sdists', file), text);
   return dir;
 }
 
