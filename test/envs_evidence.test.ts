@@ -315,6 +315,32 @@ describe('evidence: setuptools', () => {
     );
     expect(pure.project.compiled).toBeUndefined();
   });
+
+  it('notes the build programs a setup.py runs itself (tensordict builds its CMakeExtension with cmake)', () => {
+    // The shape of pytorch/tensordict's setup.py at fc30bc1: the extension class names no sources, build_ext runs cmake.
+    const setupPy = [
+      'import subprocess',
+      'from setuptools import Extension, setup',
+      'from setuptools.command.build_ext import build_ext',
+      'class CMakeExtension(Extension):',
+      '    def __init__(self, name, sourcedir=""):',
+      '        super().__init__(name, sources=[])',
+      'class CMakeBuild(build_ext):',
+      '    def build_extension(self, ext):',
+      '        cmake_args = ["-DCMAKE_BUILD_TYPE=Release"]',
+      '        subprocess.check_call(',
+      '            ["cmake", ext.sourcedir] + cmake_args, cwd=self.build_temp',
+      '        )',
+      '        subprocess.check_call(["cmake", "--build", "."], cwd=self.build_temp)',
+      '        subprocess.check_output(["git", "rev-parse", "HEAD"])',
+      'setup(name="tensordict", ext_modules=[CMakeExtension("tensordict._C")], cmdclass={"build_ext": CMakeBuild})',
+    ].join('\n');
+    const ev = readEvidence(layout({ 'setup.py': `${setupPy}\n` }));
+    expect(ev.project.programs).toEqual([{ name: 'cmake', source: at('setup.py', 10) }]);
+    expect(ev.project.compiled).toEqual(at('setup.py', 10));
+    // git is no build program the base must add; a pure setup.py runs none.
+    expect(readEvidence(layout({ 'setup.py': 'import subprocess\nsubprocess.run("git describe", shell=True)\n' })).project.programs).toBeUndefined();
+  });
 });
 
 describe('evidence: requirement files, tox, nox, workflows, Pipfile', () => {

@@ -31,7 +31,7 @@ import type { ResolveRecord } from '../runtime/records.js';
 import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
 
 /** Bump when what a resolve record holds changes in a way the key's other fields do not show (it keys the repaired environments too). */
-const RESOLVE_REVISION = 9;
+const RESOLVE_REVISION = 10;
 
 /** The backend install needs pip beside the backend's own packages. */
 const PIP = 'python3-pip';
@@ -40,6 +40,11 @@ const PIP = 'python3-pip';
  * C++ compilers, the C library's headers (gcc only recommends them) and the base Python's.
  */
 const COMPILER = ['gcc', 'g++', 'libc6-dev', 'python3-dev'];
+/**
+ * Debian's packages for the build programs a setup.py runs (evidence's `project.programs`): cmake
+ * writes Makefiles by default, and Debian's cmake only recommends make.
+ */
+const PROGRAM_PACKAGES: Record<string, string[]> = { cmake: ['cmake', 'make'], ninja: ['ninja-build'], make: ['make'] };
 
 /**
  * A local version label (`torch==2.0+cpu`) names a build on a vendor's own index; the index's
@@ -256,7 +261,17 @@ export const resolveStage: Stage<'resolve'> = {
     const apt = locked ? resolution.env.apt.filter((p) => !locked.fromIndex.replaced.has(p) && !instead.has(p)) : resolution.env.apt;
     const inferred = {
       ...resolution.env,
-      apt: backend ? [...new Set([...apt, PIP, ...backendPackages, ...(evidence.project.compiled ? COMPILER : [])])].sort() : apt,
+      apt: backend
+        ? [
+            ...new Set([
+              ...apt,
+              PIP,
+              ...backendPackages,
+              ...(evidence.project.compiled ? COMPILER : []),
+              ...(evidence.project.programs ?? []).flatMap((p) => PROGRAM_PACKAGES[p.name] ?? []),
+            ]),
+          ].sort()
+        : apt,
       ...(locked?.lock.length ? { lock: locked.lock } : {}),
     };
     // A repair is reused only for the environment it started from (its packages, lock and pytest

@@ -70,6 +70,8 @@ export interface Evidence {
     version: { static?: string; scm?: string; files: { path: string; source: Source }[] };
     /** Where the project says it compiles an extension of its own (C, C++, Cython): its build then needs a compiler. */
     compiled?: Source;
+    /** Build programs the project's setup.py runs itself (`subprocess.check_call(["cmake", ...])`), where it runs each first. */
+    programs?: { name: string; source: Source }[];
   };
   requirements: DeclaredRequirement[];
   selfInstalls: SelfInstall[];

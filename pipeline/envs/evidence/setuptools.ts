@@ -9,7 +9,7 @@ import { normalizeName } from '../requirements/names.js';
 import { type EvidenceContext, type Group, groupOfName, type Source } from './context.js';
 import { parseIni } from './ini.js';
 import { classifierPython } from './pyproject.js';
-import { PythonSource, type Value } from './python_source.js';
+import { type Node, PythonSource, type Value } from './python_source.js';
 import { readToxIni } from './tox.js';
 
 /** An extras_require key: "test", or "test:python_version<'3.8'" / ":sys_platform=='win32'" (a marker on every item). */
@@ -67,6 +67,18 @@ export function readSetupCfg(ctx: EvidenceContext): void {
   if (sections.has('tox:tox')) readToxIni(ctx, file, text);
 }
 
+/** Build programs a setup.py may run that the base must then have: a CMake extension runs cmake, then make or ninja. */
+const BUILD_PROGRAMS = new Set(['cmake', 'ninja', 'make']);
+const RUNS_PROGRAM = /(^|\.)(check_call|check_output|run|call|Popen)$/;
+
+/** The program a command names first: `["cmake", src] + args` or `"cmake --build ."`. */
+function programOf(node: Node | undefined): string | undefined {
+  if (node?.k === 'list') return node.items[0]?.k === 'str' ? node.items[0].v : undefined;
+  if (node?.k === 'binop' && node.op === '+') return programOf(node.l);
+  if (node?.k === 'str' && !node.dynamic) return node.v.trim().split(/\s+/)[0];
+  return undefined;
+}
+
 class SetupPy {
   static readonly FILE = 'setup.py';
 
@@ -91,6 +103,14 @@ class SetupPy {
     // An extension module built from sources (nnsight's `_c/py_mount.c`): the build needs a compiler.
     const [extension] = src.calls((c) => /(^|\.)(Extension|Pybind11Extension|CppExtension|cythonize)$/.test(c));
     if (extension) this.ctx.evidence.project.compiled ??= this.source(extension.line);
+    // tensordict's CMakeExtension runs `cmake` from its build_ext: without it the extension is not built.
+    const project = this.ctx.evidence.project;
+    for (const run of src.calls((c) => RUNS_PROGRAM.test(c))) {
+      const name = programOf(run.args[0]);
+      if (!name || !BUILD_PROGRAMS.has(name) || project.programs?.some((p) => p.name === name)) continue;
+      project.programs = [...(project.programs ?? []), { name, source: this.source(run.line) }];
+      project.compiled ??= this.source(run.line);
+    }
     const [call] = src.calls((c) => c === 'setup' || c.endsWith('.setup'));
     if (!call) return;
     const kwargs = new Map<string, Value>();
