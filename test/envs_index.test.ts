@@ -49,6 +49,8 @@ const WHEELS: [string, string, string, string[], string?][] = [
   ['wl-kappa', '1.0', 'kappa', ['numpy>=9']],
   ['numpy', '9.0', 'numpy', []],
   ['scipy', '9.0', 'scipy', ['numpy']],
+  // Debian's pure-Python python3-dateutil Depends on python3-six: a lock whose tree has six (wl-epsilon's) takes dateutil from the index too.
+  ['python-dateutil', '9.0', 'dateutil', ['six']],
 ];
 const UPLOADED: Record<string, string> = { 'wl-beta-2.0': '2023-01-01T00:00:00Z', 'wl-sdist-2.0.tar.gz': '2023-01-01T00:00:00Z' };
 const COMMIT_DATE = '2022-06-01T12:00:00Z';
@@ -507,6 +509,16 @@ describe('the Python index as a backend', () => {
     expect(resolved.env?.lock?.map((d) => `${d.name}==${d.version}`).sort()).toEqual(['numpy==9.0', 'scipy==9.0', 'wl-kappa==1.0']);
     expect(resolved.env?.apt).toEqual(['python3-idna']);
     expect(resolved.index?.moved_to_index).toEqual(["python3-scipy: built against Debian's python3-numpy, which the lock's numpy 9.0 shadows"]);
+  }, 300_000);
+
+  it('takes a pure-Python Debian package from the index when the lock shadows a package it depends on', async () => {
+    const res = await run(project('index-made-for', ['python-dateutil', 'wl-epsilon', 'idna']), 'out18', 'clone,resolve', trusted);
+    expect(res.code, `${res.stdout}\n${res.stderr}`).toBe(0);
+    const resolved = entry<ResolveRecord>(join(dir, 'out18'), 'resolve').record!;
+    // Debian meets python-dateutil, but its package was made for Debian's six, which the lock's six (wl-epsilon's) would shadow.
+    expect(resolved.env?.lock?.map((d) => `${d.name}==${d.version}`).sort()).toEqual(['python-dateutil==9.0', 'six==1.16.0', 'wl-epsilon==1.0']);
+    expect(resolved.env?.apt).toEqual(['python3-idna']);
+    expect(resolved.index?.moved_to_index).toEqual(["python3-dateutil: made for Debian's python3-six, which the lock's six 1.16.0 shadows"]);
   }, 300_000);
 
   it("takes the index by default when this host's pip reaches one, Debian alone when it does not", async () => {

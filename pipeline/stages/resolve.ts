@@ -31,7 +31,7 @@ import type { ResolveRecord } from '../runtime/records.js';
 import { failed, ok, requireRecord, type Stage, type StageContext } from '../runtime/stage.js';
 
 /** Bump when what a resolve record holds changes in a way the key's other fields do not show (it keys the repaired environments too). */
-const RESOLVE_REVISION = 10;
+const RESOLVE_REVISION = 11;
 
 /** The backend install needs pip beside the backend's own packages. */
 const PIP = 'python3-pip';
@@ -99,7 +99,7 @@ interface Locked {
   tried: string[];
   leftOut: string[];
   fromSdist: string[];
-  /** Debian packages taken from the index instead, for what they were compiled against (builtAgainstLocked), each with why. */
+  /** Debian packages taken from the index instead, for the Debian packages they were made for (madeForShadowed), each with why. */
   moved: string[];
 }
 
@@ -107,12 +107,15 @@ interface Locked {
 const MAX_MOVES = 3;
 
 /**
- * The compiled Debian packages the unit would keep that depend on a compiled Debian package the lock
- * shadows (its wheel of the same project comes first on the path): Debian's python3-torchvision,
- * built for Debian's torch, segfaults at import under the index's torch 2.8.0 (lightly, in
- * collection). Each, with why.
+ * The Debian packages the unit would keep that depend on a Debian package the lock shadows (its
+ * wheel of the same project comes first on the path): each was made for Debian's version of it,
+ * not the lock's. A compiled one on a compiled one is built against it: Debian's
+ * python3-torchvision, built for Debian's torch, segfaults at import under the index's torch 2.8.0
+ * (lightly, in collection). Pure Python breaks too: Debian's fastapi 0.115 imports a name the
+ * index's starlette deprecates, an error under logfire's filterwarnings (its FastAPI tests did not
+ * collect). From the index, the lock resolves each with the versions its own metadata allows. Each, with why.
  */
-function builtAgainstLocked(
+function madeForShadowed(
   resolution: Resolution,
   replaced: Set<string>,
   lock: LockedDist[],
@@ -129,17 +132,16 @@ function builtAgainstLocked(
       // One whose every asker the lock has is left out anyway (lockedInstead).
       .filter((p) => !replaced.has(p.package) && !p.asked.every((a) => locked.has(requirementName(a.requirement))))
       .flatMap((p) => {
-        // Only a compiled package on a compiled one: pure Python on either side sees no ABI.
-        const on = index.compiledDepends.get(p.package)?.find((q) => shadowed.has(q) && index.compiledDepends.has(q));
-        return on
-          ? [
-              {
-                package: p.package,
-                asked: p.asked.map((a) => released(a.requirement)),
-                why: `${p.package}: built against Debian's ${on}, which the lock's ${shadowed.get(on)} shadows`,
-              },
-            ]
-          : [];
+        const on = index.pythonDepends.get(p.package)?.find((q) => shadowed.has(q));
+        if (!on) return [];
+        const how = index.compiled.has(p.package) && index.compiled.has(on) ? 'built against' : 'made for';
+        return [
+          {
+            package: p.package,
+            asked: p.asked.map((a) => released(a.requirement)),
+            why: `${p.package}: ${how} Debian's ${on}, which the lock's ${shadowed.get(on)} shadows`,
+          },
+        ];
       })
   );
 }
@@ -171,7 +173,7 @@ async function lockedBase(
     const moved: string[] = [];
     const index = indexes.find((i) => i.suite === base.suite)!;
     for (let round = 0; 'lock' in locked && round < MAX_MOVES; round++) {
-      const clash = builtAgainstLocked(resolution, fromIndex.replaced, locked.lock, index);
+      const clash = madeForShadowed(resolution, fromIndex.replaced, locked.lock, index);
       if (!clash.length) break;
       const requirements = [...new Set([...fromIndex.requirements, ...clash.flatMap((c) => c.asked)])].sort();
       const again = await lock(requirements);

@@ -3,8 +3,9 @@
  * under cacheDir()/debian/<suite>/:
  *  - dh-python's PyPI-to-Debian mapping (`/usr/share/dh-python/dist/cpython3_fallback` in that
  *    suite's dh-python package: the map Debian's packaging tools themselves use);
- *  - the binary Packages index: every package's version, who Provides a virtual name, and the
- *    python3-* packages each compiled (Architecture: any) python3-* package Depends on;
+ *  - the binary Packages index: every package's version, who Provides a virtual name, the
+ *    python3-* packages each python3-* package Depends on, and which of them are compiled
+ *    (Architecture: any);
  *  - the Contents indexes (all + amd64), kept only for usr/lib/python3*: the dist-info/egg-info
  *    names each package installs (with their upstream versions) and the import names it ships.
  * The reduced form is keyed by FORMAT and the SHA256 of the files it was read from; that key
@@ -25,7 +26,7 @@ import { debFileText, type Fetched, fetchGzipText, fetchRelease, type Release, s
 import { debianUpstreamVersion } from './version.js';
 
 /** Bump when the reduction below changes: cached indexes of another format are rebuilt. */
-const FORMAT = 2;
+const FORMAT = 3;
 
 const PACKAGES = 'main/binary-amd64/Packages.gz';
 const CONTENTS = ['main/Contents-all.gz', 'main/Contents-amd64.gz'];
@@ -55,11 +56,14 @@ export interface DebianIndex {
   /** Virtual python3-* package -> the packages that Provide it. */
   provides: Map<string, string[]>;
   /**
-   * Every compiled python3-* package (Architecture: any) -> the python3-* packages it Depends on,
-   * every alternative named: what its extension modules may be built against (python3-torchvision
-   * on python3-torch), which a wheel of the same project on the path would not match.
+   * Every python3-* package -> the python3-* packages it Depends on, every alternative named: the
+   * versions it was made and tested with (python3-fastapi with python3-starlette; a compiled one's
+   * extension modules are built against them, python3-torchvision against python3-torch), which a
+   * wheel of the same project on the path would not match.
    */
-  compiledDepends: Map<string, string[]>;
+  pythonDepends: Map<string, string[]>;
+  /** The python3-* packages that are compiled (Architecture: any). */
+  compiled: Set<string>;
 }
 
 /** The cached file: sorted entry lists, so equal data is an equal file. */
@@ -77,7 +81,8 @@ interface Stored {
   modules: [string, string[]][];
   packages: [string, string][];
   provides: [string, string[]][];
-  compiledDepends: [string, string[]][];
+  pythonDepends: [string, string[]][];
+  compiled: string[];
 }
 
 const suiteDir = (suite: DebianSuite) => join(cacheDir(), 'debian', suite);
@@ -95,7 +100,8 @@ const releaseKey = (release: Release) => hashOf({ format: FORMAT, files: [PACKAG
 interface PackagesData {
   packages: Map<string, string>;
   provides: Map<string, Set<string>>;
-  compiledDepends: Map<string, string[]>;
+  pythonDepends: Map<string, string[]>;
+  compiled: Set<string>;
   dhPython?: { filename: string; sha256: string };
 }
 
@@ -106,7 +112,8 @@ const FIELDS = Object.fromEntries(
 function parsePackages(text: string): PackagesData {
   const packages = new Map<string, string>();
   const provides = new Map<string, Set<string>>();
-  const compiledDepends = new Map<string, string[]>();
+  const pythonDepends = new Map<string, string[]>();
+  const compiled = new Set<string>();
   let dhPython: PackagesData['dhPython'];
   for (const stanza of text.split('\n\n')) {
     const field = (name: string) => FIELDS[name].exec(stanza)?.[1];
@@ -118,14 +125,16 @@ function parsePackages(text: string): PackagesData {
       const v = virtual.trim().split(/[\s(]/)[0];
       if (v.startsWith('python3-')) provides.set(v, (provides.get(v) ?? new Set()).add(name));
     }
-    if (name.startsWith('python3-') && field('Architecture') !== 'all') {
+    if (name.startsWith('python3-')) {
       // "python3-torch (>= 2.6), python3-numpy | python3-numpy-abi9": every alternative's name.
       const on = (field('Depends') ?? '').split(/[,|]/).map((d) => d.trim().split(/[\s(:]/)[0]);
-      compiledDepends.set(name, [...new Set(on.filter((d) => d.startsWith('python3-') && d !== name))]);
+      const deps = [...new Set(on.filter((d) => d.startsWith('python3-') && d !== name))];
+      if (deps.length) pythonDepends.set(name, deps);
+      if (field('Architecture') !== 'all') compiled.add(name);
     }
     if (name === 'dh-python') dhPython = { filename: field('Filename')!, sha256: field('SHA256')! };
   }
-  return { packages, provides, compiledDepends, dhPython };
+  return { packages, provides, pythonDepends, compiled, dhPython };
 }
 
 function parseDhPython(text: string): Map<string, string> {
@@ -240,7 +249,8 @@ async function build(suite: DebianSuite, release: Release): Promise<Stored> {
     modules: sortedEntries(contents.importNames()).map(([name, pkgs]) => [name, sortedList(pkgs)]),
     packages: sortedEntries(data.packages),
     provides: sortedEntries(data.provides).map(([name, pkgs]) => [name, sortedList(pkgs)]),
-    compiledDepends: sortedEntries(data.compiledDepends).map(([name, pkgs]) => [name, sortedList(pkgs)]),
+    pythonDepends: sortedEntries(data.pythonDepends).map(([name, pkgs]) => [name, sortedList(pkgs)]),
+    compiled: sortedList(data.compiled),
   };
 }
 
@@ -256,7 +266,8 @@ function fromStored(s: Stored): DebianIndex {
     modules: new Map(s.modules),
     packages: new Map(s.packages),
     provides: new Map(s.provides),
-    compiledDepends: new Map(s.compiledDepends),
+    pythonDepends: new Map(s.pythonDepends),
+    compiled: new Set(s.compiled),
   };
 }
 
