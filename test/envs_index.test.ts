@@ -23,7 +23,7 @@ import type { BuildRecord, ResolveRecord, ValidateRecord } from '../pipeline/run
 import { type CliResult, cli, gitRepo, sql, tempDir } from './helpers.js';
 
 /** Tiny wheels: [distribution, version, module, requirements], pure Python unless a tag says otherwise. */
-const WHEELS: [string, string, string, string[], string?][] = [
+const WHEELS: [string, string, string, string[], string?, string?][] = [
   ['wl-alpha', '1.0', 'alpha', ['wl-beta>=1']],
   ['wl-beta', '1.0', 'beta', []],
   ['wl-beta', '2.0', 'beta', []],
@@ -51,17 +51,20 @@ const WHEELS: [string, string, string, string[], string?][] = [
   ['scipy', '9.0', 'scipy', ['numpy']],
   // Debian's pure-Python python3-dateutil Depends on python3-six: a lock whose tree has six (wl-epsilon's) takes dateutil from the index too.
   ['python-dateutil', '9.0', 'dateutil', ['six']],
+  // Writes a log beside itself at import, as nnsight does: the runs' root file system is read-only.
+  ['wl-logbook', '1.0', 'logbook_wl', [], undefined, 'import os\nopen(os.path.join(os.path.dirname(__file__), "wl.log"), "a").close()\nVERSION = "1.0"\n'],
 ];
 const UPLOADED: Record<string, string> = { 'wl-beta-2.0': '2023-01-01T00:00:00Z', 'wl-sdist-2.0.tar.gz': '2023-01-01T00:00:00Z' };
 const COMMIT_DATE = '2022-06-01T12:00:00Z';
 
 const MAKE_WHEEL = [
-  'import sys, zipfile',
+  'import os, sys, zipfile',
   'out, dist, version, module, tag, *requires = sys.argv[1:]',
   "stem = f\"{dist.replace('-', '_')}-{version}\"",
   'info = f"{stem}.dist-info"',
   'meta = f"Metadata-Version: 2.1\\nName: {dist}\\nVersion: {version}\\n" + "".join(f"Requires-Dist: {r}\\n" for r in requires)',
-  'files = {f"{module}/__init__.py": f"VERSION = {version!r}\\n", f"{info}/METADATA": meta,',
+  'body = os.environ.get("WL_MODULE_BODY") or f"VERSION = {version!r}\\n"',
+  'files = {f"{module}/__init__.py": body, f"{info}/METADATA": meta,',
   '         f"{info}/WHEEL": "Wheel-Version: 1.0\\nGenerator: worldline-test\\nRoot-Is-Purelib: true\\nTag: " + tag + "\\n"}',
   'files[f"{info}/RECORD"] = "".join(f"{p},,\\n" for p in list(files) + [f"{info}/RECORD"])',
   'with zipfile.ZipFile(f"{out}/{stem}-{tag}.whl", "w") as z:',
@@ -222,8 +225,10 @@ describe('the Python index as a backend', () => {
     dir = tempDir('envs-index');
     const wheels = join(dir, 'wheels');
     mkdirSync(wheels);
-    for (const [dist, version, module, requires, tag] of WHEELS) {
-      execFileSync('python3', ['-c', MAKE_WHEEL, wheels, dist, version, module, tag ?? 'py3-none-any', ...requires]);
+    for (const [dist, version, module, requires, tag, body] of WHEELS) {
+      execFileSync('python3', ['-c', MAKE_WHEEL, wheels, dist, version, module, tag ?? 'py3-none-any', ...requires], {
+        env: { ...process.env, WL_MODULE_BODY: body ?? '' },
+      });
     }
     // A wheel of 32 MB of incompressible bytes: heavy, for a stack line of 8 MB.
     execFileSync('python3', ['-c', MAKE_WHEEL, wheels, 'wl-heavy', '1.0', 'heavy', 'py3-none-any']);
@@ -520,6 +525,18 @@ describe('the Python index as a backend', () => {
     expect(resolved.env?.apt).toEqual(['python3-idna']);
     expect(resolved.index?.moved_to_index).toEqual(["python3-dateutil: made for Debian's python3-six, which the lock's six 1.16.0 shadows"]);
   }, 300_000);
+
+  it('links a file an installed package writes beside itself at import to scratch, so its tests collect in the read-only runs', async () => {
+    const test = 'import logbook_wl\n\n\ndef test_logbook():\n    assert logbook_wl.VERSION == "1.0"\n';
+    const res = await run(project('index-writes-beside', ['wl-logbook'], [], test), 'out19', 'clone,resolve,build,validate', trusted);
+    expect(res.code, `${res.stdout}\n${res.stderr}`).toBe(0);
+    const built = entry<BuildRecord>(join(dir, 'out19'), 'build').record!;
+    const changes = built.attempts?.flatMap((a) => a.changes) ?? [];
+    expect(changes.join('\n')).toMatch(/^ln -sfn \/tmp\/usr_\S+_logbook_wl_wl\.log \/usr\/\S+-packages\/logbook_wl\/wl\.log: PermissionError: \[Errno 13\]/m);
+    // Collected whole, with no module set aside: the link, not --continue-on-collection-errors.
+    expect(changes.join('\n')).not.toMatch(/continue-on-collection-errors/);
+    expect(entry<ValidateRecord>(join(dir, 'out19'), 'validate').record).toMatchObject({ passed: 1, collect_errors: 0 });
+  }, 900_000);
 
   it("takes the index by default when this host's pip reaches one, Debian alone when it does not", async () => {
     // The test run sets WORLDLINE_PIP_INDEX=none (vitest.config.ts); unset, the default is probed.

@@ -4,7 +4,8 @@
  * tests import but no file declared becomes the Debian package that ships it; a marker, option,
  * ini key or required plugin pytest does not know becomes the plugin's package; code the image's
  * Python cannot run (a syntax error, a name the standard library lacks, pytest too old) moves the
- * unit to the newest base. The suite is never edited: the environment is. Each change says why.
+ * unit to the newest base; a file an installed package writes beside itself at import is linked to
+ * the container's scratch space. The suite is never edited: the environment is. Each change says why.
  */
 import { DEBIAN_SUITES, type PythonVersion, type UnitEnv } from '../../runtime/manifest.js';
 import { pluginFor } from '../../runtime/pytest_options.js';
@@ -16,6 +17,8 @@ export type Problem =
   | { kind: 'module'; module: string; line: string }
   | { kind: 'plugin'; plugin: string; line: string }
   | { kind: 'python'; line: string }
+  /** An installed package writes a file in its own folder (nnsight's log at import): the runs' root file system is read-only. */
+  | { kind: 'writable'; path: string; line: string }
   /** Collection stopped at a module nothing else here repairs: the rest of the suite can still run. */
   | { kind: 'collection'; line: string }
   | { kind: 'other'; line: string };
@@ -48,6 +51,11 @@ const RULES: [RegExp, (m: RegExpExecArray, line: string) => [string, Problem][]]
         .map((spec) => spec.split(/[<>=!~ ]/)[0])
         .map((plugin) => [`plugin:${plugin}`, { kind: 'plugin', plugin, line }] as [string, Problem]),
   ],
+  [
+    // As the runs' user the build sees Errno 13 (the folder is root's); the runs see Errno 30.
+    /(?:PermissionError: \[Errno 13\] Permission denied|OSError: \[Errno 30\] Read-only file system): '(\/usr\/(?:local\/)?lib\/python3[\d.]*\/(?:site|dist)-packages\/[\w.+/-]+)'/,
+    (m, line) => (m[1].split('/').includes('..') ? [] : [[`writable:${m[1]}`, { kind: 'writable', path: m[1], line }]]),
+  ],
   [/Interrupted: \d+ errors? during collection/, (_m, line) => [['collection', { kind: 'collection', line }]]],
   [
     /requires pytest-[\d.]+, actual pytest-|Not a homogeneous array|^SyntaxError: |ImportError: cannot import name '\w+' from '(typing|collections|asyncio|enum|functools|itertools|os|sys)'/,
@@ -76,6 +84,12 @@ export function modulesDebianLacks(problems: Problem[], index: DebianIndex): Ext
 }
 
 const CONTINUE = '--continue-on-collection-errors';
+
+/**
+ * The setup step that makes an installed package's file writable in every run: a link from its
+ * path to one in /tmp, each container's own scratch (the path's characters are diagnose's, no shell's).
+ */
+export const scratchLink = (path: string) => `ln -sfn /tmp/${path.slice(1).replace(/\//g, '_')} ${path}`;
 
 export interface Repair {
   env: UnitEnv;
@@ -121,7 +135,13 @@ export function repair(env: UnitEnv, python: PythonVersion, problems: Problem[],
       changes.push(`+${pkg}${p.kind === 'plugin' ? ` (${p.plugin})` : ''}: ${p.line}`);
     }
   }
-  if (changes.length) return { env: { ...env, apt: [...apt].sort() }, python, changes };
+  const setup = [...env.setup];
+  for (const p of problems) {
+    if (p.kind !== 'writable' || setup.includes(scratchLink(p.path))) continue;
+    setup.push(scratchLink(p.path));
+    changes.push(`${scratchLink(p.path)}: ${p.line}`);
+  }
+  if (changes.length) return { env: { ...env, apt: [...apt].sort(), setup }, python, changes };
   const why = problems.find((p) => p.kind === 'python')?.line ?? tooOld ?? (ctx.stoppedAtStart ? (problems[0]?.line ?? 'pytest did not start') : null);
   if (why && ctx.canMovePython && python !== NEWEST) {
     // The packages the newest suite does not have are left out, and said so.
