@@ -49,7 +49,9 @@ const WHEELS: [string, string, string, string[], string?, string?][] = [
   ['wl-kappa', '1.0', 'kappa', ['numpy>=9']],
   ['numpy', '9.0', 'numpy', []],
   ['scipy', '9.0', 'scipy', ['numpy']],
-  // Debian's pure-Python python3-dateutil Depends on python3-six: a lock whose tree has six (wl-epsilon's) takes dateutil from the index too.
+  // Debian's pure-Python python3-dateutil (bookworm: 2.8.2) Depends on python3-six: a lock whose tree has six (wl-epsilon's)
+  // takes dateutil from the index too, at Debian's version where the tree allows it.
+  ['python-dateutil', '2.8.2', 'dateutil', ['six>=1.5']],
   ['python-dateutil', '9.0', 'dateutil', ['six']],
   // Writes a log beside itself at import, as nnsight does: the runs' root file system is read-only.
   ['wl-logbook', '1.0', 'logbook_wl', [], undefined, 'import os\nopen(os.path.join(os.path.dirname(__file__), "wl.log"), "a").close()\nVERSION = "1.0"\n'],
@@ -520,10 +522,13 @@ describe('the Python index as a backend', () => {
     const res = await run(project('index-made-for', ['python-dateutil', 'wl-epsilon', 'idna']), 'out18', 'clone,resolve', trusted);
     expect(res.code, `${res.stdout}\n${res.stderr}`).toBe(0);
     const resolved = entry<ResolveRecord>(join(dir, 'out18'), 'resolve').record!;
-    // Debian meets python-dateutil, but its package was made for Debian's six, which the lock's six (wl-epsilon's) would shadow.
-    expect(resolved.env?.lock?.map((d) => `${d.name}==${d.version}`).sort()).toEqual(['python-dateutil==9.0', 'six==1.16.0', 'wl-epsilon==1.0']);
+    // Debian meets python-dateutil, but its package was made for Debian's six, which the lock's six (wl-epsilon's) would
+    // shadow: locked with the tree at Debian's own version, not the index's newest (9.0).
+    expect(resolved.env?.lock?.map((d) => `${d.name}==${d.version}`).sort()).toEqual(['python-dateutil==2.8.2', 'six==1.16.0', 'wl-epsilon==1.0']);
     expect(resolved.env?.apt).toEqual(['python3-idna']);
-    expect(resolved.index?.moved_to_index).toEqual(["python3-dateutil: made for Debian's python3-six, which the lock's six 1.16.0 shadows"]);
+    expect(resolved.index?.moved_to_index).toEqual([
+      "python3-dateutil: made for Debian's python3-six, which the lock's six 1.16.0 shadows (at Debian's python-dateutil==2.8.2)",
+    ]);
   }, 300_000);
 
   it('links a file an installed package writes beside itself at import to scratch, so its tests collect in the read-only runs', async () => {

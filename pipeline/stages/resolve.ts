@@ -113,14 +113,17 @@ const MAX_MOVES = 3;
  * python3-torchvision, built for Debian's torch, segfaults at import under the index's torch 2.8.0
  * (lightly, in collection). Pure Python breaks too: Debian's fastapi 0.115 imports a name the
  * index's starlette deprecates, an error under logfire's filterwarnings (its FastAPI tests did not
- * collect). From the index, the lock resolves each with the versions its own metadata allows. Each, with why.
+ * collect). From the index, with the tree: a pure one at Debian's own version where the tree
+ * allows it (`pin`: fastapi==0.115.11, whose metadata bounds starlette below 0.47, so the lock
+ * sees what Debian put there), else at the version the tree allows; a compiled one at the version
+ * the lock's build of its dependency needs. Each, with why.
  */
 function madeForShadowed(
   resolution: Resolution,
   replaced: Set<string>,
   lock: LockedDist[],
   index: DebianIndex,
-): { package: string; asked: string[]; why: string }[] {
+): { package: string; asked: string[]; pin?: string; why: string }[] {
   const shadowed = new Map<string, string>();
   for (const d of lock) {
     const name = normalizeName(d.name);
@@ -134,12 +137,15 @@ function madeForShadowed(
       .flatMap((p) => {
         const on = index.pythonDepends.get(p.package)?.find((q) => shadowed.has(q));
         if (!on) return [];
-        const how = index.compiled.has(p.package) && index.compiled.has(on) ? 'built against' : 'made for';
+        const built = index.compiled.has(p.package) && index.compiled.has(on);
+        const debianVersion = (dist: string) => index.distInfo.get(dist)?.find(([pkg]) => pkg === p.package)?.[1];
+        const dist = p.asked.map((a) => requirementName(a.requirement)).find((n) => debianVersion(n));
         return [
           {
             package: p.package,
             asked: p.asked.map((a) => released(a.requirement)),
-            why: `${p.package}: ${how} Debian's ${on}, which the lock's ${shadowed.get(on)} shadows`,
+            ...(!built && dist ? { pin: `${dist}==${debianVersion(dist)}` } : {}),
+            why: `${p.package}: ${built ? 'built against' : 'made for'} Debian's ${on}, which the lock's ${shadowed.get(on)} shadows`,
           },
         ];
       })
@@ -176,7 +182,11 @@ async function lockedBase(
       const clash = madeForShadowed(resolution, fromIndex.replaced, locked.lock, index);
       if (!clash.length) break;
       const requirements = [...new Set([...fromIndex.requirements, ...clash.flatMap((c) => c.asked)])].sort();
-      const again = await lock(requirements);
+      // At Debian's versions first: the same code the unit would have had, now locked with the tree.
+      const pins = clash.flatMap((c) => (c.pin ? [c.pin] : []));
+      const pinned = pins.length ? await lock([...requirements, ...pins].sort()) : undefined;
+      const again = pinned && 'lock' in pinned ? pinned : await lock(requirements);
+      const at = (c: (typeof clash)[number]) => (pinned && 'lock' in pinned && c.pin ? ` (at Debian's ${c.pin})` : '');
       // Kept as Debian has them, and said so, when their projects do not lock with the tree.
       if ('failure' in again) {
         moved.push(...clash.map((c) => `${c.why}; kept from Debian: the index gives no lock with it (${again.failure.slice(0, 200)})`));
@@ -187,9 +197,9 @@ async function lockedBase(
       for (const c of clash) {
         const kept = c.asked.every((a) => excluded.has(requirementName(a)));
         if (!kept) fromIndex.replaced.add(c.package);
-        moved.push(kept ? `${c.why}; kept from Debian: the index has none of it at the cut-off` : c.why);
+        moved.push(kept ? `${c.why}; kept from Debian: the index has none of it at the cut-off` : `${c.why}${at(c)}`);
       }
-      fromIndex.requirements = requirements;
+      fromIndex.requirements = again === pinned ? [...requirements, ...pins].sort() : requirements;
       locked = again;
     }
     if ('lock' in locked) {
