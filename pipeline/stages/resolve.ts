@@ -185,8 +185,9 @@ async function lockedBase(
       // At Debian's versions first: the same code the unit would have had, now locked with the tree.
       const pins = clash.flatMap((c) => (c.pin ? [c.pin] : []));
       const pinned = pins.length ? await lock([...requirements, ...pins].sort()) : undefined;
-      const again = pinned && 'lock' in pinned ? pinned : await lock(requirements);
-      const at = (c: (typeof clash)[number]) => (pinned && 'lock' in pinned && c.pin ? ` (at Debian's ${c.pin})` : '');
+      const atPins = pinned !== undefined && 'lock' in pinned;
+      const again = atPins ? pinned : await lock(requirements);
+      const at = (c: (typeof clash)[number]) => (atPins && c.pin ? ` (at Debian's ${c.pin})` : '');
       // Kept as Debian has them, and said so, when their projects do not lock with the tree.
       if ('failure' in again) {
         moved.push(...clash.map((c) => `${c.why}; kept from Debian: the index gives no lock with it (${again.failure.slice(0, 200)})`));
@@ -199,7 +200,7 @@ async function lockedBase(
         if (!kept) fromIndex.replaced.add(c.package);
         moved.push(kept ? `${c.why}; kept from Debian: the index has none of it at the cut-off` : `${c.why}${at(c)}`);
       }
-      fromIndex.requirements = again === pinned ? [...requirements, ...pins].sort() : requirements;
+      fromIndex.requirements = atPins ? [...requirements, ...pins].sort() : requirements;
       locked = again;
     }
     if ('lock' in locked) {
