@@ -19,6 +19,7 @@ import { removeDeadTemps } from './runtime/leftovers.js';
 import type { BuildRecord } from './runtime/records.js';
 import { BASE_LABEL } from './sandbox/base_images.js';
 import { imagesLabelled, inspectImage, removeBuildNetworks, removeImage, removeOrphanContainers } from './sandbox/engine.js';
+import { LOCK_LABEL } from './sandbox/lock_images.js';
 import { STACK_LABEL } from './sandbox/stack_images.js';
 
 export interface GcReport {
@@ -42,8 +43,8 @@ export async function collectGarbage(out: string, opts: { images: boolean; hostW
   const images_removed: string[] = [];
   let image_bytes = 0;
   if (opts.images) {
-    // Stacks before bases: a stack stands on its base (the engine refuses a base with images on it).
-    const bases = opts.hostWide ? [...(await imagesLabelled(STACK_LABEL)), ...(await imagesLabelled(BASE_LABEL))] : [];
+    // Lock images, then stacks, then bases: each stands on the next (the engine refuses an image with images on it).
+    const bases = opts.hostWide ? (await Promise.all([LOCK_LABEL, STACK_LABEL, BASE_LABEL].map((label) => imagesLabelled(label)))).flat() : [];
     for (const image of [...new Ledger(out).all<BuildRecord>('build').flatMap((b) => (b.status === 'ok' && b.record ? [b.record.image] : [])), ...bases]) {
       const info = await inspectImage(image);
       // A base image that env images still stand on stays (the engine refuses): they go first, or not at all.

@@ -20,6 +20,7 @@ import { defaultPipIndex, indexSettings, parsePipConfigList } from '../pipeline/
 import { UV_VERSION, uvBinary } from '../pipeline/envs/index/uv.js';
 import type { LedgerEntry } from '../pipeline/runtime/ledger.js';
 import type { BuildRecord, ResolveRecord, ValidateRecord } from '../pipeline/runtime/records.js';
+import { PYCACHE_PREFIX } from '../pipeline/sandbox/bytecode.js';
 import { type CliResult, cli, gitRepo, sql, tempDir } from './helpers.js';
 
 /** Tiny wheels: [distribution, version, module, requirements], pure Python unless a tag says otherwise. */
@@ -286,6 +287,8 @@ describe('the Python index as a backend', () => {
       downloaded: 3,
       downloaded_bytes: expect.any(Number),
       cached: 0,
+      lock_image: expect.stringMatching(/^worldline\/lock:py3\.\d+\.\d+-[0-9a-f]{12}$/),
+      lock_image_built: true,
     });
     expect(entry<ValidateRecord>(join(dir, 'out'), 'validate').record).toMatchObject({ collected: 1, passed: 1 });
     // uv's own wheel came once too, fetched by this host's pip into the cache.
@@ -305,7 +308,17 @@ describe('the Python index as a backend', () => {
     const before = index.downloads.length;
     const res = await run(project('index-user-2', ['wl-gamma-dist', 'wl-alpha>=1']), 'out2', 'clone,resolve,build,validate', trusted);
     expect(res.code, `${res.stdout}\n${res.stderr}`).toBe(0);
-    expect(entry<BuildRecord>(join(dir, 'out2'), 'build').record?.index).toEqual({ mode: 'auto', files: 3, downloaded: 0, downloaded_bytes: 0, cached: 3 });
+    // The same files on the same base: the first unit's lock image, so nothing is installed either.
+    const lockImage = entry<BuildRecord>(join(dir, 'out'), 'build').record?.index?.lock_image;
+    expect(entry<BuildRecord>(join(dir, 'out2'), 'build').record?.index).toEqual({
+      mode: 'auto',
+      files: 3,
+      downloaded: 0,
+      downloaded_bytes: 0,
+      cached: 3,
+      lock_image: lockImage,
+      lock_image_built: false,
+    });
     expect(index.downloads.length).toBe(before);
     expect(entry<ValidateRecord>(join(dir, 'out2'), 'validate').record).toMatchObject({ passed: 1 });
   }, 900_000);
@@ -323,7 +336,15 @@ describe('the Python index as a backend', () => {
     const res = await cli(['run', '--manifest', locked, '--out', join(dir, 'out5'), '--stages', 'clone,resolve,build,validate'], env);
     expect(res.code, `${res.stdout}\n${res.stderr}`).toBe(0);
     expect(entry<ResolveRecord>(join(dir, 'out5'), 'resolve').record?.source).toBe('manifest');
-    expect(entry<BuildRecord>(join(dir, 'out5'), 'build').record?.index).toEqual({ mode: 'lock', files: 3, downloaded: 0, downloaded_bytes: 0, cached: 3 });
+    expect(entry<BuildRecord>(join(dir, 'out5'), 'build').record?.index).toEqual({
+      mode: 'lock',
+      files: 3,
+      downloaded: 0,
+      downloaded_bytes: 0,
+      cached: 3,
+      lock_image: entry<BuildRecord>(join(dir, 'out'), 'build').record?.index?.lock_image,
+      lock_image_built: false,
+    });
     expect(entry<ValidateRecord>(join(dir, 'out5'), 'validate').record).toMatchObject({ passed: 1 });
     expect(index.downloads.length).toBe(before);
     const status = await cli(['status', '--out', join(dir, 'out5')]);
@@ -365,22 +386,14 @@ describe('the Python index as a backend', () => {
     }
   }, 900_000);
 
-  it("installs the locks' heavy files once, as a stack image every unit locking them is built on", async () => {
+  it("installs the locks' heavy files once, as a stack image every unit locking them is built on, and the rest once per lock", async () => {
     const heavyTest =
       'import importlib.resources\n\nimport heavy\n\n\ndef test_heavy():\n    assert len(importlib.resources.files("heavy").joinpath("blob.bin").read_bytes()) == 32 << 20\n';
-    const build = async (name: string, dependencies: string[]) => {
+    const manifests: Record<string, string> = {};
+    const build = async (name: string, dependencies: string[], out = name) => {
+      manifests[name] ??= project(name, dependencies, [], heavyTest);
       const res = await cli(
-        [
-          'run',
-          '--manifest',
-          project(name, dependencies, [], heavyTest),
-          '--out',
-          join(dir, name),
-          '--stages',
-          'clone,resolve,build,validate',
-          '--pip-index',
-          'auto',
-        ],
+        ['run', '--manifest', manifests[name], '--out', join(dir, out), '--stages', 'clone,resolve,build,validate', '--pip-index', 'auto'],
         {
           WORLDLINE_INDEX_CACHE: join(dir, 'index-cache'),
           WORLDLINE_STACK_MIN_BYTES: String(8 << 20),
@@ -391,8 +404,8 @@ describe('the Python index as a backend', () => {
         },
       );
       expect(res.code, `${res.stdout}\n${res.stderr}`).toBe(0);
-      expect(entry<ValidateRecord>(join(dir, name), 'validate').record).toMatchObject({ passed: 1 });
-      return entry<BuildRecord>(join(dir, name), 'build').record!;
+      expect(entry<ValidateRecord>(join(dir, out), 'validate').record).toMatchObject({ passed: 1 });
+      return entry<BuildRecord>(join(dir, out), 'build').record!;
     };
     const one = await build('stack-one', ['wl-heavy', 'wl-gamma-dist']);
     // idna is Debian's: the packages step runs apt-get in a build FROM the stack, on the build network.
@@ -419,7 +432,29 @@ describe('the Python index as a backend', () => {
     );
     expect(imported).toMatch(/heavy\/__init__\.py/);
     expect(two.env?.apt).toContain('python3-idna');
-    execFileSync('docker', ['rmi', '-f', one.image, two.image, one.index!.stack!]);
+    // The stack carries its bytecode, owned by the runs' user; no image above it holds a copy
+    // (the unit's compile found it current, its chown left it alone): each top layer's own files.
+    const owned = execFileSync(
+      'docker',
+      ['run', '--rm', '--network', 'none', one.index!.stack!, 'find', PYCACHE_PREFIX, '-path', '*/heavy/*.pyc', '-user', '10001'],
+      {
+        encoding: 'utf8',
+      },
+    );
+    expect(owned).toMatch(/heavy\/__init__\.cpython-3\d+\.pyc/);
+    const topLayer = (ref: string) =>
+      execFileSync('docker', ['image', 'inspect', '--format', '{{.GraphDriver.Data.UpperDir}}', ref], { encoding: 'utf8' }).trim();
+    const heavyPycs = (ref: string) => execFileSync('find', [topLayer(ref), '-path', '*/heavy/*.pyc'], { encoding: 'utf8' });
+    expect(one.index?.lock_image).toMatch(/^worldline\/lock:py3\.\d+\.\d+-[0-9a-f]{12}$/);
+    for (const ref of [one.image, one.index!.lock_image!]) expect(heavyPycs(ref), ref).toBe('');
+    // The lock image holds the lighter file and its bytecode; a rebuild of the same lock (its env
+    // image gone, another output folder) starts from it and installs nothing.
+    expect(execFileSync('find', [topLayer(one.index!.lock_image!), '-path', '*gamma*'], { encoding: 'utf8' })).toMatch(/\.pyc/);
+    execFileSync('docker', ['rmi', one.image]);
+    const again = await build('stack-one', [], 'stack-one-again');
+    expect(again.index).toMatchObject({ lock_image: one.index!.lock_image, lock_image_built: false, stack_built: false });
+    expect(execFileSync('find', [topLayer(again.image), '-path', '*gamma*'], { encoding: 'utf8' })).toBe('');
+    execFileSync('docker', ['rmi', '-f', again.image, two.image, one.index!.lock_image!, two.index!.lock_image!, one.index!.stack!]);
   }, 900_000);
 
   it("takes a distribution with no wheel at the cut-off as its sdist, named or deep in the tree, leaves out one whose build cannot lock, and takes a vendor's local build label as the index's release", async () => {

@@ -50,19 +50,25 @@ export async function setup(project: TestProject): Promise<void> {
   project.provide('base313', b313.ref);
 }
 
-/** The env images the build ledgers under `root` name (every test's output folder lies under the run's work root). */
-function builtUnder(root: string): Set<string> {
+/**
+ * The env images the build ledgers under `root` name (every test's output folder lies under the
+ * run's work root), then the lock images they stand on (lock_images.ts), which go after them.
+ */
+function builtUnder(root: string): string[] {
   const images = new Set<string>();
+  const locks = new Set<string>();
   for (const entry of readdirSync(root, { recursive: true, withFileTypes: true })) {
     if (!entry.isFile() || !entry.name.endsWith('.json') || !entry.parentPath.endsWith(join('ledger', 'build'))) continue;
     try {
-      const image = (JSON.parse(readFileSync(join(entry.parentPath, entry.name), 'utf8')) as { record?: { image?: string } }).record?.image;
-      if (image) images.add(image);
+      const record = (JSON.parse(readFileSync(join(entry.parentPath, entry.name), 'utf8')) as { record?: { image?: string; index?: { lock_image?: string } } })
+        .record;
+      if (record?.image) images.add(record.image);
+      if (record?.index?.lock_image) locks.add(record.index.lock_image);
     } catch {
       // A ledger entry a killed test left half-written names nothing.
     }
   }
-  return images;
+  return [...images, ...locks];
 }
 
 export async function teardown(): Promise<void> {

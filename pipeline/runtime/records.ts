@@ -113,6 +113,9 @@ export interface BuildRecord {
     stack?: string;
     stack_files?: number;
     stack_built?: boolean;
+    /** The image of the packages step and the lock's other files (pipeline/sandbox/lock_images.ts) this one starts from, and whether this build made it. */
+    lock_image?: string;
+    lock_image_built?: boolean;
     /** Sdists of the lock that did not build in this image (a C extension for older Pythons): left out, each named. */
     sdists_not_built?: string[];
   };

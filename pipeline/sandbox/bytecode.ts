@@ -48,15 +48,35 @@ export const COLLECT_MARKS = { start: '==== worldline: collect-only ====', end: 
  * build's output between COLLECT_MARKS: what stopped it is what the build repairs in an inferred
  * environment.
  */
+/**
+ * Shell lines (as root) compiling everything on the Python's path into the prefix. A heavy stack (stack_images.ts) runs them too, so torch's 20,000 modules are
+ * compiled once per stack, not in every unit built on it: the unit's compileall finds their pycs
+ * current (mtime and size) and writes nothing.
+ */
+export function siteBytecodeScript(): string[] {
+  const path = `python3 -c 'import os, sys; print("\\n".join(p for p in sys.path[1:] if os.path.isdir(p)))'`;
+  return [
+    `export PYTHONPYCACHEPREFIX=${PYCACHE_PREFIX}`,
+    'unset PYTHONDONTWRITEBYTECODE',
+    `${path} | xargs python3 -m compileall -qq -j 0 >/dev/null 2>&1 || true`,
+  ];
+}
+
+/**
+ * The prefix handed to the run user. Only what it does not own yet: a `chown -R` would copy
+ * every pyc of the stack below up into the unit's own layer (overlayfs copies a file up to
+ * change its owner, even to the owner it has), some 200 MB in a torch unit.
+ */
+export function prefixToRuns(): string {
+  return `mkdir -p ${PYCACHE_PREFIX} && find ${PYCACHE_PREFIX} ! -user ${SANDBOX_UID} -exec chown -h ${SANDBOX_UID}:${SANDBOX_UID} {} +`;
+}
+
 export function bytecodeScript(srcLayout: boolean, pytestArgs: string[], vars: Record<string, string>): string[] {
-  const stdlib = `python3 -c 'import os, sys; print("\\n".join(p for p in sys.path[1:] if os.path.isdir(p)))'`;
   const env = Object.entries({ ...OFFLINE_VARS, ...vars, PYTHONPATH: [srcLayout ? '/repo/src' : '', vars.PYTHONPATH].filter(Boolean).join(':') })
     .map(([k, v]) => `${k}=${shQuote(v)}`)
     .join(' ');
   return [
-    `export PYTHONPYCACHEPREFIX=${PYCACHE_PREFIX}`,
-    'unset PYTHONDONTWRITEBYTECODE',
-    `${stdlib} | xargs python3 -m compileall -qq -j 0 >/dev/null 2>&1 || true`,
+    ...siteBytecodeScript(),
     `python3 -m compileall -qq -j 0 --invalidation-mode checked-hash /repo >/dev/null 2>&1 || true`,
     `python3 -m compileall -qq -j 0 --invalidation-mode checked-hash /worldline/lib >/dev/null 2>&1 || true`,
     'rm -rf /worldline/lib',
@@ -66,7 +86,7 @@ export function bytecodeScript(srcLayout: boolean, pytestArgs: string[], vars: R
     // It runs as the user every run is (sandbox.ts), with its HOME: what a test module cannot do
     // there at import (write into its package's folder, as nnsight's log does under SAELens)
     // stops its collection here too, where the build can still set the module aside.
-    `mkdir -p ${PYCACHE_PREFIX} && chown -R ${SANDBOX_UID}:${SANDBOX_UID} /repo ${PYCACHE_PREFIX}`,
+    `chown -R ${SANDBOX_UID}:${SANDBOX_UID} /repo && ${prefixToRuns()}`,
     `echo ${shQuote(COLLECT_MARKS.start)}`,
     // Its end is what says why it stopped (the errors come after the node ids): the last 256 KiB, then its exit status.
     `( set +e; env ${env} HOME=/tmp timeout ${COLLECT_TIMEOUT_S} setpriv --reuid=${SANDBOX_UID} --regid=${SANDBOX_UID} --clear-groups python3 -m pytest --collect-only -q -p no:cacheprovider ${pytestArgs.map(shQuote).join(' ')} </dev/null 2>&1; echo "${COLLECT_MARKS.end}$? ====" ) | tail -c 262144`,

@@ -4,19 +4,20 @@
  * each unit's own image, twenty such units are 120 GB of identical bytes. Here the lock's heavy
  * files (each at least `stackMinBytes()`) are installed once per host, per base and per set of
  * files, into an image of their own that the unit's build then starts from, so the engine stores
- * them as one layer under every image that shares them. Built with no network from the host's
- * download cache (the files mounted read-only, as a unit's lock is), under a host-wide lock, so
- * two builds that need the same stack at once build it once.
+ * them as one layer under every image that shares them, with their bytecode (bytecode.ts). Built
+ * with no network from the host's download cache (the files mounted read-only, as a unit's lock
+ * is), under a host-wide lock, so two builds that need the same stack at once build it once.
  */
 import { rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { hashOf } from '../../core/hashing.js';
 import { withLock } from '../../core/lock.js';
-import { INDEX_MOUNT, installFolder, installStep } from '../envs/index/install.js';
+import { INDEX_MOUNT, installFolder } from '../envs/index/install.js';
 import { indexCacheDir } from '../runtime/layout.js';
 import type { LockedDist } from '../runtime/manifest.js';
 import type { BaseImage } from './base_images.js';
 import { inspectImage } from './engine.js';
+import { lockScript } from './lock_images.js';
 import { runAndCommit, type SandboxLimits } from './sandbox.js';
 
 /** Marks stack images (gc --host-wide --images removes them with the bases). */
@@ -45,8 +46,11 @@ export function splitHeavy(lock: LockedDist[], paths: string[]): { heavy: number
   return { heavy, rest };
 }
 
-/** Bump when how a stack is made changes: 2, committed without the build container's NetworkDisabled. */
-const STACK_REVISION = 2;
+/**
+ * Bump when how a stack is made changes: 2, committed without the build container's
+ * NetworkDisabled; 3, with its bytecode in the prefix (bytecode.ts).
+ */
+const STACK_REVISION = 3;
 
 /** The stack's tag: its base and the heavy files' hashes, so equal stacks are one image per host. */
 export function stackTag(base: BaseImage, heavy: LockedDist[]): string {
@@ -76,7 +80,7 @@ export async function stackImage(opts: {
     try {
       const made = await runAndCommit({
         image: opts.base.ref,
-        script: `set -e\n${installStep()}\n`,
+        script: lockScript(),
         limits: opts.limits,
         timeoutMs: opts.timeoutMs,
         tag,

@@ -13,7 +13,7 @@ import { FIXED_COMMIT_ENV } from '../../core/git.js';
 import { hashOf } from '../../core/hashing.js';
 import { shQuote } from '../../core/shell.js';
 import { fetchLocked } from '../envs/index/download.js';
-import { INDEX_MOUNT, installFolder, installStep, SDIST_MARK } from '../envs/index/install.js';
+import { INDEX_MOUNT, installFolder, SDIST_MARK } from '../envs/index/install.js';
 import { indexSettings } from '../envs/index/settings.js';
 import { uvBinary } from '../envs/index/uv.js';
 import { installCommand } from '../envs/plan/install_plan.js';
@@ -30,6 +30,7 @@ import { type BaseImage, resolveBase } from '../sandbox/base_images.js';
 import { bytecodeScript, COLLECT_MARKS, PYCACHE_PREFIX } from '../sandbox/bytecode.js';
 import { buildImage, engineFault, inspectImage, removeImage, tarStream } from '../sandbox/engine.js';
 import { buildNeeds, diskShort, engineDiskFree } from '../sandbox/engine_disk.js';
+import { LOCK_LABEL, lockScript, lockTag, withLockImage } from '../sandbox/lock_images.js';
 import { firstErrorLine } from '../sandbox/pytest_output.js';
 import { freshWork, PRISTINE_REPO, runAndCommit, SANDBOX_UID } from '../sandbox/sandbox.js';
 import { splitHeavy, stackImage, stackTag } from '../sandbox/stack_images.js';
@@ -70,9 +71,8 @@ export function packagesDockerfile(base: BaseImage, env: UnitEnv, pipIndex?: str
 }
 
 /**
- * Phase 2, what the repository controls: the unit's lock, installed by uv from the folder mounted
- * at INDEX_MOUNT (no index, every hash checked); its setup steps (each its own shell, stopping at
- * the first failure), then, for an inferred environment, the project itself (worldline_install.py,
+ * Phase 2, what the repository controls (its lock is installed below it: stack_images.ts,
+ * lock_images.ts): its setup steps (each its own shell, stopping at the first failure), then, for an inferred environment, the project itself (worldline_install.py,
  * from the install plan resolve made), run without network in a limited container
  * (runAndCommit); then the baseline commit agents and graders diff against, and the checkout the
  * sandbox user owns, which each container copies into its own writable /repo
@@ -86,7 +86,6 @@ export function setupScript(env: UnitEnv, srcLayout: boolean, install: InstallPl
   return [
     'set -e',
     'cd /repo',
-    ...(env.lock?.length ? [installStep()] : []),
     ...env.setup.map(
       (cmd, i) => `sh -ec ${shQuote(cmd)} || { code=$?; echo "worldline: setup step ${i + 1} returned a non-zero code: $code" >&2; exit $code; }`,
     ),
@@ -154,6 +153,9 @@ interface Built {
   collect: { output: string; exitCode: number | null };
   install: BuildRecord['install'];
 }
+
+/** A build that stopped, with its reason. */
+type Unbuilt = Built & { failure: string };
 
 /** What pip installed, from a build's output (packagesDockerfile's PIP_MARK lines). */
 const pipLines = (output: string) =>
@@ -230,8 +232,8 @@ async function buildOnce(ctx: StageContext, env: UnitEnv, python: PythonVersion,
   const deadline = Date.now() + options.buildTimeoutS * 1000;
   const none = { collect: { output: '', exitCode: null }, install: null };
   // The lock's files, on the host: into the host's cache (once per host); its heavy files become
-  // (or are found as) a stack image shared by every unit that locks them; the rest are linked
-  // into a folder the setup mounts.
+  // (or are found as) a stack image shared by every unit that locks them; the rest, with the
+  // packages step, a lock image (made or found) the setup starts from.
   let from = base.ref;
   let rest: { lock: LockedDist[]; paths: string[] } = { lock: [], paths: [] };
   if (env.lock?.length) {
@@ -268,7 +270,10 @@ async function buildOnce(ctx: StageContext, env: UnitEnv, python: PythonVersion,
     }
   } else await checkEngineDisk(0);
   const packages = packagesDockerfile(base, env, options.pipIndex, from);
-  if (packages) {
+  let packagesTag: string | null = null;
+  /** The packages step (Debian's packages, a manifest's pip list): `from` becomes its image. */
+  const packagesImage = async (): Promise<Unbuilt | null> => {
+    if (!packages) return null;
     const work = freshWork(outLayout.work(options.out, 'build', unit.id));
     writeFileSync(join(work, 'Dockerfile'), packages);
     const wheels = packages.includes(`COPY ${WHEELS} `);
@@ -291,55 +296,106 @@ async function buildOnce(ctx: StageContext, env: UnitEnv, python: PythonVersion,
       };
     }
     from = result.imageId;
-    pipInstalled = pipLines(readFileSync(logFile, 'utf8'));
+    packagesTag = `${tag}-packages`;
+    return null;
+  };
+  const step = (opts: CommittedStep) => committedStep(ctx, logFile, { ...opts, timeoutMs: Math.max(1000, deadline - Date.now()) });
+  if (rest.lock.length) {
+    // The packages step and the lock's files below the stack, made once per host (lock_images.ts):
+    // found, this build installs nothing and its log starts with what the making said.
+    const lockImage = lockTag(base.python, from, packages, rest.lock);
+    const made = await withLockImage(lockImage, async (): Promise<Unbuilt | { built: boolean }> => {
+      const kept = buildOutputPath(lockImage);
+      if (!noCache && existsSync(kept) && (await inspectImage(lockImage))) {
+        appendFileSync(logFile, readFileSync(kept, 'utf8'));
+        return { built: false };
+      }
+      const unmade = await packagesImage();
+      if (unmade) return unmade;
+      const folder = installFolder(rest.lock, rest.paths, await uvBinary(ctx.log));
+      const installed = await step({
+        what: "the lock's install",
+        image: from,
+        script: lockScript(),
+        tag: lockImage,
+        changes: [`LABEL ${LOCK_LABEL}=${JSON.stringify(base.imageId)}`],
+        readOnly: [{ host: folder, at: INDEX_MOUNT }],
+      }).finally(() => rmSync(folder, { recursive: true, force: true }));
+      if ('failure' in installed) return installed;
+      writeFileAtomic(kept, readFileSync(logFile, 'utf8'));
+      return { built: true };
+    });
+    if ('failure' in made) return made;
+    from = lockImage;
+    fromIndex = { ...fromIndex!, lock_image: lockImage, lock_image_built: made.built };
+  } else {
+    const unmade = await packagesImage();
+    if (unmade) return unmade;
   }
-  const lockFolder = rest.lock.length ? installFolder(rest.lock, rest.paths, await uvBinary(ctx.log)) : null;
-  let logged = 0;
-  let dropped = 0;
-  // Repository-controlled output: held (capped) in memory and redacted before it reaches the disk.
-  const setupLog: Buffer[] = [];
+  pipInstalled = pipLines(readFileSync(logFile, 'utf8'));
   // The package image may be gone by now (removed under this build by another's): the engine's fault, not the setup's.
-  const setup = await runAndCommit({
+  const setup = await step({
+    what: 'setup',
     image: from,
     checkout: outLayout.checkout(options.out, unit.id),
-    script: setupScript({ ...env, lock: rest.lock }, clone.src_layout, install),
-    limits: options,
-    timeoutMs: Math.max(1000, deadline - Date.now()),
+    script: setupScript(env, clone.src_layout, install),
     tag,
     changes: imageChanges(clone.src_layout, labels),
+  });
+  if (packagesTag) await removeImage(packagesTag);
+  if ('failure' in setup) return setup;
+  const said = readFileSync(logFile, 'utf8');
+  notBuilt = sdistsNotBuilt(said);
+  if (notBuilt.length) ctx.log(`build ${unit.id}: left out, their sdists did not build (the log says why): ${notBuilt.join(', ')}`);
+  writeFileAtomic(buildOutputPath(tag), said);
+  // The redacted output, as the reused-image path reads it: problems from it reach the ledger and a model's prompt.
+  return { record: record(setup.imageId), collect: collectOf(setup.said), install: installOf(setup.said) };
+}
+
+type CommittedStep = Omit<Parameters<typeof runAndCommit>[0], 'limits' | 'timeoutMs' | 'onOutput'> & { what: string };
+
+/**
+ * One committed step of a build (runAndCommit as root, no network): its output, which the
+ * repository controls, held capped in memory and redacted before it reaches the unit's log; a
+ * failure as the unit's reason, naming the step.
+ */
+async function committedStep(
+  ctx: StageContext,
+  logFile: string,
+  { what, ...opts }: CommittedStep & { timeoutMs: number },
+): Promise<Unbuilt | { imageId: string; said: string }> {
+  const { options, unit } = ctx;
+  const none = { collect: { output: '', exitCode: null }, install: null };
+  let logged = 0;
+  let dropped = 0;
+  const output: Buffer[] = [];
+  const ran = await runAndCommit({
+    ...opts,
+    limits: options,
     onOutput: (chunk) => {
       const keep = chunk.subarray(0, Math.max(0, SETUP_LOG_CAP - logged));
-      setupLog.push(keep);
+      output.push(keep);
       logged += keep.length;
       dropped += chunk.length - keep.length;
     },
-    readOnly: lockFolder ? [{ host: lockFolder, at: INDEX_MOUNT }] : [],
-  })
-    .catch((e: Error) => {
-      if (!engineFault(e.message)) throw e;
-      return { failure: e.message };
-    })
-    .finally(() => lockFolder && rmSync(lockFolder, { recursive: true, force: true }));
-  if ('failure' in setup) return { failure: `image build failed: ${setup.failure}`, engineFault: true, ...none };
-  const said = Buffer.concat(setupLog).toString('utf8');
-  const redacted = redactText(unitRedactor(options, unit), said);
-  appendFileSync(logFile, redacted);
-  if (dropped) appendFileSync(logFile, `[worldline: ${dropped} more bytes of setup output dropped]\n`);
-  if (packages) await removeImage(`${tag}-packages`);
-  if (!setup.imageId) {
-    const why = setup.timedOut
+  }).catch((e: Error) => {
+    if (!engineFault(e.message)) throw e;
+    return { failure: e.message };
+  });
+  if ('failure' in ran) return { failure: `image build failed: ${ran.failure}`, engineFault: true, ...none };
+  const said = redactText(unitRedactor(options, unit), Buffer.concat(output).toString('utf8'));
+  appendFileSync(logFile, said);
+  if (dropped) appendFileSync(logFile, `[worldline: ${dropped} more bytes of ${what} output dropped]\n`);
+  if (!ran.imageId) {
+    const why = ran.timedOut
       ? `build exceeded its timeout of ${options.buildTimeoutS} s`
-      : setup.oomKilled
-        ? `setup ran out of memory (killed at the ${options.memoryMb} MB limit)`
-        : `setup returned a non-zero code: ${setup.exitCode}`;
+      : ran.oomKilled
+        ? `${what} ran out of memory (killed at the ${options.memoryMb} MB limit)`
+        : `${what} returned a non-zero code: ${ran.exitCode}`;
     const tail = tailOf(logFile, 3);
-    return { failure: `image build failed: ${why}${tail && !setup.timedOut ? ` (last output: ${tail})` : ''}`, ...none };
+    return { failure: `image build failed: ${why}${tail && !ran.timedOut ? ` (last output: ${tail})` : ''}`, ...none };
   }
-  notBuilt = sdistsNotBuilt(said);
-  if (notBuilt.length) ctx.log(`build ${unit.id}: left out, their sdists did not build (the log says why): ${notBuilt.join(', ')}`);
-  writeFileAtomic(buildOutputPath(tag), readFileSync(logFile, 'utf8'));
-  // The redacted output, as the reused-image path reads it: problems from it reach the ledger and a model's prompt.
-  return { record: record(setup.imageId), collect: collectOf(redacted), install: installOf(redacted) };
+  return { imageId: ran.imageId, said };
 }
 
 /**
