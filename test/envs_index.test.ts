@@ -21,6 +21,7 @@ import { UV_VERSION, uvBinary } from '../pipeline/envs/index/uv.js';
 import type { LedgerEntry } from '../pipeline/runtime/ledger.js';
 import type { BuildRecord, ResolveRecord, ValidateRecord } from '../pipeline/runtime/records.js';
 import { PYCACHE_PREFIX } from '../pipeline/sandbox/bytecode.js';
+import { inspectImage } from '../pipeline/sandbox/engine.js';
 import { type CliResult, cli, gitRepo, sql, tempDir } from './helpers.js';
 
 /** Tiny wheels: [distribution, version, module, requirements], pure Python unless a tag says otherwise. */
@@ -349,6 +350,31 @@ describe('the Python index as a backend', () => {
     expect(index.downloads.length).toBe(before);
     const status = await cli(['status', '--out', join(dir, 'out5')]);
     expect(status.stdout).toMatch(/python packages from: 1 index lock/);
+  }, 900_000);
+
+  it("an image budget takes a finished unit's lock image with its env image", async () => {
+    const manifest = join(dir, 'budget.jsonl');
+    writeFileSync(
+      manifest,
+      [
+        project('budget-one', ['wl-alpha'], [], 'import alpha\n\n\ndef test_alpha():\n    assert alpha\n'),
+        project('budget-two', ['wl-delta'], [], 'import delta\n\n\ndef test_delta():\n    assert delta\n'),
+      ]
+        .map((m) => readFileSync(m, 'utf8'))
+        .join(''),
+    );
+    const res = await run(manifest, 'out-budget', 'clone,resolve,build,validate', trusted, ['--image-budget', '0.001', '--concurrency', '1']);
+    expect(res.code, `${res.stdout}\n${res.stderr}`).toBe(0);
+    const builds = readdirSync(join(dir, 'out-budget', 'ledger', 'build')).map(
+      (f) => (JSON.parse(readFileSync(join(dir, 'out-budget', 'ledger', 'build', f), 'utf8')) as LedgerEntry<BuildRecord>).record!,
+    );
+    expect(builds).toHaveLength(2);
+    for (const b of builds) {
+      expect(b.index?.lock_image_built, b.image).toBe(true);
+      // Both went as each unit finished: nothing stood on the lock image any more.
+      expect(await inspectImage(b.image), b.image).toBeNull();
+      expect(await inspectImage(b.index!.lock_image!), b.index!.lock_image).toBeNull();
+    }
   }, 900_000);
 
   it('goes through the proxy pip is configured with, for the resolver and for the downloads', async () => {
