@@ -3,6 +3,7 @@ import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
 import { readRows } from '../datasets/reader.js';
+import type { TraceCut } from '../pipeline/runtime/records.js';
 import type { TaskRecord } from '../schemas/tasks.js';
 import type { TrajectoryRecord } from '../schemas/trajectories.js';
 import { buildCorpusHistory, GOLD_LINES } from './fixtures/corpus_history.js';
@@ -47,8 +48,13 @@ describe('forage with issue-fix mining', () => {
     // The run's mix (CWM's 55% issue fixes by default): of all ways to shrink one kind, the
     // share closest to 55%, then the most tasks; the rest are dropped, never invented.
     const forage = JSON.parse(readFileSync(join(out, 'ledger', 'forage', `${readdirSync(join(out, 'ledger', 'forage'))[0]}`), 'utf8')) as {
-      record: { mutation_tasks: number; issue_tasks: number };
+      record: { mutation_tasks: number; issue_tasks: number; trace_cuts: TraceCut[] };
     };
+    // The fix's test hung before it (the issue): it was measured timing out at the mutant test
+    // timeout, and its trace there stops at that budget, not at the one an unmeasured test earns.
+    const cut = forage.record.trace_cuts.find((c) => c.task_id === fix.instance_id && c.phase === 'before');
+    expect(cut?.node_id).toBe(fix.FAIL_TO_PASS[0]);
+    expect(cut?.reason).toMatch(/^(trace cap reached by a test known to time out|over its budget of [1-9]\.\d s)$/);
     const I = forage.record.issue_tasks;
     const M = forage.record.mutation_tasks;
     expect(I).toBeGreaterThan(0);

@@ -29,6 +29,17 @@ export interface Measured {
   timedOut: boolean;
 }
 
+/**
+ * What a test that failed on a task's state did there (its result in that run, absent when the
+ * killed run never reached it): pytest-timeout's failure says "Timeout". A task's traces give it
+ * this budget on that state (fix_traces.ts): a test that hung there is traced up to that timeout,
+ * not for the budget a never-measured test earns.
+ */
+export function measuredFailing(t: { outcome: string; message: string | null; duration: number } | undefined, testTimeoutS: number): Measured {
+  const timedOut = !t || t.outcome === 'missing' || /Timeout/.test(t.message ?? '') || t.duration >= testTimeoutS;
+  return { seconds: t?.duration ?? testTimeoutS, timedOut };
+}
+
 /** Validate's first-run seconds of each of the unit's tests, by node id. */
 export function validatedDurations(out: string, unitId: string): Map<string, Measured> {
   const byId = new Map<string, Measured>();

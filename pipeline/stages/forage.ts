@@ -40,7 +40,8 @@ function issueExport(file: string | undefined): Map<number, IssueText> | undefin
 
 const jsonl = (rows: object[]) => rows.map((r) => JSON.stringify(r)).join('\n') + (rows.length ? '\n' : '');
 
-const FORAGE_REVISION = 4;
+/** Bump when forage's output changes for the same inputs: 5, an issue task's hung test traced to its measured timeout. */
+const FORAGE_REVISION = 5;
 
 /** Recordings for the replay policy, by task id, read once per process. */
 const recordings = new Map<string, Promise<Map<string, TrajectoryRecord>>>();
@@ -228,7 +229,7 @@ export const forageStage: Stage<'forage'> = {
       const started = Date.now();
       // The oracle's test runs on the task state get the mutant check's earned per-test timeout.
       const testTimeoutS = task.kind === 'mutation_fix' ? m.testTimeoutS : o.mutantTestTimeoutS;
-      const measured = { before: new Map(Object.entries(m.measured[task.instance_id] ?? {})), after: validated };
+      const measured = { before: new Map(Object.entries(m.measured[task.instance_id] ?? mined?.measured[task.instance_id] ?? {})), after: validated };
       const rowsFile = join(progress, `traces-${i}.jsonl`);
       // A gold submission (the oracle's) is traced in its grading container: one container less.
       let folded: TaskTraceOutcome | null = null;

@@ -12,6 +12,7 @@ import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { git } from '../../core/git.js';
 import type { TaskRecord } from '../../schemas/tasks.js';
+import { type Measured, measuredFailing } from '../runtime/budgets.js';
 import { mirrorPath, outLayout } from '../runtime/layout.js';
 import type { BuildRecord, CandidateFate, CloneRecord } from '../runtime/records.js';
 import { type StageContext, UnitFailure } from '../runtime/stage.js';
@@ -51,6 +52,8 @@ export interface IssueMiningOutcome {
   dropped: { fix_commit: string; reason: string }[];
   /** Every candidate and skipped commit: kept, dropped or skipped, why, and the seconds it took. */
   fates: CandidateFate[];
+  /** By task: what each FAIL_TO_PASS test did before the fix (its traces' budgets there). */
+  measured: Record<string, Record<string, Measured>>;
 }
 
 interface CandidateRun {
@@ -128,7 +131,7 @@ async function checkParentTree(gitDir: string, parent: string, changed: string[]
 export async function mineIssueTasks(ctx: StageContext, clone: CloneRecord, build: BuildRecord, opts: IssueMiningOptions = {}): Promise<IssueMiningOutcome> {
   const { unit, options } = ctx;
   const gitDir = mirrorPath(unit);
-  const outcome: IssueMiningOutcome = { tasks: [], candidates: 0, dropped: [], fates: [] };
+  const outcome: IssueMiningOutcome = { tasks: [], candidates: 0, dropped: [], fates: [], measured: {} };
   if (!existsSync(join(gitDir, 'HEAD'))) return outcome;
   const { candidates, skipped } = await findIssueCandidates(gitDir, clone.commit, opts);
   outcome.candidates = candidates.length;
@@ -274,6 +277,8 @@ export async function mineIssueTasks(ctx: StageContext, clone: CloneRecord, buil
       ctx.log(`forage ${unit.id}: ${cand.fix_commit.slice(0, 12)}: ${m}`),
     );
     fate('kept', null, verdict.fix_confidence);
+    const beforeById = new Map(result.before.tests.map((t) => [t.nodeid, t]));
+    outcome.measured[instanceId] = Object.fromEntries(F2P.map((id) => [id, measuredFailing(beforeById.get(id), testTimeoutS)]));
     outcome.tasks.push({
       instance_id: instanceId,
       kind: 'issue_fix',

@@ -10,7 +10,7 @@ import { readLines } from '../../core/jsonl.js';
 import type { TaskRecord } from '../../schemas/tasks.js';
 import type { TestRecord } from '../../schemas/tests.js';
 import type { TraceRecord } from '../../schemas/traces.js';
-import { earnedS, type Measured, measuredStartupS, validatedDurations } from '../runtime/budgets.js';
+import { earnedS, type Measured, measuredFailing, measuredStartupS, validatedDurations } from '../runtime/budgets.js';
 import { outLayout } from '../runtime/layout.js';
 import type { BuildRecord, CloneRecord } from '../runtime/records.js';
 import { type StageContext, UnitFailure } from '../runtime/stage.js';
@@ -245,14 +245,7 @@ export async function mutationTasks(ctx: StageContext, clone: CloneRecord, build
       if (seen.has(instanceId)) continue;
       seen.add(instanceId);
       outcome.byOperator[cand.operator] = (outcome.byOperator[cand.operator] ?? 0) + 1;
-      // pytest-timeout's failure says "Timeout"; a test the killed run never reached timed out too.
-      outcome.measured[instanceId] = Object.fromEntries(
-        failing.map((id) => {
-          const t = byId.get(id);
-          const timedOut = !t || t.outcome === 'missing' || /Timeout/.test(t.message ?? '') || t.duration >= testTimeoutS;
-          return [id, { seconds: t?.duration ?? testTimeoutS, timedOut }];
-        }),
-      );
+      outcome.measured[instanceId] = Object.fromEntries(failing.map((id) => [id, measuredFailing(byId.get(id), testTimeoutS)]));
       outcome.tasks.push({
         instance_id: instanceId,
         kind: 'mutation_fix',
