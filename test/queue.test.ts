@@ -225,7 +225,7 @@ describe('the queue: workers as processes on one Redis', () => {
     writeFileSync(m, JSON.stringify({ repo }) + '\n');
     const out = join(dir, 'timeout');
     const q = ['--redis', redis.url, '--queue', 'timeout'];
-    finished(await cli(['enqueue', '--manifest', m, '--out', out, '--stages', 'clone,build,validate', '--attempts', '1', '--job-timeout', '90', ...q]));
+    finished(await cli(['enqueue', '--manifest', m, '--out', out, '--stages', 'clone,build,validate', '--attempts', '1', '--job-timeout', '45', ...q]));
     const worker = cliProcess(['worker', '--out', out, ...q, '--exit-when-drained', '--json']);
     // The job's containers, by their job label (`unit#attempt`), while the worker runs.
     const jobContainers = () =>
@@ -248,7 +248,7 @@ describe('the queue: workers as processes on one Redis', () => {
       queue: { dead_letters: { unit_id: string; reason: string }[] };
     };
     const [dead] = s.queue.dead_letters;
-    expect(dead.reason).toMatch(/job timed out after 90 s/);
+    expect(dead.reason).toMatch(/job timed out after 45 s/);
     // It had containers running under its label when it timed out (validate's, or a slow build's)...
     const ours = [...seen].filter((l) => l.startsWith(`${dead.unit_id}#0`));
     expect(ours.length).toBeGreaterThan(0);

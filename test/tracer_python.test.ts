@@ -11,7 +11,8 @@ import { packageRoot } from '../core/package.js';
 import { runContainer } from '../pipeline/sandbox/sandbox.js';
 import { TRACER_CODE, tracersDir } from '../pipeline/sandbox/tracers.js';
 
-describe('tracers/ (Python) inside the base images', () => {
+// Both at once: each suite is one pytest process, and CI has two cores.
+describe.concurrent('tracers/ (Python) inside the base images', () => {
   for (const key of ['base311', 'base313'] as const) {
     it(`passes its own tests on ${key}`, async () => {
       const res = await runContainer({
@@ -19,7 +20,7 @@ describe('tracers/ (Python) inside the base images', () => {
         cmd: ['sh', '-c', 'cd /src && python3 -c "import _worldline_native" && python3 -m pytest -q -p no:cacheprovider tracers/tests tracers/mutate_tests'],
         env: { PYTHONDONTWRITEBYTECODE: '1' },
         binds: [`${join(packageRoot, 'tracers')}:/src/tracers:ro`],
-        limits: { memoryBytes: 1024 * 1024 * 1024, pids: 256, cpus: 2 },
+        limits: { memoryBytes: 1024 * 1024 * 1024, pids: 256, cpus: 1 },
         timeoutMs: 600_000,
       });
       expect(res.output).toMatch(/\d+ passed/);
