@@ -72,8 +72,9 @@ export function packagesDockerfile(base: BaseImage, env: UnitEnv, pipIndex?: str
 
 /**
  * Phase 2, what the repository controls (its lock is installed below it: stack_images.ts,
- * lock_images.ts): its setup steps (each its own shell, stopping at the first failure), then, for an inferred environment, the project itself (worldline_install.py,
- * from the install plan resolve made), run without network in a limited container
+ * lock_images.ts): its setup steps (each its own shell, stopping at the first failure), then,
+ * for an inferred environment, the project itself (worldline_install.py, from the install plan
+ * resolve made), run without network in a limited container
  * (runAndCommit); then the baseline commit agents and graders diff against, and the checkout the
  * sandbox user owns, which each container copies into its own writable /repo
  * (pipeline/sandbox/sandbox.ts); then the image's bytecode and a collect-only run
@@ -325,7 +326,10 @@ async function buildOnce(ctx: StageContext, env: UnitEnv, python: PythonVersion,
       writeFileAtomic(kept, readFileSync(logFile, 'utf8'));
       return { built: true };
     });
-    if ('failure' in made) return made;
+    if ('failure' in made) {
+      if (packagesTag) await removeImage(packagesTag);
+      return made;
+    }
     from = lockImage;
     fromIndex = { ...fromIndex!, lock_image: lockImage, lock_image_built: made.built };
   } else {
