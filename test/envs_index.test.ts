@@ -358,7 +358,8 @@ describe('the Python index as a backend', () => {
       manifest,
       [
         project('budget-one', ['wl-alpha'], [], 'import alpha\n\n\ndef test_alpha():\n    assert alpha\n'),
-        project('budget-two', ['wl-delta'], [], 'import delta\n\n\ndef test_delta():\n    assert delta\n'),
+        // Files the cache has already (the proxy test below counts wl-delta's download).
+        project('budget-two', ['wl-gamma-dist'], [], 'import gamma\n\n\ndef test_gamma():\n    assert gamma\n'),
       ]
         .map((m) => readFileSync(m, 'utf8'))
         .join(''),
