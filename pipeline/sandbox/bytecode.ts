@@ -41,17 +41,10 @@ const COLLECT_TIMEOUT_S = 300;
 export const COLLECT_MARKS = { start: '==== worldline: collect-only ====', end: '==== worldline: collect-only exit ' };
 
 /**
- * Shell lines (run as root in /repo once the checkout is committed and copied to the pristine one)
- * filling the prefix. Failures are ignored: a file that does not compile or a suite that does not
- * collect is compiled at run time, as before. The collection runs with the unit's pytest arguments
- * and variables, the model hubs said offline, as its runs will, and its output goes to the
- * build's output between COLLECT_MARKS: what stopped it is what the build repairs in an inferred
- * environment.
- */
-/**
- * Shell lines (as root) compiling everything on the Python's path into the prefix. A heavy stack (stack_images.ts) runs them too, so torch's 20,000 modules are
- * compiled once per stack, not in every unit built on it: the unit's compileall finds their pycs
- * current (mtime and size) and writes nothing.
+ * Shell lines (as root) compiling everything on the Python's path into the prefix. Stack and lock
+ * images (stack_images.ts, lock_images.ts) run them too, so torch's modules are compiled once per
+ * stack, not in every unit built on it: the unit's compileall finds their pycs current (mtime and
+ * size) and writes nothing.
  */
 export function siteBytecodeScript(): string[] {
   const path = `python3 -c 'import os, sys; print("\\n".join(p for p in sys.path[1:] if os.path.isdir(p)))'`;
@@ -71,6 +64,14 @@ export function prefixToRuns(): string {
   return `mkdir -p ${PYCACHE_PREFIX} && find ${PYCACHE_PREFIX} ! -user ${SANDBOX_UID} -exec chown -h ${SANDBOX_UID}:${SANDBOX_UID} {} +`;
 }
 
+/**
+ * Shell lines (run as root in /repo once the checkout is committed and copied to the pristine one)
+ * filling the prefix. Failures are ignored: a file that does not compile or a suite that does not
+ * collect is compiled at run time, as before. The collection runs with the unit's pytest arguments
+ * and variables, the model hubs said offline, as its runs will, and its output goes to the
+ * build's output between COLLECT_MARKS: what stopped it is what the build repairs in an inferred
+ * environment.
+ */
 export function bytecodeScript(srcLayout: boolean, pytestArgs: string[], vars: Record<string, string>): string[] {
   const env = Object.entries({ ...OFFLINE_VARS, ...vars, PYTHONPATH: [srcLayout ? '/repo/src' : '', vars.PYTHONPATH].filter(Boolean).join(':') })
     .map(([k, v]) => `${k}=${shQuote(v)}`)

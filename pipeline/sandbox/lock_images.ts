@@ -4,7 +4,7 @@
  * bytecode, committed once per host and reused by every build of the same lock on the same start.
  * A rebuild from a lock line (a new output folder, another commit of the same repository, the env
  * image removed) then installs nothing and compiles nothing: it only adds the checkout (gpytorch:
- * 957 MB of wheels and bytecode committed once, not in every build). Made under a host-wide lock,
+ * 905 MB of wheels and bytecode committed once, not in every build). Made under a host-wide lock,
  * as a stack is, so two builds that need the same one at once make it once.
  */
 import { join } from 'node:path';
@@ -22,12 +22,13 @@ export const LOCK_LABEL = 'worldline.lock';
 const LOCK_REVISION = 1;
 
 /**
- * The lock image's tag: the image it starts from (base or stack, by id), the packages step's
+ * The lock image's tag: the image it starts from (a base's or a stack's tag, each named by its
+ * content), the packages step's
  * Dockerfile (what apt and pip install) and the lock's files by hash, so equal environments are
  * one image per host.
  */
-export function lockTag(python: string, startId: string, packages: string | null, lock: LockedDist[]): string {
-  return `worldline/lock:py${python}-${hashOf({ start: startId, packages, files: lock.map((d) => d.sha256).sort(), revision: LOCK_REVISION })}`;
+export function lockTag(python: string, start: string, packages: string | null, lock: LockedDist[]): string {
+  return `worldline/lock:py${python}-${hashOf({ start, packages, files: lock.map((d) => d.sha256).sort(), revision: LOCK_REVISION })}`;
 }
 
 /** The script that makes it (root, no network, the lock's folder mounted at install.ts's INDEX_MOUNT): install, then compile. */
